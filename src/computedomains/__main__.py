@@ -1,0 +1,7 @@
+"""``python -m computedomains``."""
+
+import sys
+
+from computedomains.cli import main
+
+sys.exit(main())

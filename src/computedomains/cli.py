@@ -1,0 +1,32 @@
+"""The ``computedomains`` command: one subcommand per component or tool."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from computedomains import __version__
+from computedomains.sim import commands as sim_commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="computedomains",
+        description="ComputeDomains for multi-node NVLink Kubernetes clusters.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    sim_commands.add_parsers(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Kubernetes access for every component: clients, tokens (and, later, caches and queues)."""

@@ -1,0 +1,44 @@
+"""Build API clients from kubeconfigs and mint ServiceAccount tokens."""
+
+from __future__ import annotations
+
+import pathlib
+
+from kubernetes import client, config
+
+
+def from_kubeconfig(path: pathlib.Path, *, context: str | None = None) -> client.ApiClient:
+    """An API client for the kubeconfig at ``path`` (its own configuration, no globals)."""
+    return config.new_client_from_config(config_file=str(path), context=context)
+
+
+def mint_service_account_token(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    service_account: str,
+    expiration_seconds: int = 3600,
+    audiences: list[str] | None = None,
+    bound_pod: tuple[str, str] | None = None,
+) -> str:
+    """Request a token for ``namespace/service_account`` through the TokenRequest API.
+
+    ``bound_pod`` (name, uid) binds the token to a pod, as the kubelet's projected tokens
+    are; the API server then adds the pod's node name to the token's claims.
+    """
+    bound = None
+    if bound_pod is not None:
+        bound = client.V1BoundObjectReference(
+            api_version="v1", kind="Pod", name=bound_pod[0], uid=bound_pod[1]
+        )
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=audiences or [],
+            expiration_seconds=expiration_seconds,
+            bound_object_ref=bound,
+        )
+    )
+    response = client.CoreV1Api(api).create_namespaced_service_account_token(
+        service_account, namespace, request
+    )
+    return str(response.status.token)

@@ -1,0 +1,1 @@
+"""The simulated cluster: a real control plane as local processes plus simulated GB200 nodes."""

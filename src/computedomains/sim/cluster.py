@@ -1,0 +1,280 @@
+"""A whole simulated cluster: control plane, simulated GB200 nodes and their host trees.
+
+``SimCluster`` is a context manager: leaving it, normally or through an exception or
+KeyboardInterrupt, stops every process it started (by PID) and removes its temp dir. A
+small JSON state file under the cache lets ``sim down``/``sim status`` find a cluster that
+runs in another process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.kube import client as kube_client
+from computedomains.kube import kubeconfig
+from computedomains.sim import controlplane, hosttree, nodes, tools, topology
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or found."""
+
+
+@dataclasses.dataclass
+class ClusterState:
+    """What ``sim status``/``sim down`` need to know about a running cluster."""
+
+    name: str
+    directory: str
+    kubeconfig: str
+    server: str
+    supervisor_pid: int
+    children: dict[str, int]
+    nodes: int
+    address_block: int
+    started_at: float
+    ready_seconds: float
+
+    def write(self, path: pathlib.Path) -> None:
+        """Persist atomically (temp file and rename), so readers never see half a file."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(self), indent=2))
+        tmp.rename(path)
+
+    @classmethod
+    def read(cls, path: pathlib.Path) -> ClusterState:
+        """Load a state file written by :meth:`write`."""
+        return cls(**json.loads(path.read_text()))
+
+
+def state_dir(env: dict[str, str] | None = None) -> pathlib.Path:
+    """Where state files and locks of running clusters live."""
+    return tools.cache_root(env) / "sim"
+
+
+def state_file(name: str) -> pathlib.Path:
+    """The state file of the cluster called ``name``."""
+    return state_dir() / f"{name}.json"
+
+
+@contextlib.contextmanager
+def _exclusive(path: pathlib.Path) -> Iterator[IO[str] | None]:
+    """Hold an flock on ``path`` (None when another process holds it); freed on exit or death."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = path.open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        yield None
+        return
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+class SimCluster:
+    """One simulated cluster, started by :meth:`start` and stopped by :meth:`stop`."""
+
+    def __init__(
+        self,
+        *,
+        name: str = "default",
+        topology_spec: topology.Topology | None = None,
+        toolbox: tools.ToolBox | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.topology = topology_spec or topology.Topology()
+        self.toolbox = toolbox or tools.ToolBox.from_env()
+        self.log = log or self.toolbox.log
+        self.directory: pathlib.Path | None = None
+        self.nodes: list[topology.SimNode] = []
+        self.host_trees: dict[str, hosttree.HostTree] = {}
+        self.control_plane: controlplane.ControlPlane | None = None
+        self.state: ClusterState | None = None
+        self._locks = contextlib.ExitStack()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def __enter__(self) -> SimCluster:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: types.TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def start(self, *, timeout: float = 120.0) -> ClusterState:
+        """Start the control plane, create the nodes and wait until all are Ready."""
+        started = time.monotonic()
+        try:
+            binaries = controlplane.Binaries.from_tools(
+                self.toolbox.ensure_all(["etcd", "kubernetes", "kwok"])
+            )
+            block = self._claim_names()
+            self.directory = pathlib.Path(tempfile.mkdtemp(prefix=f"compute-domains-sim-{self.name}-"))
+            self.nodes = topology.expand(self.topology, cluster_name=self.name, address_block=block)
+            self.control_plane = controlplane.ControlPlane(
+                directory=self.directory, binaries=binaries, name=self.name, log=self.log
+            )
+            self.control_plane.start(timeout=timeout)
+            self._create_nodes()
+            self.wait_nodes_ready(timeout=timeout)
+        except BaseException:
+            self.stop()
+            raise
+        self.state = ClusterState(
+            name=self.name,
+            directory=str(self.directory),
+            kubeconfig=str(self.kubeconfig),
+            server=self.control_plane.server,
+            supervisor_pid=os.getpid(),
+            children={c.name: c.pid for c in self.control_plane.children},
+            nodes=len(self.nodes),
+            address_block=block,
+            started_at=time.time(),
+            ready_seconds=round(time.monotonic() - started, 2),
+        )
+        self.state.write(state_file(self.name))
+        return self.state
+
+    def stop(self) -> None:
+        """Stop every process this cluster started and remove its files; safe to repeat."""
+        if self.control_plane is not None:
+            self.log(f"[sim] stopping cluster {self.name}")
+            self.control_plane.stop()
+            self.control_plane = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+        if self.state is not None:
+            state_file(self.name).unlink(missing_ok=True)
+            self.state = None
+        self._locks.close()
+
+    def _claim_names(self) -> int:
+        """Lock this cluster's name and a free loopback address block; returns the block."""
+        if self._locks.enter_context(_exclusive(state_dir() / f"{self.name}.lock")) is None:
+            raise ClusterError(
+                f"a simulated cluster named {self.name!r} is already running; "
+                f"stop it with `computedomains sim down --name {self.name}` or pick another name"
+            )
+        stale = state_file(self.name)
+        if stale.exists():
+            # The name lock was free, so whoever wrote this died without cleaning up (its
+            # children died with it through PDEATHSIG); only its files are left to remove.
+            old = ClusterState.read(stale)
+            self.log(f"[sim] removing leftovers of a crashed cluster {self.name!r}: {old.directory}")
+            shutil.rmtree(old.directory, ignore_errors=True)
+            stale.unlink()
+        for block in range(topology.ADDRESS_BLOCKS):
+            lock = self._locks.enter_context(_exclusive(state_dir() / "blocks" / f"{block}.lock"))
+            if lock is not None:
+                return block
+        raise ClusterError(f"all {topology.ADDRESS_BLOCKS} loopback address blocks are in use")
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def _create_nodes(self) -> None:
+        assert self.directory is not None
+        api = self.api_client()
+        version = client.VersionApi(api).get_code().git_version
+        core = client.CoreV1Api(api)
+        self.log(f"[sim] creating {len(self.nodes)} nodes ({self.topology.racks} racks x "
+                 f"{self.topology.nodes_per_rack}, {self.topology.non_fabric_nodes} without fabric)")  # fmt: skip
+        for node in self.nodes:
+            tree = hosttree.write(self.directory / "nodes" / node.name, node)
+            self.host_trees[node.name] = tree
+            boot_id = tree.boot_id.read_text().strip()
+            core.create_node(nodes.manifest(node, kubelet_version=version, boot_id=boot_id))
+
+    def ready_node_names(self) -> set[str]:
+        """Names of simulated nodes whose Ready condition is True."""
+        ready = set()
+        for item in client.CoreV1Api(self.api_client()).list_node().items:
+            for condition in item.status.conditions or []:
+                if condition.type == "Ready" and condition.status == "True":
+                    ready.add(item.metadata.name)
+        return ready & {n.name for n in self.nodes}
+
+    def wait_nodes_ready(self, *, timeout: float) -> None:
+        """Wait until every simulated node is Ready."""
+        assert self.control_plane is not None
+        want = len(self.nodes)
+        waiting.until(
+            f"all {want} simulated nodes to be Ready",
+            lambda: len(self.ready_node_names()) == want,
+            timeout=timeout,
+            interval=0.2,
+            abort=self.control_plane.check_running,
+        )
+        self.log(f"[sim] {want} nodes Ready")
+
+    # -- access ---------------------------------------------------------------------------
+
+    @property
+    def kubeconfig(self) -> pathlib.Path:
+        """The admin kubeconfig."""
+        if self.control_plane is None:
+            raise ClusterError("the cluster is not running")
+        return self.control_plane.admin_kubeconfig
+
+    def api_client(self) -> client.ApiClient:
+        """A new admin API client."""
+        return kube_client.from_kubeconfig(self.kubeconfig)
+
+    def service_account_kubeconfig(
+        self,
+        namespace: str,
+        service_account: str,
+        *,
+        expiration_seconds: int = 3600,
+        bound_pod: tuple[str, str] | None = None,
+    ) -> pathlib.Path:
+        """Mint a token for a ServiceAccount (TokenRequest) and write a kubeconfig using it."""
+        assert self.directory is not None
+        suffix = f"-{bound_pod[0]}" if bound_pod else ""
+        return kubeconfig.for_service_account(
+            self.kubeconfig,
+            self.directory / "sa" / f"{namespace}.{service_account}{suffix}.kubeconfig",
+            namespace=namespace,
+            service_account=service_account,
+            expiration_seconds=expiration_seconds,
+            bound_pod=bound_pod,
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """A short description of the running cluster, for the CLI and the demo."""
+        racks: dict[str, int] = {}
+        for node in self.nodes:
+            key = f"rack {node.rack}" if node.rack is not None else "no fabric"
+            racks[key] = racks.get(key, 0) + 1
+        return {
+            "name": self.name,
+            "server": self.control_plane.server if self.control_plane else None,
+            "kubeconfig": str(self.kubeconfig),
+            "nodes": len(self.nodes),
+            "ready": len(self.ready_node_names()),
+            "racks": racks,
+            "directory": str(self.directory),
+        }

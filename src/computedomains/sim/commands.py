@@ -1,0 +1,268 @@
+"""``computedomains sim ...`` and ``computedomains tools ...``: parse, build, run, shut down."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import types
+from typing import Any
+
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.kube import client as kube_client
+from computedomains.sim import cluster, processes, tools, topology
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``sim`` and ``tools`` subcommands."""
+    sim = subparsers.add_parser("sim", help="run a local cluster of simulated GB200 nodes")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+
+    up = sim_sub.add_parser("up", help="start a simulated cluster and keep it running")
+    _add_name(up)
+    up.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
+    up.add_argument("--nodes-per-rack", type=int, default=18, help="nodes per rack (default 18)")
+    up.add_argument("--gpus-per-node", type=int, default=4, help="GPUs per node (default 4)")
+    up.add_argument("--non-fabric-nodes", type=int, default=0,
+                    help="extra GPU nodes without NVLink fabric (default 0)")  # fmt: skip
+    up.add_argument("--node-profile", action="append", default=[], metavar="NODE=PROFILE",
+                    help="fabric profile of one node: "
+                    + ", ".join(p.value for p in topology.FabricProfile))  # fmt: skip
+    up.add_argument("--background", action="store_true",
+                    help="return once the cluster is ready; stop it with `sim down`")  # fmt: skip
+    up.set_defaults(func=_up)
+
+    down = sim_sub.add_parser("down", help="stop a cluster started in the background")
+    _add_name(down)
+    down.set_defaults(func=_down)
+
+    status = sim_sub.add_parser("status", help="report a running cluster")
+    _add_name(status)
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(func=_status)
+
+    tool = subparsers.add_parser("tools", help="build or locate the Go-built test tools")
+    tool_sub = tool.add_subparsers(dest="tools_command", required=True)
+    build = tool_sub.add_parser("build", help="build every missing tool into the cache")
+    build.add_argument("names", nargs="*", help="only these tools (default: all)")
+    build.set_defaults(func=_tools_build)
+    path = tool_sub.add_parser("path", help="print a tool binary's path (building it if missing)")
+    path.add_argument("name", help="kubernetes, etcd, kwok, helm3 or helm4")
+    path.add_argument("--binary", help="binary of a multi-binary tool (kube-apiserver, ...)")
+    path.set_defaults(func=_tools_path)
+
+
+def _add_name(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="default", help="cluster name (default: default)")
+
+
+def _topology(args: argparse.Namespace) -> topology.Topology:
+    overrides = {}
+    for item in args.node_profile:
+        node, sep, profile = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--node-profile wants NODE=PROFILE, got {item!r}")
+        try:
+            overrides[node] = topology.NodeOverride(profile=topology.FabricProfile(profile))
+        except ValueError:
+            raise SystemExit(
+                f"--node-profile {item!r}: unknown profile {profile!r}; choose one of "
+                + ", ".join(p.value for p in topology.FabricProfile)
+            ) from None
+    try:
+        return topology.Topology(
+            racks=args.racks,
+            nodes_per_rack=args.nodes_per_rack,
+            gpus_per_node=args.gpus_per_node,
+            non_fabric_nodes=args.non_fabric_nodes,
+            overrides=overrides,
+        )
+    except ValueError as exc:
+        raise SystemExit(f"invalid topology: {exc}") from None
+
+
+def _up(args: argparse.Namespace) -> int:
+    spec = _topology(args)
+    if args.background:
+        return _up_background(args)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: types.FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    sim = cluster.SimCluster(name=args.name, topology_spec=spec)
+    try:
+        state = sim.start()
+        print(render_summary(sim, state), flush=True)
+        if sys.stdin.isatty():
+            print("Press Ctrl-C to stop.", flush=True)
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    except (cluster.ClusterError, tools.ToolError, waiting.WaitTimeout) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        sim.stop()
+    print(f"Simulated cluster {args.name!r} stopped.", flush=True)
+    return 0
+
+
+def _up_background(args: argparse.Namespace) -> int:
+    argv = [a for a in sys.argv[1:] if a != "--background"]
+    log = cluster.state_dir() / f"{args.name}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        child = subprocess.Popen(  # noqa: S603 - re-runs this very command
+            [sys.executable, "-m", "computedomains", *argv],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def ready() -> cluster.ClusterState | None:
+        if child.poll() is not None:
+            raise cluster.ClusterError(
+                f"`sim up` exited with {child.returncode}; log {log}:\n{processes.log_tail(log)}"
+            )
+        path = cluster.state_file(args.name)
+        if path.exists():
+            state = cluster.ClusterState.read(path)
+            return state if state.supervisor_pid == child.pid else None
+        return None
+
+    try:
+        state = waiting.until(f"cluster {args.name!r} to be ready", ready, timeout=900)
+    except (cluster.ClusterError, waiting.WaitTimeout) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        processes.stop_pids([child.pid])
+        return 1
+    print(f"Simulated cluster {args.name!r} is up in the background (pid {child.pid}, "
+          f"ready in {state.ready_seconds:.1f}s)")  # fmt: skip
+    print(f"  kubeconfig  {state.kubeconfig}")
+    print(f"  log         {log}")
+    print(f"Stop it with: computedomains sim down --name {args.name}")
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    path = cluster.state_file(args.name)
+    if not path.exists():
+        print(f"No simulated cluster named {args.name!r} is running.")
+        return 0
+    state = cluster.ClusterState.read(path)
+    pids = [state.supervisor_pid, *state.children.values()]
+    print(f"Stopping simulated cluster {args.name!r} (supervisor pid {state.supervisor_pid})...")
+    processes.stop_pids([state.supervisor_pid], grace=30)
+    leftovers = processes.stop_pids(list(state.children.values()), grace=5)
+    if leftovers:
+        print(f"  killed leftover processes {leftovers}")
+    still = [p for p in pids if processes.pid_alive(p)]
+    if still:
+        print(f"error: processes {still} are still running", file=sys.stderr)
+        return 1
+    directory = pathlib.Path(state.directory)
+    shutil.rmtree(directory, ignore_errors=True)
+    path.unlink(missing_ok=True)
+    print(f"Simulated cluster {args.name!r} stopped.")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    path = cluster.state_file(args.name)
+    if not path.exists():
+        print(f"No simulated cluster named {args.name!r} is running.")
+        return 1
+    state = cluster.ClusterState.read(path)
+    alive = {name: processes.pid_alive(pid) for name, pid in state.children.items()}
+    report: dict[str, Any] = {
+        "name": state.name,
+        "server": state.server,
+        "kubeconfig": state.kubeconfig,
+        "supervisor": {"pid": state.supervisor_pid,
+                       "running": processes.pid_alive(state.supervisor_pid)},  # fmt: skip
+        "processes": {n: {"pid": state.children[n], "running": ok} for n, ok in alive.items()},
+        "uptime_seconds": round(time.time() - state.started_at),
+    }
+    try:
+        api = kube_client.from_kubeconfig(pathlib.Path(state.kubeconfig))
+        items = client.CoreV1Api(api).list_node(_request_timeout=5).items
+        ready = sum(
+            1 for n in items
+            for c in n.status.conditions or [] if c.type == "Ready" and c.status == "True"
+        )  # fmt: skip
+        report["nodes"] = {"total": len(items), "ready": ready}
+    except Exception as exc:  # noqa: BLE001 - status reports whatever went wrong
+        report["nodes"] = {"error": str(exc)}
+    healthy = all(alive.values()) and report["supervisor"]["running"] and "error" not in report["nodes"]
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"Simulated cluster {state.name!r}: {'running' if healthy else 'DEGRADED'}")
+        print(f"  API server  {state.server}")
+        print(f"  kubeconfig  {state.kubeconfig}")
+        nodes = report["nodes"]
+        print("  nodes       " + (f"{nodes['ready']}/{nodes['total']} Ready" if "ready" in nodes
+                                  else f"unreachable: {nodes['error']}"))  # fmt: skip
+        for name, info in report["processes"].items():
+            print(f"  {name:<24} pid {info['pid']:<8} {'running' if info['running'] else 'EXITED'}")
+    return 0 if healthy else 1
+
+
+def render_summary(sim: cluster.SimCluster, state: cluster.ClusterState) -> str:
+    """One screen describing a freshly started cluster."""
+    lines = [
+        f"Simulated cluster {sim.name!r} is up ({state.ready_seconds:.1f}s to all nodes Ready)",
+        f"  API server   {state.server}",
+        f"  kubeconfig   {state.kubeconfig}",
+        f"  nodes        {state.nodes} Ready",
+    ]
+    racks: dict[int | None, list[topology.SimNode]] = {}
+    for node in sim.nodes:
+        racks.setdefault(node.rack, []).append(node)
+    for rack, members in racks.items():
+        first = members[0]
+        label = f"rack {rack}" if rack is not None else "no fabric"
+        fabric = first.gpus[0].fabric
+        lines.append(
+            f"    {label:<10} {len(members):>2} x {first.gpus[0].name} ({len(first.gpus)} GPUs)"
+            f"  {first.ip} ..  cluster UUID {fabric.cluster_uuid}, clique {fabric.clique_id}"
+        )
+    assert sim.directory is not None
+    lines += [
+        f"  host trees   {sim.directory / 'nodes'}/<node>/",
+        f"  logs         {sim.directory / 'logs'}/",
+        f"Try:  KUBECONFIG={state.kubeconfig} kubectl get nodes -L compute-domains.sim/rack",
+    ]
+    return "\n".join(lines)
+
+
+def _tools_build(args: argparse.Namespace) -> int:
+    box = tools.ToolBox.from_env()
+    started = time.monotonic()
+    try:
+        paths = box.ensure_all(args.names or None)
+    except tools.ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for label, path in paths.items():
+        print(f"{label:<24} {path}")
+    print(f"tools ready in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+def _tools_path(args: argparse.Namespace) -> int:
+    try:
+        print(tools.ToolBox.from_env().path(args.name, args.binary))
+    except tools.ToolError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,244 @@
+"""The real control plane as local processes on loopback: etcd, API server, KCM, scheduler, kwok.
+
+The API server runs with TLS, ``Node,RBAC`` authorization, service-account tokens and
+ServiceAccount admission, like a production cluster; the other components authenticate
+with client certificates for their well-known identities, so the bootstrap RBAC applies.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import socket
+import ssl
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+
+from computedomains import waiting
+from computedomains.kube import kubeconfig
+from computedomains.sim import pki, processes
+
+SERVICE_CIDR = "10.96.0.0/16"
+"""Only allocated from, never routed: no traffic ever goes to a Service IP here."""
+SERVICE_IP = "10.96.0.1"
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+STAGES_FILE = pathlib.Path(__file__).with_name("kwok-stages.yaml")
+_KCM_CONTROLLERS = "*"  # the default set: daemonset, job, GC, SA, namespace, node-lifecycle, resourceclaim ...
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class Binaries:
+    """Paths of the control-plane programs."""
+
+    etcd: pathlib.Path
+    kube_apiserver: pathlib.Path
+    kube_controller_manager: pathlib.Path
+    kube_scheduler: pathlib.Path
+    kwok: pathlib.Path
+
+    @classmethod
+    def from_tools(cls, paths: Mapping[str, pathlib.Path]) -> Binaries:
+        """Pick the binaries out of :meth:`ToolBox.ensure_all`'s result."""
+        return cls(
+            etcd=paths["etcd"],
+            kube_apiserver=paths["kube-apiserver"],
+            kube_controller_manager=paths["kube-controller-manager"],
+            kube_scheduler=paths["kube-scheduler"],
+            kwok=paths["kwok"],
+        )
+
+
+@dataclasses.dataclass
+class ControlPlane:
+    """Starts and stops one cluster's control-plane processes in ``directory``."""
+
+    directory: pathlib.Path
+    binaries: Binaries
+    name: str
+    log: Callable[[str], None]
+    children: list[processes.Managed] = dataclasses.field(default_factory=list)
+    api_port: int = 0
+
+    @property
+    def server(self) -> str:
+        """The API server URL."""
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def admin_kubeconfig(self) -> pathlib.Path:
+        """Kubeconfig of the cluster admin (``system:masters``)."""
+        return self.directory / "admin.kubeconfig"
+
+    @property
+    def ca_file(self) -> pathlib.Path:
+        """The cluster CA certificate."""
+        return self.directory / "pki" / "ca.crt"
+
+    def start(self, *, timeout: float = 60.0) -> None:
+        """Start every component and wait until each reports healthy."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ca, cluster_pki = pki.create_cluster_pki(self.directory / "pki", service_ip=SERVICE_IP)
+        self._admin = ca.issue("admin", common_name="admin", organizations=("system:masters",))
+        self.api_port = free_port()
+        etcd_url = self._start_etcd()
+        self._start_apiserver(etcd_url, cluster_pki)
+        kubeconfig.write_client_cert(
+            self.admin_kubeconfig, server=self.server, ca=ca.files.cert,
+            cluster_name=self.cluster_name, user="admin",
+            cert=self._admin.cert, key=self._admin.key,
+        )  # fmt: skip
+        self._wait_healthy("kube-apiserver", f"{self.server}/readyz", timeout=timeout)
+        kcm_port = self._start_component(
+            "kube-controller-manager", self.binaries.kube_controller_manager, ca,
+            identity="system:kube-controller-manager",
+            extra=[
+                f"--controllers={_KCM_CONTROLLERS}",
+                f"--root-ca-file={ca.files.cert}",
+                f"--service-account-private-key-file={cluster_pki.service_account_key}",
+                "--use-service-account-credentials=true",
+                "--kube-api-qps=200", "--kube-api-burst=400",
+                "--concurrent-daemonset-syncs=4",
+                "--node-monitor-grace-period=40s",
+            ],
+        )  # fmt: skip
+        sched_port = self._start_component(
+            "kube-scheduler", self.binaries.kube_scheduler, ca,
+            identity="system:kube-scheduler", extra=[],
+        )  # fmt: skip
+        kwok_port = self._start_kwok(ca)
+        self._wait_healthy("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz",
+                           timeout=timeout)  # fmt: skip
+        self._wait_healthy("kube-scheduler", f"https://127.0.0.1:{sched_port}/healthz",
+                           timeout=timeout)  # fmt: skip
+        self._wait_healthy("kwok", f"http://127.0.0.1:{kwok_port}/healthz", timeout=timeout)
+
+    @property
+    def cluster_name(self) -> str:
+        """The cluster's name in kubeconfigs."""
+        return f"compute-domains-sim-{self.name}"
+
+    def stop(self) -> None:
+        """Stop every started process (reverse order) and reap it."""
+        processes.stop_all(self.children)
+
+    def check_running(self) -> None:
+        """Raise if any component has exited."""
+        for child in self.children:
+            child.check_running()
+
+    # -- components -----------------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str]) -> processes.Managed:
+        self.log(f"[sim] starting {name}")
+        child = processes.start(name, argv, log_dir=self.directory / "logs", cwd=self.directory)
+        self.children.append(child)
+        return child
+
+    def _start_etcd(self) -> str:
+        client, peer = free_port(), free_port()
+        self._spawn("etcd", [
+            str(self.binaries.etcd),
+            "--name=sim",
+            f"--data-dir={self.directory / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{client}",
+            f"--advertise-client-urls=http://127.0.0.1:{client}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=sim=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync=true",  # a throw-away cluster: durability buys nothing
+            "--log-level=warn",
+        ])  # fmt: skip
+        return f"http://127.0.0.1:{client}"
+
+    def _start_apiserver(self, etcd_url: str, cluster_pki: pki.ClusterPKI) -> None:
+        self._spawn("kube-apiserver", [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.api_port}",
+            f"--cert-dir={self.directory / 'apiserver-certs'}",
+            f"--tls-cert-file={cluster_pki.serving.cert}",
+            f"--tls-private-key-file={cluster_pki.serving.key}",
+            f"--client-ca-file={cluster_pki.ca.cert}",
+            "--authorization-mode=Node,RBAC",
+            "--anonymous-auth=false",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
+            f"--service-account-key-file={cluster_pki.service_account_pub}",
+            f"--service-account-signing-key-file={cluster_pki.service_account_key}",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            "--endpoint-reconciler-type=none",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--max-requests-inflight=800",
+            "--max-mutating-requests-inflight=400",
+        ])  # fmt: skip
+
+    def _client_kubeconfig(self, ca: pki.CertificateAuthority, component: str,
+                           identity: str, organizations: tuple[str, ...] = ()) -> pathlib.Path:  # fmt: skip
+        cert = ca.issue(component, common_name=identity, organizations=organizations)
+        return kubeconfig.write_client_cert(
+            self.directory / f"{component}.kubeconfig", server=self.server, ca=ca.files.cert,
+            cluster_name=self.cluster_name, user=identity, cert=cert.cert, key=cert.key,
+        )  # fmt: skip
+
+    def _start_component(self, name: str, binary: pathlib.Path, ca: pki.CertificateAuthority,
+                         *, identity: str, extra: list[str]) -> int:  # fmt: skip
+        config = self._client_kubeconfig(ca, name, identity)
+        port = free_port()
+        self._spawn(name, [
+            str(binary),
+            f"--kubeconfig={config}",
+            f"--authentication-kubeconfig={config}",
+            f"--authorization-kubeconfig={config}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={self.directory / (name + '-certs')}",
+            "--leader-elect=false",
+            *extra,
+        ])  # fmt: skip
+        return port
+
+    def _start_kwok(self, ca: pki.CertificateAuthority) -> int:
+        # kwok plays every simulated kubelet, so it gets cluster-admin, like kwokctl gives it.
+        config = self._client_kubeconfig(ca, "kwok", "kwok", ("system:masters",))
+        port = free_port()
+        self._spawn("kwok", [
+            str(self.binaries.kwok),
+            f"--kubeconfig={config}",
+            f"--config={STAGES_FILE}",
+            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+            f"--server-address=127.0.0.1:{port}",
+            "--node-lease-duration-seconds=40",
+        ])  # fmt: skip
+        return port
+
+    def _wait_healthy(self, name: str, url: str, *, timeout: float) -> None:
+        context = ssl.create_default_context(cafile=str(self.ca_file))
+        context.load_cert_chain(str(self._admin.cert), str(self._admin.key))
+        if "apiserver" not in name:
+            # KCM and scheduler serve with their own self-signed certs; only liveness matters.
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+
+        def healthy() -> bool:
+            with urllib.request.urlopen(url, context=context, timeout=2) as response:  # noqa: S310
+                return bool(response.status == 200)
+
+        waiting.until(
+            f"{name} to report healthy at {url}",
+            healthy,
+            timeout=timeout,
+            interval=0.1,
+            abort=self.check_running,
+            retry_on=(OSError, urllib.error.URLError, ssl.SSLError),
+        )

@@ -1,0 +1,129 @@
+"""Start, watch and stop the simulated cluster's processes, by PID, leaving no orphans.
+
+Each child runs in its own session (so a Ctrl-C in the terminal reaches only the supervisor,
+which then stops the children in order) and asks the kernel to kill it should the supervisor
+die without cleaning up (``PR_SET_PDEATHSIG``), so even ``kill -9`` of the supervisor leaves
+nothing running.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import pathlib
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+_PR_SET_PDEATHSIG = 1
+
+
+class ProcessError(RuntimeError):
+    """A process exited early or did not become ready; the message carries its log tail."""
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def pid_alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    # The state letter follows the parenthesised command name, which may contain spaces.
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def log_tail(path: pathlib.Path, lines: int = 20) -> str:
+    """The last lines of a log file, for error messages."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"
+
+
+@dataclasses.dataclass
+class Managed:
+    """One child process started by the supervisor."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: pathlib.Path
+
+    @property
+    def pid(self) -> int:
+        """The child's PID."""
+        return self.popen.pid
+
+    def check_running(self) -> None:
+        """Raise with the log tail when the process has exited."""
+        code = self.popen.poll()
+        if code is not None:
+            raise ProcessError(f"{self.name} exited with code {code}; log:\n{log_tail(self.log)}")
+
+
+def start(
+    name: str,
+    argv: Sequence[str],
+    *,
+    log_dir: pathlib.Path,
+    env: Mapping[str, str] | None = None,
+    cwd: pathlib.Path | None = None,
+) -> Managed:
+    """Start ``argv`` with output to ``<log_dir>/<name>.log``, tied to this process's life."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log = log_dir / f"{name}.log"
+    with log.open("ab") as out:
+        popen = subprocess.Popen(  # noqa: S603 - argv is built by us, never from user text
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, no locks taken
+        )
+    return Managed(name=name, popen=popen, log=log)
+
+
+def stop_pids(
+    pids: Sequence[int], *, grace: float = 10.0, sleep: Callable[[float], None] = time.sleep
+) -> list[int]:
+    """SIGTERM each PID, wait up to ``grace`` seconds, SIGKILL survivors; returns those killed."""
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        sleep(0.05)
+    killed = [p for p in pids if pid_alive(p)]
+    for pid in killed:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while any(pid_alive(p) for p in killed) and time.monotonic() < deadline:
+        sleep(0.05)
+    return killed
+
+
+def stop_all(children: Sequence[Managed], *, grace: float = 10.0) -> None:
+    """Stop children in reverse start order and reap them, so no zombie or orphan remains."""
+    for child in reversed(children):
+        if child.popen.poll() is None:
+            child.popen.terminate()
+            try:
+                child.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                child.popen.kill()
+                child.popen.wait(timeout=10)
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,47 @@
+"""The cluster tests run against: the simulated one, or an existing one from a kubeconfig."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import uuid
+
+from kubernetes import client
+
+from computedomains.kube import client as kube_client
+from computedomains.kube import kubeconfig
+from computedomains.sim import cluster as sim_cluster
+
+
+@dataclasses.dataclass
+class TestCluster:
+    """What a test needs from a cluster, whichever kind it is."""
+
+    __test__ = False  # not a test class, despite the name
+
+    kubeconfig: pathlib.Path
+    workdir: pathlib.Path
+    sim: sim_cluster.SimCluster | None = None
+    chart_path: pathlib.Path | None = None
+    chart_version: str | None = None
+    values_file: pathlib.Path | None = None
+
+    @property
+    def simulated(self) -> bool:
+        """True for the simulated cluster (nodes and host trees are ours)."""
+        return self.sim is not None
+
+    def api(self) -> client.ApiClient:
+        """A new admin API client."""
+        return kube_client.from_kubeconfig(self.kubeconfig)
+
+    def service_account_kubeconfig(self, namespace: str, name: str) -> pathlib.Path:
+        """A kubeconfig authenticating as ServiceAccount ``namespace/name``."""
+        dest = self.workdir / "sa" / f"{namespace}.{name}.{uuid.uuid4().hex[:6]}.kubeconfig"
+        return kubeconfig.for_service_account(
+            self.kubeconfig, dest, namespace=namespace, service_account=name
+        )
+
+    def service_account_api(self, namespace: str, name: str) -> client.ApiClient:
+        """An API client authenticated as ServiceAccount ``namespace/name``."""
+        return kube_client.from_kubeconfig(self.service_account_kubeconfig(namespace, name))
