@@ -1,0 +1,81 @@
+"""The simulated GB200 nodes: Node objects and host trees as docs/simulation.md documents them."""
+
+from __future__ import annotations
+
+import collections
+import ipaddress
+import json
+import re
+import uuid
+
+import pytest
+from kubernetes import client
+
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import hosttree, nodes
+
+pytestmark = pytest.mark.cluster
+
+
+def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(sim: sim_cluster.SimCluster) -> None:
+    cliques: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
+    for node in sim.nodes:
+        document = json.loads(sim.host_trees[node.name].fake_nvml.read_text())
+        assert document["format"] == hosttree.FAKE_NVML_FORMAT
+        assert document["node"] == node.name
+        gpu_fabrics = {(g["fabric"]["clusterUuid"], g["fabric"]["cliqueId"]) for g in document["gpus"]}
+        assert len(document["gpus"]) == 4
+        assert len(gpu_fabrics) == 1, f"{node.name}: GPUs disagree on the clique: {gpu_fabrics}"
+        for gpu in document["gpus"]:
+            assert gpu["fabric"]["state"] == "COMPLETED"
+            assert gpu["fabric"]["status"] == "SUCCESS"
+            assert re.fullmatch(r"GPU-[0-9a-f-]{36}", gpu["uuid"])
+        cliques[gpu_fabrics.pop()].add(node.name)
+
+    assert len(cliques) == 2
+    assert len({cluster_uuid for cluster_uuid, _ in cliques}) == 2, "racks must differ by cluster UUID"
+    assert sorted(len(members) for members in cliques.values()) == [18, 18]
+    for members in cliques.values():
+        assert len({name.split("-n")[0] for name in members}) == 1, "a clique spans exactly one rack"
+    all_gpus = [g["uuid"] for n in sim.nodes for g in json.loads(sim.host_trees[n.name].fake_nvml.read_text())["gpus"]]
+    assert len(set(all_gpus)) == 36 * 4
+
+
+def test_host_trees_hold_the_driver_and_kubelet_files(sim: sim_cluster.SimCluster) -> None:
+    boot_ids = set()
+    for node in sim.nodes:
+        tree = sim.host_trees[node.name]
+        majors = dict(
+            reversed(line.split()) for line in tree.proc_devices.read_text().split("Block devices:")[0].splitlines()[1:] if line.strip()
+        )
+        assert majors["nvidia-caps-imex-channels"] == str(hosttree.IMEX_CHANNELS_MAJOR)
+        assert majors["nvidia-caps"] == str(hosttree.NVIDIA_CAPS_MAJOR)
+        mgmt = dict(line.split(": ") for line in tree.fabric_imex_mgmt.read_text().splitlines())
+        assert mgmt == {"DeviceFileMinor": "1", "DeviceFileMode": "438", "DeviceFileModify": "1"}
+        boot_ids.add(str(uuid.UUID(tree.boot_id.read_text().strip())))
+        for directory in (tree.kubelet_plugins, tree.kubelet_registry, tree.cdi):
+            assert directory.is_dir()
+    assert len(boot_ids) == len(sim.nodes)
+
+
+def test_node_objects_look_like_gpu_nodes_on_distinct_loopback_addresses(
+    sim: sim_cluster.SimCluster, api: client.ApiClient
+) -> None:
+    by_name = {n.metadata.name: n for n in client.CoreV1Api(api).list_node(label_selector=f"{nodes.SIM_LABEL}=true").items}
+    assert set(by_name) == {n.name for n in sim.nodes}
+    ips = set()
+    for node in sim.nodes:
+        obj = by_name[node.name]
+        labels = obj.metadata.labels
+        assert labels["nvidia.com/gpu.present"] == "true"
+        assert labels["kubernetes.io/arch"] == "arm64"
+        assert labels["kubernetes.io/hostname"] == node.name
+        assert labels[nodes.RACK_LABEL] == str(node.rack)
+        assert obj.status.capacity["nvidia.com/gpu"] == "4"
+        internal = [a.address for a in obj.status.addresses if a.type == "InternalIP"]
+        assert internal == [node.ip]
+        assert ipaddress.ip_address(node.ip).is_loopback
+        assert obj.status.node_info.boot_id == sim.host_trees[node.name].boot_id.read_text().strip()
+        assert obj.spec.pod_cidr == node.pod_cidr and ipaddress.ip_network(node.pod_cidr).is_loopback
+        ips.add(node.ip)
+    assert len(ips) == len(sim.nodes)

@@ -1,0 +1,95 @@
+"""Stopping a simulated cluster leaves no process and no temp dir, however it is stopped.
+
+Each test starts its own small cluster beside the session's, which also shows that two
+clusters run side by side (free ports, separate loopback blocks).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from computedomains import waiting
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import processes, topology
+
+SMALL = topology.Topology(racks=1, nodes_per_rack=2)
+
+
+def _gone(pids: list[int], directory: pathlib.Path) -> bool:
+    return not any(processes.pid_alive(p) for p in pids) and not directory.exists()
+
+
+def test_stop_leaves_no_process_and_no_temp_dir() -> None:
+    sim = sim_cluster.SimCluster(name=f"teardown-{uuid.uuid4().hex[:6]}", topology_spec=SMALL)
+    state = sim.start()
+    pids = list(state.children.values())
+    directory = pathlib.Path(state.directory)
+    assert len(pids) == 5 and all(processes.pid_alive(p) for p in pids)
+    assert directory.is_dir() and sim_cluster.state_file(sim.name).exists()
+
+    sim.stop()
+
+    assert [p for p in pids if processes.pid_alive(p)] == []
+    assert not directory.exists()
+    assert not sim_cluster.state_file(sim.name).exists()
+
+
+def test_stop_runs_when_the_body_fails() -> None:
+    seen: dict[str, object] = {}
+    with pytest.raises(RuntimeError, match="test body failed"):
+        with sim_cluster.SimCluster(name=f"teardown-{uuid.uuid4().hex[:6]}", topology_spec=SMALL) as sim:
+            assert sim.state is not None
+            seen["pids"] = list(sim.state.children.values())
+            seen["dir"] = pathlib.Path(sim.state.directory)
+            raise RuntimeError("test body failed")
+    assert _gone(seen["pids"], seen["dir"])  # type: ignore[arg-type]
+
+
+def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterState]:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "computedomains", "sim", "up", "--name", name, "--racks", "1", "--nodes-per-rack", "2"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+    def ready() -> sim_cluster.ClusterState | None:
+        if child.poll() is not None:
+            raise AssertionError(f"sim up exited early with {child.returncode}")
+        path = sim_cluster.state_file(name)
+        return sim_cluster.ClusterState.read(path) if path.exists() else None
+
+    return child, waiting.until(f"`sim up --name {name}` to be ready", ready, timeout=120)
+
+
+def test_ctrl_c_on_sim_up_stops_everything() -> None:
+    name = f"teardown-{uuid.uuid4().hex[:6]}"
+    child, state = _start_cli(name)
+    pids = list(state.children.values())
+    child.send_signal(signal.SIGINT)
+    assert child.wait(timeout=60) == 0
+    assert _gone(pids, pathlib.Path(state.directory))
+    assert not sim_cluster.state_file(name).exists()
+
+
+def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
+    name = f"teardown-{uuid.uuid4().hex[:6]}"
+    child, state = _start_cli(name)
+    pids = list(state.children.values())
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=10)
+    # No chance to clean up: the kernel's parent-death signal must take the children down.
+    waiting.until("the control-plane processes of a SIGKILLed supervisor to exit",
+                  lambda: not any(processes.pid_alive(p) for p in pids), timeout=30)  # fmt: skip
+    assert pathlib.Path(state.directory).exists(), "files outlive a SIGKILL; sim down removes them"
+
+    down = subprocess.run([sys.executable, "-m", "computedomains", "sim", "down", "--name", name],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not pathlib.Path(state.directory).exists()
+    assert not sim_cluster.state_file(name).exists()

@@ -1,0 +1,47 @@
+"""Small Kubernetes helpers for tests: waits that poll with deadlines and name what they await."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from computedomains import waiting
+
+
+def wait_for_default_service_account(api: client.ApiClient, namespace: str) -> None:
+    """The ServiceAccount controller creates ``default``; pods cannot be admitted before it."""
+    core = client.CoreV1Api(api)
+    waiting.until(
+        f"ServiceAccount {namespace}/default",
+        lambda: core.read_namespaced_service_account("default", namespace),
+        timeout=30,
+        retry_on=(ApiException,),
+    )
+
+
+def status_of(exc: ApiException) -> int:
+    """The HTTP status of an API error."""
+    return int(exc.status or 0)
+
+
+def pod_condition(pod: Any, kind: str) -> Any | None:
+    """The pod's condition of type ``kind``, if present."""
+    for condition in pod.status.conditions or []:
+        if condition.type == kind:
+            return condition
+    return None
+
+
+def wait_for_pod(
+    api: client.ApiClient, namespace: str, name: str, what: str, predicate: Any, *, timeout: float = 60
+) -> Any:
+    """Poll pod ``namespace/name`` until ``predicate(pod)`` holds; returns the pod."""
+    core = client.CoreV1Api(api)
+
+    def check() -> Any:
+        pod = core.read_namespaced_pod(name, namespace)
+        return pod if predicate(pod) else None
+
+    return waiting.until(f"pod {namespace}/{name} {what}", check, timeout=timeout, retry_on=(ApiException,))
