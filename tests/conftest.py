@@ -25,14 +25,26 @@ from tests.support import clusters, kube
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("compute-domains cluster")
-    group.addoption("--kube-config", default=None,
-                    help="run cluster tests against this existing cluster instead of the simulated one")
-    group.addoption("--chart-path", default=os.environ.get("ATS_CHART_PATH"),
-                    help="chart to test (env ATS_CHART_PATH)")
-    group.addoption("--chart-version", default=os.environ.get("ATS_CHART_VERSION"),
-                    help="chart version to test (env ATS_CHART_VERSION)")
-    group.addoption("--app-config-file-path", default=os.environ.get("ATS_APP_CONFIG_FILE_PATH"),
-                    help="values file for the chart (env ATS_APP_CONFIG_FILE_PATH)")  # fmt: skip
+    group.addoption(
+        "--kube-config",
+        default=None,
+        help="run cluster tests against this existing cluster instead of the simulated one",
+    )
+    group.addoption(
+        "--chart-path",
+        default=os.environ.get("ATS_CHART_PATH"),
+        help="chart to test (env ATS_CHART_PATH)",
+    )
+    group.addoption(
+        "--chart-version",
+        default=os.environ.get("ATS_CHART_VERSION"),
+        help="chart version to test (env ATS_CHART_VERSION)",
+    )
+    group.addoption(
+        "--app-config-file-path",
+        default=os.environ.get("ATS_APP_CONFIG_FILE_PATH"),
+        help="values file for the chart (env ATS_APP_CONFIG_FILE_PATH)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -40,7 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[clusters.TestCluster]:
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[clusters.TestCluster]:
     """The session's cluster: started once, stopped (every process, by PID) at the end."""
     opts = request.config.option
     workdir = tmp_path_factory.mktemp("cluster")
@@ -48,22 +62,26 @@ def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         "workdir": workdir,
         "chart_path": pathlib.Path(opts.chart_path) if opts.chart_path else None,
         "chart_version": opts.chart_version,
-        "values_file": pathlib.Path(opts.app_config_file_path) if opts.app_config_file_path else None,
+        "values_file": pathlib.Path(opts.app_config_file_path)
+        if opts.app_config_file_path
+        else None,
     }
     if opts.kube_config:
-        yield clusters.TestCluster(kubeconfig=pathlib.Path(opts.kube_config), **common)  # type: ignore[arg-type]
+        yield clusters.TestCluster(kubeconfig=pathlib.Path(opts.kube_config), **common)
         return
     with sim_cluster.SimCluster(
         name=f"pytest-{os.getpid()}", topology_spec=topology.Topology(racks=2, nodes_per_rack=18)
     ) as sim:
-        yield clusters.TestCluster(kubeconfig=sim.kubeconfig, sim=sim, **common)  # type: ignore[arg-type]
+        yield clusters.TestCluster(kubeconfig=sim.kubeconfig, sim=sim, **common)
 
 
 @pytest.fixture(scope="session")
 def sim(cluster: clusters.TestCluster) -> sim_cluster.SimCluster:
     """The simulated cluster itself; skips against an existing cluster."""
     if cluster.sim is None:
-        pytest.skip("needs the simulated GB200 nodes and host trees; --kube-config names a real cluster")
+        pytest.skip(
+            "needs the simulated GB200 nodes and host trees; --kube-config names a real cluster"
+        )
     return cluster.sim
 
 

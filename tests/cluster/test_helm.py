@@ -19,7 +19,11 @@ TINY_CHART = pathlib.Path(__file__).parent.parent / "data" / "charts" / "tiny"
 
 @pytest.mark.parametrize("major", ["helm3", "helm4"])
 def test_helm_installs_upgrades_and_uninstalls(
-    major: str, cluster: clusters.TestCluster, api: client.ApiClient, namespace: str, tmp_path: pathlib.Path
+    major: str,
+    cluster: clusters.TestCluster,
+    api: client.ApiClient,
+    namespace: str,
+    tmp_path: pathlib.Path,
 ) -> None:
     binary = tools.ToolBox.from_env().path(major)
     h = helm.Helm(binary=binary, kubeconfig=cluster.kubeconfig, home=tmp_path)
@@ -31,8 +35,20 @@ def test_helm_installs_upgrades_and_uninstalls(
     assert core.read_namespaced_config_map("tiny-tiny", namespace).data == {"message": "hello"}
     assert apps.read_namespaced_deployment("tiny-tiny", namespace).status.ready_replicas == 1
 
-    h.run("upgrade", "tiny", str(TINY_CHART), "-n", namespace, "--wait", "--timeout", "2m",
-          "--set", "message=upgraded", "--set", "replicas=2")  # fmt: skip
+    h.run(
+        "upgrade",
+        "tiny",
+        str(TINY_CHART),
+        "-n",
+        namespace,
+        "--wait",
+        "--timeout",
+        "2m",
+        "--set",
+        "message=upgraded",
+        "--set",
+        "replicas=2",
+    )
     assert core.read_namespaced_config_map("tiny-tiny", namespace).data == {"message": "upgraded"}
     assert apps.read_namespaced_deployment("tiny-tiny", namespace).status.ready_replicas == 2
     history = h.run("history", "tiny", "-n", namespace, "-o", "json")
@@ -44,7 +60,7 @@ def test_helm_installs_upgrades_and_uninstalls(
         try:
             core.read_namespaced_config_map("tiny-tiny", namespace)
         except ApiException as exc:
-            return exc.status == 404
+            return bool(exc.status == 404)
         return False
 
     waiting.until("the uninstalled release's ConfigMap to be deleted", gone, timeout=30)

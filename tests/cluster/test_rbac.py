@@ -25,15 +25,25 @@ def test_service_account_is_refused_without_role_and_allowed_with_one(
     assert f"system:serviceaccount:{namespace}:reader" in str(refused.value.body)
 
     rbac = client.RbacAuthorizationV1Api(api)
-    rbac.create_namespaced_role(namespace, {
-        "metadata": {"name": "configmap-reader"},
-        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
-    })  # fmt: skip
-    rbac.create_namespaced_role_binding(namespace, {
-        "metadata": {"name": "reader"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "configmap-reader"},
-        "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
-    })  # fmt: skip
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "configmap-reader"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "reader"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "configmap-reader",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
+        },
+    )
 
     listed = waiting.until(
         "the RoleBinding to let the ServiceAccount list configmaps",

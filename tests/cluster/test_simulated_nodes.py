@@ -17,13 +17,17 @@ from computedomains.sim import hosttree, nodes
 pytestmark = pytest.mark.cluster
 
 
-def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(sim: sim_cluster.SimCluster) -> None:
+def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(
+    sim: sim_cluster.SimCluster,
+) -> None:
     cliques: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
     for node in sim.nodes:
         document = json.loads(sim.host_trees[node.name].fake_nvml.read_text())
         assert document["format"] == hosttree.FAKE_NVML_FORMAT
         assert document["node"] == node.name
-        gpu_fabrics = {(g["fabric"]["clusterUuid"], g["fabric"]["cliqueId"]) for g in document["gpus"]}
+        gpu_fabrics = {
+            (g["fabric"]["clusterUuid"], g["fabric"]["cliqueId"]) for g in document["gpus"]
+        }
         assert len(document["gpus"]) == 4
         assert len(gpu_fabrics) == 1, f"{node.name}: GPUs disagree on the clique: {gpu_fabrics}"
         for gpu in document["gpus"]:
@@ -33,11 +37,19 @@ def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(sim
         cliques[gpu_fabrics.pop()].add(node.name)
 
     assert len(cliques) == 2
-    assert len({cluster_uuid for cluster_uuid, _ in cliques}) == 2, "racks must differ by cluster UUID"
+    assert len({cluster_uuid for cluster_uuid, _ in cliques}) == 2, (
+        "racks must differ by cluster UUID"
+    )
     assert sorted(len(members) for members in cliques.values()) == [18, 18]
     for members in cliques.values():
-        assert len({name.split("-n")[0] for name in members}) == 1, "a clique spans exactly one rack"
-    all_gpus = [g["uuid"] for n in sim.nodes for g in json.loads(sim.host_trees[n.name].fake_nvml.read_text())["gpus"]]
+        assert len({name.split("-n")[0] for name in members}) == 1, (
+            "a clique spans exactly one rack"
+        )
+    all_gpus = [
+        g["uuid"]
+        for n in sim.nodes
+        for g in json.loads(sim.host_trees[n.name].fake_nvml.read_text())["gpus"]
+    ]
     assert len(set(all_gpus)) == 36 * 4
 
 
@@ -45,9 +57,8 @@ def test_host_trees_hold_the_driver_and_kubelet_files(sim: sim_cluster.SimCluste
     boot_ids = set()
     for node in sim.nodes:
         tree = sim.host_trees[node.name]
-        majors = dict(
-            reversed(line.split()) for line in tree.proc_devices.read_text().split("Block devices:")[0].splitlines()[1:] if line.strip()
-        )
+        char_devices = tree.proc_devices.read_text().split("Block devices:")[0].splitlines()[1:]
+        majors = {name: major for major, name in (line.split() for line in char_devices if line)}
         assert majors["nvidia-caps-imex-channels"] == str(hosttree.IMEX_CHANNELS_MAJOR)
         assert majors["nvidia-caps"] == str(hosttree.NVIDIA_CAPS_MAJOR)
         mgmt = dict(line.split(": ") for line in tree.fabric_imex_mgmt.read_text().splitlines())
@@ -61,7 +72,10 @@ def test_host_trees_hold_the_driver_and_kubelet_files(sim: sim_cluster.SimCluste
 def test_node_objects_look_like_gpu_nodes_on_distinct_loopback_addresses(
     sim: sim_cluster.SimCluster, api: client.ApiClient
 ) -> None:
-    by_name = {n.metadata.name: n for n in client.CoreV1Api(api).list_node(label_selector=f"{nodes.SIM_LABEL}=true").items}
+    by_name = {
+        n.metadata.name: n
+        for n in client.CoreV1Api(api).list_node(label_selector=f"{nodes.SIM_LABEL}=true").items
+    }
     assert set(by_name) == {n.name for n in sim.nodes}
     ips = set()
     for node in sim.nodes:
@@ -76,6 +90,8 @@ def test_node_objects_look_like_gpu_nodes_on_distinct_loopback_addresses(
         assert internal == [node.ip]
         assert ipaddress.ip_address(node.ip).is_loopback
         assert obj.status.node_info.boot_id == sim.host_trees[node.name].boot_id.read_text().strip()
-        assert obj.spec.pod_cidr == node.pod_cidr and ipaddress.ip_network(node.pod_cidr).is_loopback
+        assert (
+            obj.spec.pod_cidr == node.pod_cidr and ipaddress.ip_network(node.pod_cidr).is_loopback
+        )
         ips.add(node.ip)
     assert len(ips) == len(sim.nodes)

@@ -43,20 +43,36 @@ def test_stop_leaves_no_process_and_no_temp_dir() -> None:
 
 def test_stop_runs_when_the_body_fails() -> None:
     seen: dict[str, object] = {}
-    with pytest.raises(RuntimeError, match="test body failed"):
-        with sim_cluster.SimCluster(name=f"teardown-{uuid.uuid4().hex[:6]}", topology_spec=SMALL) as sim:
-            assert sim.state is not None
-            seen["pids"] = list(sim.state.children.values())
-            seen["dir"] = pathlib.Path(sim.state.directory)
-            raise RuntimeError("test body failed")
-    assert _gone(seen["pids"], seen["dir"])  # type: ignore[arg-type]
+    with (
+        pytest.raises(RuntimeError, match="test body failed"),
+        sim_cluster.SimCluster(name=f"teardown-{uuid.uuid4().hex[:6]}", topology_spec=SMALL) as sim,
+    ):
+        assert sim.state is not None
+        seen["pids"] = list(sim.state.children.values())
+        seen["dir"] = pathlib.Path(sim.state.directory)
+        raise RuntimeError("test body failed")
+    assert _gone(seen["pids"], seen["dir"])
 
 
 def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterState]:
     child = subprocess.Popen(
-        [sys.executable, "-m", "computedomains", "sim", "up", "--name", name, "--racks", "1", "--nodes-per-rack", "2"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "computedomains",
+            "sim",
+            "up",
+            "--name",
+            name,
+            "--racks",
+            "1",
+            "--nodes-per-rack",
+            "2",
+        ],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def ready() -> sim_cluster.ClusterState | None:
         if child.poll() is not None:
@@ -84,12 +100,20 @@ def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
     # No chance to clean up: the kernel's parent-death signal must take the children down.
-    waiting.until("the control-plane processes of a SIGKILLed supervisor to exit",
-                  lambda: not any(processes.pid_alive(p) for p in pids), timeout=30)  # fmt: skip
+    waiting.until(
+        "the control-plane processes of a SIGKILLed supervisor to exit",
+        lambda: not any(processes.pid_alive(p) for p in pids),
+        timeout=30,
+    )
     assert pathlib.Path(state.directory).exists(), "files outlive a SIGKILL; sim down removes them"
 
-    down = subprocess.run([sys.executable, "-m", "computedomains", "sim", "down", "--name", name],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    down = subprocess.run(
+        [sys.executable, "-m", "computedomains", "sim", "down", "--name", name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert down.returncode == 0, down.stdout + down.stderr
     assert not pathlib.Path(state.directory).exists()
     assert not sim_cluster.state_file(name).exists()

@@ -21,21 +21,30 @@ def test_daemonset_runs_a_pod_on_every_simulated_node(
 ) -> None:
     apps = client.AppsV1Api(api)
     labels = {"app": "everywhere"}
-    apps.create_namespaced_daemon_set(namespace, {
-        "metadata": {"name": "everywhere"},
-        "spec": {
-            "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {"containers": [_SLEEPER]}},
+    apps.create_namespaced_daemon_set(
+        namespace,
+        {
+            "metadata": {"name": "everywhere"},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [_SLEEPER]}},
+            },
         },
-    })  # fmt: skip
+    )
     want = {node.name for node in sim.nodes}
 
     def all_running() -> dict[str, str] | None:
         pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="app=everywhere")
-        running = {p.spec.node_name: p.status.pod_ip for p in pods.items if p.status.phase == "Running"}
+        running = {
+            str(p.spec.node_name): str(p.status.pod_ip)
+            for p in pods.items
+            if p.status.phase == "Running"
+        }
         return running if set(running) == want and len(pods.items) == len(want) else None
 
-    running = waiting.until(f"a Running DaemonSet pod on each of {len(want)} nodes", all_running, timeout=120)
+    running = waiting.until(
+        f"a Running DaemonSet pod on each of {len(want)} nodes", all_running, timeout=120
+    )
     status = apps.read_namespaced_daemon_set_status("everywhere", namespace).status
     assert status.desired_number_scheduled == len(want)
     # Pod IPs come from each node's loopback podCIDR: distinct, and never routable off the machine.
@@ -45,13 +54,16 @@ def test_daemonset_runs_a_pod_on_every_simulated_node(
 
 def test_job_runs_to_completion(api: client.ApiClient, namespace: str) -> None:
     batch = client.BatchV1Api(api)
-    batch.create_namespaced_job(namespace, {
-        "metadata": {"name": "once"},
-        "spec": {
-            "backoffLimit": 0,
-            "template": {"spec": {"restartPolicy": "Never", "containers": [_ONE_SHOT]}},
+    batch.create_namespaced_job(
+        namespace,
+        {
+            "metadata": {"name": "once"},
+            "spec": {
+                "backoffLimit": 0,
+                "template": {"spec": {"restartPolicy": "Never", "containers": [_ONE_SHOT]}},
+            },
         },
-    })  # fmt: skip
+    )
 
     def complete() -> bool:
         job = batch.read_namespaced_job_status("once", namespace)
@@ -60,6 +72,8 @@ def test_job_runs_to_completion(api: client.ApiClient, namespace: str) -> None:
     waiting.until(f"Job {namespace}/once to be Complete", complete, timeout=90)
     job = batch.read_namespaced_job_status("once", namespace)
     assert job.status.succeeded == 1
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="job-name=once").items
+    pods = (
+        client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector="job-name=once").items
+    )
     assert [p.status.phase for p in pods] == ["Succeeded"]
     assert kube.pod_condition(pods[0], "Ready").status == "False"

@@ -19,15 +19,24 @@ class Helm:
     def run(self, *args: str, timeout: float = 300) -> str:
         """Run ``helm args...``; raise with helm's own output when it fails."""
         env = dict(os.environ)
-        env.update({
-            "KUBECONFIG": str(self.kubeconfig),
-            "HELM_CACHE_HOME": str(self.home / "cache"),
-            "HELM_CONFIG_HOME": str(self.home / "config"),
-            "HELM_DATA_HOME": str(self.home / "data"),
-        })  # fmt: skip
+        env.update(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "HELM_CACHE_HOME": str(self.home / "cache"),
+                "HELM_CONFIG_HOME": str(self.home / "config"),
+                "HELM_DATA_HOME": str(self.home / "data"),
+            }
+        )
         proc = subprocess.run(
-            [str(self.binary), *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+            [str(self.binary), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if proc.returncode != 0:
-            raise AssertionError(f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+            raise AssertionError(
+                f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
         return proc.stdout

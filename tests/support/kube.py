@@ -35,7 +35,13 @@ def pod_condition(pod: Any, kind: str) -> Any | None:
 
 
 def wait_for_pod(
-    api: client.ApiClient, namespace: str, name: str, what: str, predicate: Any, *, timeout: float = 60
+    api: client.ApiClient,
+    namespace: str,
+    name: str,
+    what: str,
+    predicate: Any,
+    *,
+    timeout: float = 60,
 ) -> Any:
     """Poll pod ``namespace/name`` until ``predicate(pod)`` holds; returns the pod."""
     core = client.CoreV1Api(api)
@@ -44,4 +50,6 @@ def wait_for_pod(
         pod = core.read_namespaced_pod(name, namespace)
         return pod if predicate(pod) else None
 
-    return waiting.until(f"pod {namespace}/{name} {what}", check, timeout=timeout, retry_on=(ApiException,))
+    return waiting.until(
+        f"pod {namespace}/{name} {what}", check, timeout=timeout, retry_on=(ApiException,)
+    )

@@ -9,7 +9,9 @@ from computedomains.sim import hosttree, topology
 
 
 def test_written_tree_matches_the_node(tmp_path: pathlib.Path) -> None:
-    node = topology.expand(topology.Topology(racks=1, nodes_per_rack=1), cluster_name="c", address_block=0)[0]
+    node = topology.expand(
+        topology.Topology(racks=1, nodes_per_rack=1), cluster_name="c", address_block=0
+    )[0]
     tree = hosttree.write(tmp_path / node.name, node)
     document = json.loads(tree.fake_nvml.read_text())
     assert document == hosttree.fake_nvml_document(node)

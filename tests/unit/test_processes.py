@@ -8,16 +8,24 @@ import sys
 
 import pytest
 
+from computedomains import waiting
 from computedomains.sim import processes
 
 
-def test_stop_pids_escalates_to_sigkill_for_a_process_ignoring_sigterm(tmp_path: pathlib.Path) -> None:
-    script = "import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(600)\n"
+def test_stop_pids_escalates_to_sigkill_for_a_process_ignoring_sigterm(
+    tmp_path: pathlib.Path,
+) -> None:
+    script = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "print('up', flush=True)\n"
+        "time.sleep(600)\n"
+    )
     child = processes.start("stubborn", [sys.executable, "-c", script], log_dir=tmp_path)
     stdout_ready = lambda: "up" in child.log.read_text()  # noqa: E731
-    from computedomains import waiting
-
-    waiting.until("the child to install its SIGTERM handler", stdout_ready, timeout=10, interval=0.01)
+    waiting.until(
+        "the child to install its SIGTERM handler", stdout_ready, timeout=10, interval=0.01
+    )
     killed = processes.stop_pids([child.pid], grace=0.2)
     assert killed == [child.pid]
     child.popen.wait(timeout=5)
@@ -25,10 +33,15 @@ def test_stop_pids_escalates_to_sigkill_for_a_process_ignoring_sigterm(tmp_path:
 
 
 def test_check_running_reports_exit_code_and_log_tail(tmp_path: pathlib.Path) -> None:
-    child = processes.start("fails", [sys.executable, "-c", "print('bind: address already in use'); raise SystemExit(3)"],
-                            log_dir=tmp_path)  # fmt: skip
+    child = processes.start(
+        "fails",
+        [sys.executable, "-c", "print('bind: address already in use'); raise SystemExit(3)"],
+        log_dir=tmp_path,
+    )
     child.popen.wait(timeout=10)
-    with pytest.raises(processes.ProcessError, match=r"fails exited with code 3(.|\n)*address already in use"):
+    with pytest.raises(
+        processes.ProcessError, match=r"fails exited with code 3(.|\n)*address already in use"
+    ):
         child.check_running()
 
 

@@ -11,7 +11,9 @@ from computedomains.sim import tools
 
 
 def _box(tmp_path: pathlib.Path, env: dict[str, str]) -> tools.ToolBox:
-    return tools.ToolBox(versions=tools.load_versions(), cache=tmp_path / "cache", env=env, log=lambda _: None)
+    return tools.ToolBox(
+        versions=tools.load_versions(), cache=tmp_path / "cache", env=env, log=lambda _: None
+    )
 
 
 def _executable(path: pathlib.Path) -> pathlib.Path:
@@ -32,7 +34,7 @@ def test_newest_patch_of_a_minor() -> None:
     available = ["v1.36.0", "v1.36.3", "v1.36.10", "v1.37.1", "v1.36.11-rc.0", "v1.3.99"]
     assert tools.newest_patch("1.36", available) == "v1.36.10"
     assert tools.newest_patch("v1.37", available) == "v1.37.1"
-    with pytest.raises(tools.ToolError, match="no k8s.io/kubernetes release of 1.40"):
+    with pytest.raises(tools.ToolError, match=r"no k8s\.io/kubernetes release of 1\.40"):
         tools.newest_patch("1.40", available)
 
 
@@ -47,7 +49,9 @@ def test_explicit_asset_wins_then_kubebuilder_assets_then_cache(tmp_path: pathli
     assets.mkdir()
     _executable(assets / "etcd")
     mine = _executable(tmp_path / "my-apiserver")
-    box = _box(tmp_path, {"KUBEBUILDER_ASSETS": str(assets), "TEST_ASSET_KUBE_APISERVER": str(mine)})
+    box = _box(
+        tmp_path, {"KUBEBUILDER_ASSETS": str(assets), "TEST_ASSET_KUBE_APISERVER": str(mine)}
+    )
     assert box.path("etcd") == assets / "etcd"
     assert box.path("kubernetes", "kube-apiserver") == mine
 
@@ -61,7 +65,9 @@ def test_explicit_asset_wins_then_kubebuilder_assets_then_cache(tmp_path: pathli
 
 def test_asset_that_is_not_executable_is_a_clear_error(tmp_path: pathlib.Path) -> None:
     box = _box(tmp_path, {"TEST_ASSET_ETCD": str(tmp_path / "missing")})
-    with pytest.raises(tools.ToolError, match="TEST_ASSET_ETCD=.*missing is not an executable file"):
+    with pytest.raises(
+        tools.ToolError, match=r"TEST_ASSET_ETCD=.*missing is not an executable file"
+    ):
         box.path("etcd")
 
 
@@ -75,7 +81,11 @@ def test_build_without_go_names_the_tool_and_version(tmp_path: pathlib.Path) -> 
 def test_failed_go_build_reports_the_go_error(tmp_path: pathlib.Path) -> None:
     fake_go = tmp_path / "bin" / "go"
     fake_go.parent.mkdir()
-    fake_go.write_text("#!/bin/sh\necho 'go: module sigs.k8s.io/kwok@v9.9.9: reading at revision: unknown revision' >&2\nexit 1\n")
+    fake_go.write_text(
+        "#!/bin/sh\n"
+        "echo 'go: sigs.k8s.io/kwok@v9.9.9: reading at revision: unknown revision' >&2\n"
+        "exit 1\n"
+    )
     fake_go.chmod(0o755)
     box = _box(tmp_path, {"PATH": str(fake_go.parent)})
     box.versions["kwok"] = "v9.9.9"

@@ -37,24 +37,38 @@ def test_expansion_is_deterministic_per_cluster_name() -> None:
         (t.FabricProfile.NO_FABRIC, "NOT_SUPPORTED", "SUCCESS", False),
     ],
 )
-def test_profiles_set_nvml_fabric_answers(profile: t.FabricProfile, state: str, status: str, clique: bool) -> None:
-    spec = t.Topology(racks=1, nodes_per_rack=2, overrides={"gb200-r0-n01": t.NodeOverride(profile)})
+def test_profiles_set_nvml_fabric_answers(
+    profile: t.FabricProfile, state: str, status: str, clique: bool
+) -> None:
+    spec = t.Topology(
+        racks=1, nodes_per_rack=2, overrides={"gb200-r0-n01": t.NodeOverride(profile)}
+    )
     node = t.expand(spec, cluster_name="c", address_block=0)[1]
     assert {(g.fabric.state, g.fabric.status) for g in node.gpus} == {(state, status)}
     assert (node.clique is not None) is clique
-    assert all(g.fabric.health_mask == (1 if profile is t.FabricProfile.DEGRADED else 0) for g in node.gpus)
+    assert all(
+        g.fabric.health_mask == (1 if profile is t.FabricProfile.DEGRADED else 0) for g in node.gpus
+    )
 
 
 def test_mixed_cliques_profile_makes_the_last_gpu_disagree() -> None:
-    spec = t.Topology(racks=1, nodes_per_rack=1, overrides={"gb200-r0-n00": t.NodeOverride(t.FabricProfile.MIXED_CLIQUES)})
+    spec = t.Topology(
+        racks=1,
+        nodes_per_rack=1,
+        overrides={"gb200-r0-n00": t.NodeOverride(t.FabricProfile.MIXED_CLIQUES)},
+    )
     gpus = t.expand(spec, cluster_name="c", address_block=0)[0].gpus
     assert len({g.fabric.clique_id for g in gpus[:-1]}) == 1
     assert gpus[-1].fabric.clique_id != gpus[0].fabric.clique_id
 
 
 def test_non_fabric_nodes_and_driver_override() -> None:
-    spec = t.Topology(racks=1, nodes_per_rack=1, non_fabric_nodes=1,
-                      overrides={"gb200-r0-n00": t.NodeOverride(driver_version="565.57.01")})  # fmt: skip
+    spec = t.Topology(
+        racks=1,
+        nodes_per_rack=1,
+        non_fabric_nodes=1,
+        overrides={"gb200-r0-n00": t.NodeOverride(driver_version="565.57.01")},
+    )
     gb200, plain = t.expand(spec, cluster_name="c", address_block=0)
     assert gb200.driver_version == "565.57.01"
     assert plain.rack is None and plain.profile is t.FabricProfile.NO_FABRIC
@@ -71,7 +85,7 @@ def test_address_blocks_do_not_overlap_and_stay_on_loopback() -> None:
     pods = [ipaddress.ip_network(n.pod_cidr) for n in nodes]
     assert len(set(addresses)) == len(nodes)
     assert all(a in blocks[3] for a in addresses)
-    assert all(p.subnet_of(blocks[3]) for p in pods)  # type: ignore[arg-type]
+    assert all(p.subnet_of(blocks[3]) for p in pods)
     assert not any(ip in p for ip in addresses for p in pods)
     assert len(set(pods)) == len(nodes)
 
@@ -84,6 +98,8 @@ def test_address_blocks_do_not_overlap_and_stay_on_loopback() -> None:
         ({"overrides": {"nope": t.NodeOverride()}}, "not in the topology: nope"),
     ],
 )
-def test_invalid_topologies_are_rejected_with_the_reason(kwargs: dict[str, object], message: str) -> None:
+def test_invalid_topologies_are_rejected_with_the_reason(
+    kwargs: dict[str, object], message: str
+) -> None:
     with pytest.raises(ValueError, match=message):
-        t.Topology(**kwargs)  # type: ignore[arg-type]
+        t.Topology(**kwargs)

@@ -16,8 +16,12 @@ def test_timeout_names_what_was_awaited_and_the_last_error() -> None:
     def failing() -> None:
         raise ConnectionError("refused")
 
-    with pytest.raises(waiting.WaitTimeout, match=r"waiting for the server \(last error: refused\)"):
-        waiting.until("the server", failing, timeout=0.05, interval=0.01, retry_on=(ConnectionError,))
+    with pytest.raises(
+        waiting.WaitTimeout, match=r"waiting for the server \(last error: refused\)"
+    ):
+        waiting.until(
+            "the server", failing, timeout=0.05, interval=0.01, retry_on=(ConnectionError,)
+        )
 
 
 def test_abort_stops_waiting_at_once() -> None:

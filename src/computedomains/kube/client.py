@@ -6,10 +6,21 @@ import pathlib
 
 from kubernetes import client, config
 
+ApiClient = client.ApiClient
+"""Re-exported so callers outside ``kube`` never import the client library themselves."""
+
+
+def server_version(api: client.ApiClient) -> str:
+    """The API server's version, e.g. ``v1.36.3``."""
+    return str(client.VersionApi(api).get_code().git_version)
+
 
 def from_kubeconfig(path: pathlib.Path, *, context: str | None = None) -> client.ApiClient:
     """An API client for the kubeconfig at ``path`` (its own configuration, no globals)."""
-    return config.new_client_from_config(config_file=str(path), context=context)
+    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(path), context=context
+    )
+    return api
 
 
 def mint_service_account_token(
@@ -41,4 +52,6 @@ def mint_service_account_token(
     response = client.CoreV1Api(api).create_namespaced_service_account_token(
         service_account, namespace, request
     )
+    if response.status is None:
+        raise RuntimeError(f"TokenRequest for {namespace}/{service_account} returned no token")
     return str(response.status.token)

@@ -21,11 +21,10 @@ import types
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from kubernetes import client
-
 from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import kubeconfig
+from computedomains.kube import nodes as kube_nodes
 from computedomains.sim import controlplane, hosttree, nodes, tools, topology
 
 
@@ -132,7 +131,9 @@ class SimCluster:
                 self.toolbox.ensure_all(["etcd", "kubernetes", "kwok"])
             )
             block = self._claim_names()
-            self.directory = pathlib.Path(tempfile.mkdtemp(prefix=f"compute-domains-sim-{self.name}-"))
+            self.directory = pathlib.Path(
+                tempfile.mkdtemp(prefix=f"compute-domains-sim-{self.name}-")
+            )
             self.nodes = topology.expand(self.topology, cluster_name=self.name, address_block=block)
             self.control_plane = controlplane.ControlPlane(
                 directory=self.directory, binaries=binaries, name=self.name, log=self.log
@@ -184,7 +185,9 @@ class SimCluster:
             # The name lock was free, so whoever wrote this died without cleaning up (its
             # children died with it through PDEATHSIG); only its files are left to remove.
             old = ClusterState.read(stale)
-            self.log(f"[sim] removing leftovers of a crashed cluster {self.name!r}: {old.directory}")
+            self.log(
+                f"[sim] removing leftovers of a crashed cluster {self.name!r}: {old.directory}"
+            )
             shutil.rmtree(old.directory, ignore_errors=True)
             stale.unlink()
         for block in range(topology.ADDRESS_BLOCKS):
@@ -198,23 +201,20 @@ class SimCluster:
     def _create_nodes(self) -> None:
         assert self.directory is not None
         api = self.api_client()
-        version = client.VersionApi(api).get_code().git_version
-        core = client.CoreV1Api(api)
-        self.log(f"[sim] creating {len(self.nodes)} nodes ({self.topology.racks} racks x "
-                 f"{self.topology.nodes_per_rack}, {self.topology.non_fabric_nodes} without fabric)")  # fmt: skip
+        version = kube_client.server_version(api)
+        self.log(
+            f"[sim] creating {len(self.nodes)} nodes ({self.topology.racks} racks x "
+            f"{self.topology.nodes_per_rack}, {self.topology.non_fabric_nodes} without fabric)"
+        )
         for node in self.nodes:
             tree = hosttree.write(self.directory / "nodes" / node.name, node)
             self.host_trees[node.name] = tree
             boot_id = tree.boot_id.read_text().strip()
-            core.create_node(nodes.manifest(node, kubelet_version=version, boot_id=boot_id))
+            kube_nodes.create(api, nodes.manifest(node, kubelet_version=version, boot_id=boot_id))
 
     def ready_node_names(self) -> set[str]:
         """Names of simulated nodes whose Ready condition is True."""
-        ready = set()
-        for item in client.CoreV1Api(self.api_client()).list_node().items:
-            for condition in item.status.conditions or []:
-                if condition.type == "Ready" and condition.status == "True":
-                    ready.add(item.metadata.name)
+        ready, _ = kube_nodes.ready_names(self.api_client())
         return ready & {n.name for n in self.nodes}
 
     def wait_nodes_ready(self, *, timeout: float) -> None:
@@ -239,7 +239,7 @@ class SimCluster:
             raise ClusterError("the cluster is not running")
         return self.control_plane.admin_kubeconfig
 
-    def api_client(self) -> client.ApiClient:
+    def api_client(self) -> kube_client.ApiClient:
         """A new admin API client."""
         return kube_client.from_kubeconfig(self.kubeconfig)
 

@@ -14,10 +14,9 @@ import time
 import types
 from typing import Any
 
-from kubernetes import client
-
 from computedomains import waiting
 from computedomains.kube import client as kube_client
+from computedomains.kube import nodes as kube_nodes
 from computedomains.sim import cluster, processes, tools, topology
 
 
@@ -31,13 +30,24 @@ def add_parsers(subparsers: Any) -> None:
     up.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
     up.add_argument("--nodes-per-rack", type=int, default=18, help="nodes per rack (default 18)")
     up.add_argument("--gpus-per-node", type=int, default=4, help="GPUs per node (default 4)")
-    up.add_argument("--non-fabric-nodes", type=int, default=0,
-                    help="extra GPU nodes without NVLink fabric (default 0)")  # fmt: skip
-    up.add_argument("--node-profile", action="append", default=[], metavar="NODE=PROFILE",
-                    help="fabric profile of one node: "
-                    + ", ".join(p.value for p in topology.FabricProfile))  # fmt: skip
-    up.add_argument("--background", action="store_true",
-                    help="return once the cluster is ready; stop it with `sim down`")  # fmt: skip
+    up.add_argument(
+        "--non-fabric-nodes",
+        type=int,
+        default=0,
+        help="extra GPU nodes without NVLink fabric (default 0)",
+    )
+    up.add_argument(
+        "--node-profile",
+        action="append",
+        default=[],
+        metavar="NODE=PROFILE",
+        help="fabric profile of one node: " + ", ".join(p.value for p in topology.FabricProfile),
+    )
+    up.add_argument(
+        "--background",
+        action="store_true",
+        help="return once the cluster is ready; stop it with `sim down`",
+    )
     up.set_defaults(func=_up)
 
     down = sim_sub.add_parser("down", help="stop a cluster started in the background")
@@ -122,11 +132,13 @@ def _up_background(args: argparse.Namespace) -> int:
     log = cluster.state_dir() / f"{args.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        child = subprocess.Popen(  # noqa: S603 - re-runs this very command
+        child = subprocess.Popen(
             [sys.executable, "-m", "computedomains", *argv],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
-        )  # fmt: skip
+        )
 
     def ready() -> cluster.ClusterState | None:
         if child.poll() is not None:
@@ -145,8 +157,10 @@ def _up_background(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         processes.stop_pids([child.pid])
         return 1
-    print(f"Simulated cluster {args.name!r} is up in the background (pid {child.pid}, "
-          f"ready in {state.ready_seconds:.1f}s)")  # fmt: skip
+    print(
+        f"Simulated cluster {args.name!r} is up in the background (pid {child.pid}, "
+        f"ready in {state.ready_seconds:.1f}s)"
+    )
     print(f"  kubeconfig  {state.kubeconfig}")
     print(f"  log         {log}")
     print(f"Stop it with: computedomains sim down --name {args.name}")
@@ -187,22 +201,22 @@ def _status(args: argparse.Namespace) -> int:
         "name": state.name,
         "server": state.server,
         "kubeconfig": state.kubeconfig,
-        "supervisor": {"pid": state.supervisor_pid,
-                       "running": processes.pid_alive(state.supervisor_pid)},  # fmt: skip
+        "supervisor": {
+            "pid": state.supervisor_pid,
+            "running": processes.pid_alive(state.supervisor_pid),
+        },
         "processes": {n: {"pid": state.children[n], "running": ok} for n, ok in alive.items()},
         "uptime_seconds": round(time.time() - state.started_at),
     }
     try:
         api = kube_client.from_kubeconfig(pathlib.Path(state.kubeconfig))
-        items = client.CoreV1Api(api).list_node(_request_timeout=5).items
-        ready = sum(
-            1 for n in items
-            for c in n.status.conditions or [] if c.type == "Ready" and c.status == "True"
-        )  # fmt: skip
-        report["nodes"] = {"total": len(items), "ready": ready}
+        ready, total = kube_nodes.ready_names(api, timeout=5)
+        report["nodes"] = {"total": total, "ready": len(ready)}
     except Exception as exc:  # noqa: BLE001 - status reports whatever went wrong
         report["nodes"] = {"error": str(exc)}
-    healthy = all(alive.values()) and report["supervisor"]["running"] and "error" not in report["nodes"]
+    healthy = (
+        all(alive.values()) and report["supervisor"]["running"] and "error" not in report["nodes"]
+    )
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -210,8 +224,14 @@ def _status(args: argparse.Namespace) -> int:
         print(f"  API server  {state.server}")
         print(f"  kubeconfig  {state.kubeconfig}")
         nodes = report["nodes"]
-        print("  nodes       " + (f"{nodes['ready']}/{nodes['total']} Ready" if "ready" in nodes
-                                  else f"unreachable: {nodes['error']}"))  # fmt: skip
+        print(
+            "  nodes       "
+            + (
+                f"{nodes['ready']}/{nodes['total']} Ready"
+                if "ready" in nodes
+                else f"unreachable: {nodes['error']}"
+            )
+        )
         for name, info in report["processes"].items():
             print(f"  {name:<24} pid {info['pid']:<8} {'running' if info['running'] else 'EXITED'}")
     return 0 if healthy else 1

@@ -24,7 +24,9 @@ SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 STAGES_FILE = pathlib.Path(__file__).with_name("kwok-stages.yaml")
-_KCM_CONTROLLERS = "*"  # the default set: daemonset, job, GC, SA, namespace, node-lifecycle, resourceclaim ...
+_KCM_CONTROLLERS = (
+    "*"  # the default set: daemonset, job, GC, SA, namespace, node-lifecycle, resourceclaim ...
+)
 
 
 def free_port() -> int:
@@ -91,33 +93,45 @@ class ControlPlane:
         etcd_url = self._start_etcd()
         self._start_apiserver(etcd_url, cluster_pki)
         kubeconfig.write_client_cert(
-            self.admin_kubeconfig, server=self.server, ca=ca.files.cert,
-            cluster_name=self.cluster_name, user="admin",
-            cert=self._admin.cert, key=self._admin.key,
-        )  # fmt: skip
+            self.admin_kubeconfig,
+            server=self.server,
+            ca=ca.files.cert,
+            cluster_name=self.cluster_name,
+            user="admin",
+            cert=self._admin.cert,
+            key=self._admin.key,
+        )
         self._wait_healthy("kube-apiserver", f"{self.server}/readyz", timeout=timeout)
         kcm_port = self._start_component(
-            "kube-controller-manager", self.binaries.kube_controller_manager, ca,
+            "kube-controller-manager",
+            self.binaries.kube_controller_manager,
+            ca,
             identity="system:kube-controller-manager",
             extra=[
                 f"--controllers={_KCM_CONTROLLERS}",
                 f"--root-ca-file={ca.files.cert}",
                 f"--service-account-private-key-file={cluster_pki.service_account_key}",
                 "--use-service-account-credentials=true",
-                "--kube-api-qps=200", "--kube-api-burst=400",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
                 "--concurrent-daemonset-syncs=4",
                 "--node-monitor-grace-period=40s",
             ],
-        )  # fmt: skip
+        )
         sched_port = self._start_component(
-            "kube-scheduler", self.binaries.kube_scheduler, ca,
-            identity="system:kube-scheduler", extra=[],
-        )  # fmt: skip
+            "kube-scheduler",
+            self.binaries.kube_scheduler,
+            ca,
+            identity="system:kube-scheduler",
+            extra=[],
+        )
         kwok_port = self._start_kwok(ca)
-        self._wait_healthy("kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz",
-                           timeout=timeout)  # fmt: skip
-        self._wait_healthy("kube-scheduler", f"https://127.0.0.1:{sched_port}/healthz",
-                           timeout=timeout)  # fmt: skip
+        self._wait_healthy(
+            "kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz", timeout=timeout
+        )
+        self._wait_healthy(
+            "kube-scheduler", f"https://127.0.0.1:{sched_port}/healthz", timeout=timeout
+        )
         self._wait_healthy("kwok", f"http://127.0.0.1:{kwok_port}/healthz", timeout=timeout)
 
     @property
@@ -144,82 +158,111 @@ class ControlPlane:
 
     def _start_etcd(self) -> str:
         client, peer = free_port(), free_port()
-        self._spawn("etcd", [
-            str(self.binaries.etcd),
-            "--name=sim",
-            f"--data-dir={self.directory / 'etcd'}",
-            f"--listen-client-urls=http://127.0.0.1:{client}",
-            f"--advertise-client-urls=http://127.0.0.1:{client}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=sim=http://127.0.0.1:{peer}",
-            "--unsafe-no-fsync=true",  # a throw-away cluster: durability buys nothing
-            "--log-level=warn",
-        ])  # fmt: skip
+        self._spawn(
+            "etcd",
+            [
+                str(self.binaries.etcd),
+                "--name=sim",
+                f"--data-dir={self.directory / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{client}",
+                f"--advertise-client-urls=http://127.0.0.1:{client}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=sim=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync=true",  # a throw-away cluster: durability buys nothing
+                "--log-level=warn",
+            ],
+        )
         return f"http://127.0.0.1:{client}"
 
     def _start_apiserver(self, etcd_url: str, cluster_pki: pki.ClusterPKI) -> None:
-        self._spawn("kube-apiserver", [
-            str(self.binaries.kube_apiserver),
-            f"--etcd-servers={etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={self.api_port}",
-            f"--cert-dir={self.directory / 'apiserver-certs'}",
-            f"--tls-cert-file={cluster_pki.serving.cert}",
-            f"--tls-private-key-file={cluster_pki.serving.key}",
-            f"--client-ca-file={cluster_pki.ca.cert}",
-            "--authorization-mode=Node,RBAC",
-            "--anonymous-auth=false",
-            "--enable-admission-plugins=NodeRestriction",
-            f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
-            f"--service-account-key-file={cluster_pki.service_account_pub}",
-            f"--service-account-signing-key-file={cluster_pki.service_account_key}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--endpoint-reconciler-type=none",
-            "--allow-privileged=true",
-            "--profiling=false",
-            "--max-requests-inflight=800",
-            "--max-mutating-requests-inflight=400",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries.kube_apiserver),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={self.api_port}",
+                f"--cert-dir={self.directory / 'apiserver-certs'}",
+                f"--tls-cert-file={cluster_pki.serving.cert}",
+                f"--tls-private-key-file={cluster_pki.serving.key}",
+                f"--client-ca-file={cluster_pki.ca.cert}",
+                "--authorization-mode=Node,RBAC",
+                "--anonymous-auth=false",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
+                f"--service-account-key-file={cluster_pki.service_account_pub}",
+                f"--service-account-signing-key-file={cluster_pki.service_account_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--endpoint-reconciler-type=none",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--max-requests-inflight=800",
+                "--max-mutating-requests-inflight=400",
+            ],
+        )
 
-    def _client_kubeconfig(self, ca: pki.CertificateAuthority, component: str,
-                           identity: str, organizations: tuple[str, ...] = ()) -> pathlib.Path:  # fmt: skip
+    def _client_kubeconfig(
+        self,
+        ca: pki.CertificateAuthority,
+        component: str,
+        identity: str,
+        organizations: tuple[str, ...] = (),
+    ) -> pathlib.Path:
         cert = ca.issue(component, common_name=identity, organizations=organizations)
         return kubeconfig.write_client_cert(
-            self.directory / f"{component}.kubeconfig", server=self.server, ca=ca.files.cert,
-            cluster_name=self.cluster_name, user=identity, cert=cert.cert, key=cert.key,
-        )  # fmt: skip
+            self.directory / f"{component}.kubeconfig",
+            server=self.server,
+            ca=ca.files.cert,
+            cluster_name=self.cluster_name,
+            user=identity,
+            cert=cert.cert,
+            key=cert.key,
+        )
 
-    def _start_component(self, name: str, binary: pathlib.Path, ca: pki.CertificateAuthority,
-                         *, identity: str, extra: list[str]) -> int:  # fmt: skip
+    def _start_component(
+        self,
+        name: str,
+        binary: pathlib.Path,
+        ca: pki.CertificateAuthority,
+        *,
+        identity: str,
+        extra: list[str],
+    ) -> int:
         config = self._client_kubeconfig(ca, name, identity)
         port = free_port()
-        self._spawn(name, [
-            str(binary),
-            f"--kubeconfig={config}",
-            f"--authentication-kubeconfig={config}",
-            f"--authorization-kubeconfig={config}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--cert-dir={self.directory / (name + '-certs')}",
-            "--leader-elect=false",
-            *extra,
-        ])  # fmt: skip
+        self._spawn(
+            name,
+            [
+                str(binary),
+                f"--kubeconfig={config}",
+                f"--authentication-kubeconfig={config}",
+                f"--authorization-kubeconfig={config}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--cert-dir={self.directory / (name + '-certs')}",
+                "--leader-elect=false",
+                *extra,
+            ],
+        )
         return port
 
     def _start_kwok(self, ca: pki.CertificateAuthority) -> int:
         # kwok plays every simulated kubelet, so it gets cluster-admin, like kwokctl gives it.
         config = self._client_kubeconfig(ca, "kwok", "kwok", ("system:masters",))
         port = free_port()
-        self._spawn("kwok", [
-            str(self.binaries.kwok),
-            f"--kubeconfig={config}",
-            f"--config={STAGES_FILE}",
-            f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            f"--server-address=127.0.0.1:{port}",
-            "--node-lease-duration-seconds=40",
-        ])  # fmt: skip
+        self._spawn(
+            "kwok",
+            [
+                str(self.binaries.kwok),
+                f"--kubeconfig={config}",
+                f"--config={STAGES_FILE}",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+                f"--server-address=127.0.0.1:{port}",
+                "--node-lease-duration-seconds=40",
+            ],
+        )
         return port
 
     def _wait_healthy(self, name: str, url: str, *, timeout: float) -> None:

@@ -75,17 +75,37 @@ class HostTree:
 
 def proc_devices_text(*, with_nvidia: bool) -> str:
     """A ``/proc/devices`` like a GPU node's, with the IMEX majors when a driver is loaded."""
-    chars = [(1, "mem"), (4, "/dev/vc/0"), (4, "tty"), (5, "/dev/tty"), (5, "/dev/console"),
-             (10, "misc"), (13, "input"), (89, "i2c"), (128, "ptm"), (136, "pts"),
-             (180, "usb"), (189, "usb_device")]  # fmt: skip
+    chars = [
+        (1, "mem"),
+        (4, "/dev/vc/0"),
+        (4, "tty"),
+        (5, "/dev/tty"),
+        (5, "/dev/console"),
+        (10, "misc"),
+        (13, "input"),
+        (89, "i2c"),
+        (128, "ptm"),
+        (136, "pts"),
+        (180, "usb"),
+        (189, "usb_device"),
+    ]
     if with_nvidia:
-        chars += [(195, "nvidia-frontend"), (234, "nvidia-uvm"),
-                  (IMEX_CHANNELS_MAJOR, "nvidia-caps-imex-channels"),
-                  (NVIDIA_CAPS_MAJOR, "nvidia-caps"), (237, "nvidia-nvlink"),
-                  (238, "nvidia-nvswitch")]  # fmt: skip
+        chars += [
+            (195, "nvidia-frontend"),
+            (234, "nvidia-uvm"),
+            (IMEX_CHANNELS_MAJOR, "nvidia-caps-imex-channels"),
+            (NVIDIA_CAPS_MAJOR, "nvidia-caps"),
+            (237, "nvidia-nvlink"),
+            (238, "nvidia-nvswitch"),
+        ]
     blocks = [(7, "loop"), (8, "sd"), (259, "blkext")]
-    lines = ["Character devices:", *(f"{m:3d} {n}" for m, n in chars), "",
-             "Block devices:", *(f"{m:3d} {n}" for m, n in blocks)]  # fmt: skip
+    lines = [
+        "Character devices:",
+        *(f"{m:3d} {n}" for m, n in chars),
+        "",
+        "Block devices:",
+        *(f"{m:3d} {n}" for m, n in blocks),
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -74,10 +74,16 @@ class CertificateAuthority:
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(
                 x509.KeyUsage(
-                    digital_signature=True, key_cert_sign=True, crl_sign=True,
-                    content_commitment=False, key_encipherment=False, data_encipherment=False,
-                    key_agreement=False, encipher_only=False, decipher_only=False,
-                ),  # fmt: skip
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
                 critical=True,
             )
             .sign(self._key, hashes.SHA256())
@@ -95,7 +101,7 @@ class CertificateAuthority:
         ips: tuple[str, ...] = (),
         dns_names: tuple[str, ...] = (),
     ) -> CertFiles:
-        """Sign a leaf certificate; with ``ips``/``dns_names`` it serves, otherwise it is a client."""
+        """Sign a leaf certificate: a serving one with ``ips``/``dns_names``, else a client one."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         serving = bool(ips or dns_names)
@@ -122,7 +128,9 @@ class CertificateAuthority:
         return files
 
 
-def create_cluster_pki(directory: pathlib.Path, *, service_ip: str) -> tuple[CertificateAuthority, ClusterPKI]:
+def create_cluster_pki(
+    directory: pathlib.Path, *, service_ip: str
+) -> tuple[CertificateAuthority, ClusterPKI]:
     """Generate the CA, the API server's serving cert and the service-account signing keys."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = CertificateAuthority(directory)

@@ -8,6 +8,7 @@ nothing running.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import os
@@ -79,7 +80,7 @@ def start(
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"{name}.log"
     with log.open("ab") as out:
-        popen = subprocess.Popen(  # noqa: S603 - argv is built by us, never from user text
+        popen = subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -123,7 +124,5 @@ def stop_all(children: Sequence[Managed], *, grace: float = 10.0) -> None:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

@@ -197,9 +197,16 @@ class ToolBox:
         for binary, package in zip(tool.binaries, tool.packages, strict=True):
             self.log(f"[tools]   go build {binary} ({_elapsed(started)})")
             self._go(
-                tool, work, "build", "-trimpath", "-ldflags", ldflags,
-                "-o", str(staging / binary), package,
-            )  # fmt: skip
+                tool,
+                work,
+                "build",
+                "-trimpath",
+                "-ldflags",
+                ldflags,
+                "-o",
+                str(staging / binary),
+                package,
+            )
         for binary in tool.binaries:
             self._check_version(tool, staging / binary)
         (staging / _COMPLETE_STAMP).write_text(f"{tool.key}\n")
@@ -219,8 +226,9 @@ class ToolBox:
         return "\n".join(lines) + "\n"
 
     def _kubernetes_staging_modules(self, tool: Tool) -> list[str]:
-        out = self._go(tool, self.cache, "mod", "download", "-json",
-                       f"k8s.io/kubernetes@{tool.version}")  # fmt: skip
+        out = self._go(
+            tool, self.cache, "mod", "download", "-json", f"k8s.io/kubernetes@{tool.version}"
+        )
         match = re.search(r'"GoMod":\s*"([^"]+)"', out)
         if not match:
             raise ToolError(f"building kubernetes {tool.version}: no go.mod in `go mod download`")
@@ -278,9 +286,13 @@ class ToolBox:
 
     def _resolve_minor(self, minor: str) -> str:
         out = self._go(
-            Tool("kubernetes", minor, (), ()), self.cache,
-            "list", "-m", "-versions", "k8s.io/kubernetes",
-        )  # fmt: skip
+            Tool("kubernetes", minor, (), ()),
+            self.cache,
+            "list",
+            "-m",
+            "-versions",
+            "k8s.io/kubernetes",
+        )
         version = newest_patch(minor, out.split()[1:])
         self.log(f"[tools] kubernetes {minor} resolves to {version}")
         return version

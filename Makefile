@@ -1,0 +1,67 @@
+# compute-domains developer entry points. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Cluster tests and tool builds are sized for a 2-core machine: tests run serially.
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+.PHONY: venv
+venv: $(VENV)/.installed ## create .venv with the package and its dev tools
+
+.PHONY: tools
+tools: venv ## build etcd, kube-*, kwok, helm v3/v4 into ~/.cache/compute-domains (once)
+	$(PY) -m computedomains tools build
+
+TYPECHECK_TREE := build/typecheck
+
+.PHONY: typecheck
+typecheck: venv ## mypy --strict over the package as installed (hooks/, node-init/ mapped in)
+	rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/computedomains
+	ln -s $(CURDIR)/src/computedomains/* $(TYPECHECK_TREE)/computedomains/
+	ln -s $(CURDIR)/hooks $(TYPECHECK_TREE)/computedomains/hooks
+	ln -s $(CURDIR)/node-init $(TYPECHECK_TREE)/computedomains/nodeinit
+	$(VENV)/bin/mypy $(TYPECHECK_TREE)/computedomains tests
+
+.PHONY: lint
+lint: typecheck ## ruff (lint + format check), mypy --strict, import layers
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+.PHONY: format
+format: venv ## apply ruff's formatting and safe fixes
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+.PHONY: test
+test: lint tools ## lint, then every test: unit, packaging and cluster (real control plane)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+.PHONY: demo
+demo: tools ## a simulated rack of 18 GB200 nodes on a real control plane (Ctrl-C stops it)
+	$(PY) -m computedomains sim up --racks 1
+
+.PHONY: bench
+bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/
+	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s
+
+.PHONY: wheel
+wheel: venv ## build the wheel and sdist into dist/
+	$(PY) -m build --outdir dist .
+
+.PHONY: clean
+clean: ## remove build outputs and the venv (the tool cache stays)
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
