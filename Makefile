@@ -52,7 +52,7 @@ test: lint tools ## lint, then every test: unit, packaging and cluster (real con
 
 .PHONY: demo
 demo: tools ## a simulated rack of 18 GB200 nodes on a real control plane (Ctrl-C stops it)
-	$(PY) -m computedomains sim up --racks 1
+	$(PY) -m computedomains sim up --racks 1 --show-nodes
 
 .PHONY: bench
 bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/

@@ -45,7 +45,10 @@ class ClusterState:
     nodes: int
     address_block: int
     started_at: float
+    control_plane_seconds: float
+    """Start → every control-plane process healthy."""
     ready_seconds: float
+    """Start → every simulated node Ready."""
 
     def write(self, path: pathlib.Path) -> None:
         """Persist atomically (temp file and rename), so readers never see half a file."""
@@ -139,6 +142,7 @@ class SimCluster:
                 directory=self.directory, binaries=binaries, name=self.name, log=self.log
             )
             self.control_plane.start(timeout=timeout)
+            control_plane_seconds = time.monotonic() - started
             self._create_nodes()
             self.wait_nodes_ready(timeout=timeout)
         except BaseException:
@@ -154,6 +158,7 @@ class SimCluster:
             nodes=len(self.nodes),
             address_block=block,
             started_at=time.time(),
+            control_plane_seconds=round(control_plane_seconds, 2),
             ready_seconds=round(time.monotonic() - started, 2),
         )
         self.state.write(state_file(self.name))

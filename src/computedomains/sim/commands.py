@@ -43,6 +43,7 @@ def add_parsers(subparsers: Any) -> None:
         metavar="NODE=PROFILE",
         help="fabric profile of one node: " + ", ".join(p.value for p in topology.FabricProfile),
     )
+    up.add_argument("--show-nodes", action="store_true", help="list every node in the summary")
     up.add_argument(
         "--background",
         action="store_true",
@@ -113,6 +114,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         state = sim.start()
         print(render_summary(sim, state), flush=True)
+        if args.show_nodes:
+            print(render_nodes(sim.nodes, sim.ready_node_names()), flush=True)
         if sys.stdin.isatty():
             print("Press Ctrl-C to stop.", flush=True)
         stop.wait()
@@ -240,7 +243,8 @@ def _status(args: argparse.Namespace) -> int:
 def render_summary(sim: cluster.SimCluster, state: cluster.ClusterState) -> str:
     """One screen describing a freshly started cluster."""
     lines = [
-        f"Simulated cluster {sim.name!r} is up ({state.ready_seconds:.1f}s to all nodes Ready)",
+        f"Simulated cluster {sim.name!r} is up: control plane healthy in "
+        f"{state.control_plane_seconds:.1f}s, all nodes Ready in {state.ready_seconds:.1f}s",
         f"  API server   {state.server}",
         f"  kubeconfig   {state.kubeconfig}",
         f"  nodes        {state.nodes} Ready",
@@ -263,6 +267,29 @@ def render_summary(sim: cluster.SimCluster, state: cluster.ClusterState) -> str:
         f"Try:  KUBECONFIG={state.kubeconfig} kubectl get nodes -L compute-domains.sim/rack",
     ]
     return "\n".join(lines)
+
+
+def render_nodes(sim_nodes: list[topology.SimNode], ready: set[str]) -> str:
+    """A table of the simulated nodes: addresses, GPUs, fabric and readiness."""
+    header = ("NODE", "READY", "INTERNAL-IP", "POD-CIDR", "GPUS", "FABRIC", "CLIQUE")
+    rows = [header]
+    for node in sim_nodes:
+        fabric = node.gpus[0].fabric
+        rows.append(
+            (
+                node.name,
+                "Ready" if node.name in ready else "NotReady",
+                node.ip,
+                node.pod_cidr,
+                str(len(node.gpus)),
+                f"{fabric.state} ({node.profile.value})",
+                node.clique or "-",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
 
 
 def _tools_build(args: argparse.Namespace) -> int:
