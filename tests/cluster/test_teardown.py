@@ -6,6 +6,7 @@ clusters run side by side (free ports, separate loopback blocks).
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -87,6 +88,17 @@ def test_ctrl_c_on_sim_up_stops_everything() -> None:
     name = f"teardown-{uuid.uuid4().hex[:6]}"
     child, state = _start_cli(name)
     pids = list(state.children.values())
+    status = subprocess.run(
+        [sys.executable, "-m", "computedomains", "sim", "status", "--name", name, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    report = json.loads(status.stdout)
+    assert report["nodes"] == {"total": 2, "ready": 2}
+    assert {p["pid"] for p in report["processes"].values()} == set(pids)
+    assert all(p["running"] for p in report["processes"].values())
     child.send_signal(signal.SIGINT)
     assert child.wait(timeout=60) == 0
     assert _gone(pids, pathlib.Path(state.directory))
