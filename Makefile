@@ -58,6 +58,10 @@ demo: tools ## a simulated rack of 18 GB200 nodes on a real control plane (Ctrl-
 bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/
 	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s
 
+.PHONY: protos
+protos: venv ## regenerate the kubelet gRPC stubs from src/computedomains/drapb/*.proto
+	$(PY) -m computedomains.drapb.generate
+
 .PHONY: wheel
 wheel: venv ## build the wheel and sdist into dist/
 	$(PY) -m build --outdir dist .

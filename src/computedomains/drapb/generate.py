@@ -1,0 +1,63 @@
+"""Regenerate the stubs: ``python -m computedomains.drapb.generate [--check]``."""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import pathlib
+import shutil
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).parent
+SRC = HERE.parents[1]
+PROTOS = sorted(HERE.glob("*.proto"))
+_GENERATED = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+
+
+def generate(out: pathlib.Path) -> list[pathlib.Path]:
+    """Compile the protos into ``out`` (a tree rooted like ``src``); returns the files written."""
+    from grpc_tools import protoc  # dev-only dependency  # noqa: PLC0415
+
+    bindir = pathlib.Path(sys.executable).parent
+    args = [
+        "grpc_tools.protoc",
+        f"-I{SRC}",
+        f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
+        f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
+        f"--python_out={out}",
+        f"--grpc_python_out={out}",
+        f"--mypy_out={out}",
+        f"--mypy_grpc_out={out}",
+        *(str(p.relative_to(SRC)) for p in PROTOS),
+    ]
+    if protoc.main(args) != 0:
+        raise SystemExit(f"protoc failed: {' '.join(args)}")
+    return sorted(p for p in (out / HERE.relative_to(SRC)).iterdir() if p.name.endswith(_GENERATED))
+
+
+def main() -> int:
+    """Write the stubs next to the protos, or with ``--check`` report whether they are stale."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="fail if the stubs are stale")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        files = generate(pathlib.Path(tmp))
+        if args.check:
+            stale = [
+                f.name
+                for f in files
+                if not (HERE / f.name).exists() or not filecmp.cmp(f, HERE / f.name, shallow=False)
+            ]
+            if stale:
+                print(f"stale generated stubs: {', '.join(stale)}; run `make protos`")
+                return 1
+            return 0
+        for f in files:
+            shutil.copyfile(f, HERE / f.name)
+            print(f"wrote {HERE / f.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
