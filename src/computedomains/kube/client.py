@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 from kubernetes import client, config
@@ -21,6 +22,28 @@ def from_kubeconfig(path: pathlib.Path, *, context: str | None = None) -> client
         config_file=str(path), context=context
     )
     return api
+
+
+SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
+"""Set only by the simulated cluster, which cannot mount the token at the usual path."""
+
+
+def from_environment(kubeconfig: pathlib.Path | None = None) -> client.ApiClient:
+    """The client a component uses: ``kubeconfig`` if given, else the pod's ServiceAccount.
+
+    In-cluster, the token, CA and namespace come from the ServiceAccount mount and the API
+    server address from ``KUBERNETES_SERVICE_HOST``/``_PORT``, as for every pod.
+    """
+    if kubeconfig is not None:
+        return from_kubeconfig(kubeconfig)
+    directory = pathlib.Path(os.environ.get(SERVICEACCOUNT_DIR_ENV, SERVICEACCOUNT_DIR))
+    configuration = client.Configuration()
+    loader = config.incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
+        token_filename=str(directory / "token"), cert_filename=str(directory / "ca.crt")
+    )
+    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
+    return client.ApiClient(configuration)
 
 
 def mint_service_account_token(

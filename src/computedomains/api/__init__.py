@@ -1,0 +1,1 @@
+"""The ComputeDomain API: names, CRDs and typed models shared by every component."""

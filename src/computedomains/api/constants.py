@@ -1,0 +1,48 @@
+"""Names that must match the incumbent driver (manifests, labels, devices) or our own contracts."""
+
+from __future__ import annotations
+
+import pathlib
+
+GROUP = "resource.nvidia.com"
+VERSION = "v1beta1"
+API_VERSION = f"{GROUP}/{VERSION}"
+COMPUTE_DOMAIN_KIND = "ComputeDomain"
+CLIQUE_KIND = "ComputeDomainClique"
+COMPUTE_DOMAIN_PLURAL = "computedomains"
+CLIQUE_PLURAL = "computedomaincliques"
+
+DRIVER_NAME = "compute-domain.nvidia.com"
+"""The DRA driver name: ResourceSlices, allocation results, kubelet registration."""
+CHANNEL_DEVICE_CLASS = "compute-domain-default-channel.nvidia.com"
+DAEMON_DEVICE_CLASS = "compute-domain-daemon.nvidia.com"
+CHANNEL_CONFIG_KIND = "ComputeDomainChannelConfig"
+DAEMON_CONFIG_KIND = "ComputeDomainDaemonConfig"
+
+COMPUTE_DOMAIN_LABEL = "resource.nvidia.com/computeDomain"
+"""On a node: the UID of the ComputeDomain the node is in (written by the kubelet plugin)."""
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+"""On a node: ``<clusterUUID>.<cliqueID>`` of its NVLink domain (written by node-init)."""
+FINALIZER = "resource.nvidia.com/computeDomain"
+
+CDI_VENDOR = "k8s.compute-domain.nvidia.com"
+CDI_CLAIM_CLASS = "claim"
+CDI_KIND = f"{CDI_VENDOR}/{CDI_CLAIM_CLASS}"
+
+# Our own identifiers (not the incumbent's).
+OWN_PREFIX = "computedomains.io"
+FABRIC_CONDITION = "NVLinkFabricReady"
+"""Node condition written by node-init with the fabric verdict and its reason."""
+FABRIC_TAINT = f"{OWN_PREFIX}/nvlink-fabric-broken"
+"""NoSchedule taint node-init puts on a node with a broken fabric (when enabled)."""
+CLIQUE_ATTRIBUTE = "clique"
+"""Device attribute (driver domain) carrying the node's clique, for workload constraints."""
+
+# Node-local files (DESIGN §4); every component takes these as settings, tests move them.
+RUN_DIR = pathlib.Path("/var/run/compute-domains")
+FABRIC_VERDICT_FILE = RUN_DIR / "fabric-verdict.json"
+IMEX_DIR = RUN_DIR / "imex"
+IMEX_STATUS_FILE = IMEX_DIR / "status.json"
+KUBELET_REGISTRY_DIR = pathlib.Path("/var/lib/kubelet/plugins_registry")
+KUBELET_PLUGINS_DIR = pathlib.Path("/var/lib/kubelet/plugins")
+CDI_ROOT = pathlib.Path("/var/run/cdi")
