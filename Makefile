@@ -39,7 +39,7 @@ typecheck: venv ## mypy --strict over the package as installed (hooks/, node-ini
 lint: typecheck ## ruff (lint + format check), mypy --strict, import layers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports
+	PYTHONPATH=$(TYPECHECK_TREE) $(VENV)/bin/lint-imports
 
 .PHONY: format
 format: venv ## apply ruff's formatting and safe fixes

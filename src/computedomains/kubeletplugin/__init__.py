@@ -1,0 +1,1 @@
+"""The DRA kubelet plugin of the compute-domain.nvidia.com driver."""
