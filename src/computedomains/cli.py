@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from computedomains import __version__
+from computedomains.kubeletplugin import commands as kubeletplugin_commands
 from computedomains.sim import commands as sim_commands
 
 
@@ -19,6 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True)
     sim_commands.add_parsers(subparsers)
+    kubeletplugin_commands.add_parsers(subparsers)
     return parser
 
 

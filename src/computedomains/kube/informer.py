@@ -1,0 +1,115 @@
+"""A list+watch cache of one resource type, as raw JSON keyed by UID.
+
+List, then watch from the list's resourceVersion with bookmarks (so a quiet watch still
+advances); a 410 Gone or a broken stream means list again. Readers get a consistent snapshot
+under a lock; ``refresh()`` lists synchronously for a caller that must not trust a lagging
+watch (a cache miss on an object created a moment ago).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from computedomains import waiting
+from computedomains.kube import raw
+
+log = logging.getLogger(__name__)
+_WATCH_SECONDS = 240
+
+
+class Informer:
+    """Caches every object under ``path`` (e.g. ``/apis/<group>/<version>/<plural>``)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        path: str,
+        on_change: Callable[[str, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self._api = api
+        self._path = path
+        self._on_change = on_change
+        self._objects: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"informer{path}", daemon=True)
+
+    def start(self) -> None:
+        """Start listing and watching in the background."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (the thread ends when its current watch request returns)."""
+        self._stop.set()
+
+    def wait_synced(self, timeout: float) -> None:
+        """Block until the first list has been stored."""
+        waiting.until(f"the first list of {self._path}", self._synced.is_set, timeout=timeout)
+
+    def by_uid(self, uid: str) -> dict[str, Any] | None:
+        """The cached object with ``uid``, if any."""
+        with self._lock:
+            return self._objects.get(uid)
+
+    def items(self) -> list[dict[str, Any]]:
+        """A snapshot of every cached object."""
+        with self._lock:
+            return list(self._objects.values())
+
+    def refresh(self) -> str:
+        """List now and replace the cache; returns the list's resourceVersion."""
+        listing = raw.get(self._api, self._path)
+        objects = {o["metadata"]["uid"]: o for o in listing.get("items", [])}
+        with self._lock:
+            self._objects = objects
+        self._synced.set()
+        return str(listing["metadata"]["resourceVersion"])
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            try:
+                version = self.refresh()
+                self._watch(version)
+                backoff = 0.2
+            except (ApiException, HTTPError, OSError, ValueError) as exc:
+                log.warning(
+                    "watch of %s failed (%s); listing again in %.1fs", self._path, exc, backoff
+                )
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    def _watch(self, version: str) -> None:
+        """Follow changes until the stream ends or says the version is too old (410)."""
+        while not self._stop.is_set():
+            query = {
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": str(_WATCH_SECONDS),
+            }
+            for event in raw.stream(
+                self._api, self._path, query=query, timeout=_WATCH_SECONDS + 30
+            ):
+                kind, obj = event.get("type"), event.get("object", {})
+                if kind == "ERROR":
+                    return  # usually 410 Gone: the caller lists again
+                version = obj.get("metadata", {}).get("resourceVersion", version)
+                if kind == "BOOKMARK":
+                    continue
+                uid = obj["metadata"]["uid"]
+                with self._lock:
+                    if kind == "DELETED":
+                        self._objects.pop(uid, None)
+                    else:
+                        self._objects[uid] = obj
+                if self._on_change is not None:
+                    self._on_change(str(kind), obj)

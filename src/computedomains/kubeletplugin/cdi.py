@@ -1,0 +1,108 @@
+"""Per-claim CDI specs: the device nodes, env and mounts a container runtime applies.
+
+Specs are written as JSON (valid YAML, so the conventional ``.yaml`` name works for every CDI
+parser) because a spec for ``allocationMode: All`` carries thousands of device nodes and
+JSON is fast to write. The annotations record which claim and domain a spec belongs to, so
+state can be rebuilt from the files alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any
+
+from computedomains import nodefiles
+from computedomains.api import constants
+
+CDI_VERSION = "0.6.0"
+"""The lowest CDI version with spec annotations, the newest field we use."""
+CHANNEL_PATH = "/dev/nvidia-caps-imex-channels/channel{}"
+IMEX_CONFIG_MOUNT = "/imexd"
+_ANNOTATION = constants.OWN_PREFIX + "/{}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceNode:
+    """A character device node to create in the container."""
+
+    path: str
+    major: int
+    minor: int
+    file_mode: int = 0o666
+
+    def to_dict(self) -> dict[str, Any]:
+        """CDI ``deviceNodes`` entry."""
+        return {
+            "path": self.path,
+            "type": "c",
+            "major": self.major,
+            "minor": self.minor,
+            "fileMode": self.file_mode,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Edits:
+    """Container edits of one CDI device."""
+
+    device_nodes: tuple[DeviceNode, ...] = ()
+    env: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()
+    """(host path, container path) bind mounts."""
+
+    def empty(self) -> bool:
+        """True when the edits change nothing (no spec needs writing)."""
+        return not (self.device_nodes or self.env or self.mounts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """CDI ``containerEdits``."""
+        edits: dict[str, Any] = {}
+        if self.device_nodes:
+            edits["deviceNodes"] = [d.to_dict() for d in self.device_nodes]
+        if self.env:
+            edits["env"] = list(self.env)
+        if self.mounts:
+            edits["mounts"] = [
+                {"hostPath": h, "containerPath": c, "options": ["rw", "nosuid", "nodev", "bind"]}
+                for h, c in self.mounts
+            ]
+        return edits
+
+
+def channel_nodes(*, major: int, channels: range) -> tuple[DeviceNode, ...]:
+    """Device nodes for IMEX channels ``channels``."""
+    return tuple(DeviceNode(CHANNEL_PATH.format(n), major, n) for n in channels)
+
+
+def device_id(claim_uid: str, device: str) -> str:
+    """The fully qualified CDI name of one prepared device of a claim."""
+    return f"{constants.CDI_KIND}={claim_uid}-{device}"
+
+
+def spec_path(cdi_root: pathlib.Path, claim_uid: str) -> pathlib.Path:
+    """The claim's spec file (one per claim; the claim UID keeps runtimes' caches honest)."""
+    return cdi_root / f"{constants.CDI_VENDOR}-{constants.CDI_CLAIM_CLASS}_{claim_uid}.yaml"
+
+
+def spec(*, claim_uid: str, info: dict[str, str], devices: dict[str, Edits]) -> dict[str, Any]:
+    """A CDI spec for ``devices`` (device name → edits) of one claim."""
+    return {
+        "cdiVersion": CDI_VERSION,
+        "kind": constants.CDI_KIND,
+        "annotations": {_ANNOTATION.format(k): v for k, v in sorted(info.items())},
+        "devices": [
+            {"name": f"{claim_uid}-{name}", "containerEdits": edits.to_dict()}
+            for name, edits in devices.items()
+        ],
+    }
+
+
+def write(cdi_root: pathlib.Path, claim_uid: str, document: dict[str, Any]) -> None:
+    """Write the claim's spec atomically (a runtime never reads half a spec)."""
+    nodefiles.write_json(spec_path(cdi_root, claim_uid), document)
+
+
+def remove(cdi_root: pathlib.Path, claim_uid: str) -> None:
+    """Delete the claim's spec; missing is fine (unprepare is idempotent)."""
+    spec_path(cdi_root, claim_uid).unlink(missing_ok=True)

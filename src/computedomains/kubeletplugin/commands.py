@@ -1,0 +1,25 @@
+"""``computedomains kubelet-plugin``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from computedomains.kubeletplugin import config
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``kubelet-plugin`` subcommand."""
+    parser = subparsers.add_parser("kubelet-plugin", help="run the DRA kubelet plugin on a node")
+    config.add_arguments(parser)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from computedomains.kubeletplugin import plugin  # noqa: PLC0415 - keeps `--help` fast
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return plugin.run(config.from_args(args))

@@ -1,0 +1,134 @@
+"""gRPC: plugin registration, and the DRA service in both versions the kubelet speaks.
+
+v1 and v1beta1 are the same on the wire but for one field, so one implementation serves both
+through their generated message classes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import pathlib
+import time
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from computedomains.api import constants
+from computedomains.drapb import (
+    dra_v1_pb2,
+    dra_v1_pb2_grpc,
+    dra_v1beta1_pb2,
+    dra_v1beta1_pb2_grpc,
+    pluginregistration_v1_pb2,
+    pluginregistration_v1_pb2_grpc,
+)
+from computedomains.kubeletplugin import driver, metrics
+
+SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+_KUBELET_CALL_TIMEOUT = 45.0
+_SAFETY = 2.0
+"""Seconds kept in hand to answer before the kubelet gives up on the call."""
+
+
+class Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):
+    """Answers the kubelet's plugin watcher."""
+
+    def __init__(self, dra_socket: pathlib.Path) -> None:
+        self._endpoint = str(dra_socket)
+        self.registered = False
+        self.error = ""
+
+    def GetInfo(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Say we are the compute-domain DRA driver and where our service is."""
+        return pluginregistration_v1_pb2.PluginInfo(
+            type="DRAPlugin",
+            name=constants.DRIVER_NAME,
+            endpoint=self._endpoint,
+            supported_versions=list(SUPPORTED_SERVICES),
+        )
+
+    def NotifyRegistrationStatus(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Remember whether the kubelet accepted us (reported by the readiness probe)."""
+        self.registered = bool(request.plugin_registered)
+        self.error = str(request.error)
+        return pluginregistration_v1_pb2.RegistrationStatusResponse()
+
+
+class DRAService:
+    """NodePrepareResources/NodeUnprepareResources over the driver, for one API version."""
+
+    def __init__(self, pb2: ModuleType, core: driver.Driver, stats: metrics.PluginMetrics) -> None:
+        self._pb2 = pb2
+        self._driver = core
+        self._stats = stats
+
+    def NodePrepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Prepare each claim; one claim's failure never fails the others."""
+        remaining = context.time_remaining() or _KUBELET_CALL_TIMEOUT
+        deadline = time.monotonic() + max(0.5, remaining - _SAFETY)
+        response = self._pb2.NodePrepareResourcesResponse()
+        for claim in request.claims:
+            ref = driver.ClaimRef(claim.uid, claim.namespace, claim.name)
+            with self._stats.observe("prepare"):
+                result = self._driver.prepare(ref, deadline=deadline)
+            entry = response.claims[claim.uid]
+            if result.error:
+                entry.error = result.error
+                continue
+            for device in result.devices:
+                entry.devices.add(
+                    request_names=list(device.requests),
+                    pool_name=device.pool,
+                    device_name=device.device,
+                    cdi_device_ids=list(device.cdi_ids),
+                )
+        return response
+
+    def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
+        """Unprepare each claim; unknown claims succeed."""
+        response = self._pb2.NodeUnprepareResourcesResponse()
+        for claim in request.claims:
+            with self._stats.observe("unprepare"):
+                result = self._driver.unprepare(
+                    driver.ClaimRef(claim.uid, claim.namespace, claim.name)
+                )
+            response.claims[claim.uid].error = result.error
+        return response
+
+
+class _V1(DRAService, dra_v1_pb2_grpc.DRAPluginServicer):
+    """The v1 service."""
+
+
+class _V1Beta1(DRAService, dra_v1beta1_pb2_grpc.DRAPluginServicer):
+    """The v1beta1 service (kubelets before 1.34 speak only this)."""
+
+
+def _listen(socket_path: pathlib.Path, workers: int) -> grpc.Server:
+    socket_path.parent.mkdir(parents=True, exist_ok=True)
+    socket_path.unlink(missing_ok=True)  # a stale socket from a previous run blocks bind
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers))
+    server.add_insecure_port(f"unix://{socket_path}")
+    return server
+
+
+def serve_dra(
+    socket_path: pathlib.Path, core: driver.Driver, stats: metrics.PluginMetrics
+) -> grpc.Server:
+    """Start the DRA service (v1 and v1beta1) on ``socket_path``."""
+    server = _listen(socket_path, workers=64)
+    dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_V1(dra_v1_pb2, core, stats), server)
+    dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
+        _V1Beta1(dra_v1beta1_pb2, core, stats), server
+    )
+    server.start()
+    return server
+
+
+def serve_registration(socket_path: pathlib.Path, registration: Registration) -> grpc.Server:
+    """Start the registration service; the kubelet finds us once this socket exists."""
+    server = _listen(socket_path, workers=4)
+    pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(registration, server)
+    server.start()
+    return server
