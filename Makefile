@@ -62,6 +62,25 @@ bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/
 protos: venv ## regenerate the kubelet gRPC stubs from src/computedomains/drapb/*.proto
 	$(PY) -m computedomains.drapb.generate
 
+.PHONY: crds
+crds: venv ## regenerate the CRD templates in chart/charts/crds from computedomains.api.models
+	$(PY) -m computedomains.api.crds --write
+
+CHART := chart
+CHART_PROFILES := $(wildcard values/*.yaml)
+
+.PHONY: chart-lint
+chart-lint: venv ## helm lint --strict and helm template of the chart, helm 3 and 4, every values/ profile
+	@set -e; for major in helm3 helm4; do \
+	  helm=$$($(PY) -m computedomains tools path $$major); \
+	  for profile in "" $(CHART_PROFILES); do \
+	    args="--namespace compute-domains$${profile:+ --values $$profile}"; \
+	    echo "[$$major] lint + template$${profile:+ with $$profile}"; \
+	    $$helm lint --strict $(CHART) $$args >/dev/null || { $$helm lint --strict $(CHART) $$args; exit 1; }; \
+	    $$helm template chart-lint $(CHART) $$args >/dev/null; \
+	  done; \
+	done
+
 .PHONY: wheel
 wheel: venv ## build the wheel and sdist into dist/
 	$(PY) -m build --outdir dist .

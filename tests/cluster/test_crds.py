@@ -1,0 +1,340 @@
+"""The CRDs, rendered from the crds subchart, on a real API server: defaults, validation,
+immutability, the status subresource, printer columns and short names."""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.api.models import ComputeDomain, ComputeDomainClique, Status
+from computedomains.api.schema import ValidationError
+from computedomains.sim import tools
+from tests.support import clusters, helm, kube
+
+pytestmark = pytest.mark.cluster
+
+CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+CD_PLURAL = constants.COMPUTE_DOMAIN_PLURAL
+G, V = constants.GROUP, constants.VERSION
+
+
+@pytest.fixture(scope="module")
+def helm3(cluster: clusters.TestCluster, tmp_path_factory: pytest.TempPathFactory) -> helm.Helm:
+    return helm.Helm(
+        binary=tools.ToolBox.from_env().path("helm3"),
+        kubeconfig=cluster.kubeconfig,
+        home=tmp_path_factory.mktemp("helm"),
+    )
+
+
+def render(h: helm.Helm, *args: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(h.run("template", "crds", str(CHART), *args)) if d]
+
+
+@pytest.fixture(scope="module")
+def crds(cluster: clusters.TestCluster, helm3: helm.Helm) -> Iterator[list[dict[str, Any]]]:
+    """The rendered CRDs, installed and Established; removed afterwards if this module made them.
+
+    CRDs already there (another module installed the full chart) are used as they are and
+    left in place.
+    """
+    docs = render(helm3)
+    ext = client.ApiextensionsV1Api(cluster.api())
+    created: list[str] = []
+    for doc in docs:
+        try:
+            ext.create_custom_resource_definition(doc)
+            created.append(doc["metadata"]["name"])
+        except ApiException as exc:
+            if kube.status_of(exc) != 409:
+                raise
+    for doc in docs:
+        name = doc["metadata"]["name"]
+        waiting.until(
+            f"CRD {name} Established", functools.partial(established, ext, name), timeout=30
+        )
+    api = cluster.api()
+    waiting.until(
+        f"{G}/{V} served with both resources",
+        lambda: len(get_json(api, f"/apis/{G}/{V}")["resources"]) >= 2,
+        timeout=30,
+        retry_on=(ApiException,),
+    )
+    yield docs
+    for name in created:
+        ext.delete_custom_resource_definition(name)
+    for name in created:
+        waiting.until(f"CRD {name} deleted", functools.partial(gone, ext, name), timeout=60)
+
+
+def established(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    conditions = ext.read_custom_resource_definition(name).status.conditions or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    try:
+        ext.read_custom_resource_definition(name)
+    except ApiException as exc:
+        if kube.status_of(exc) == 404:
+            return True
+        raise
+    return False
+
+
+def get_json(api: client.ApiClient, path: str, accept: str = "application/json") -> Any:
+    """GET ``path`` with a chosen Accept header (the Table request needs its own)."""
+    serialized = api.param_serialize(
+        "GET", path, header_params={"Accept": accept}, auth_settings=["BearerToken"]
+    )
+    response = api.call_api(*serialized)
+    data = response.read()  # type: ignore[no-untyped-call]
+    if response.status != 200:
+        raise ApiException(status=response.status, reason=response.reason, http_resp=response)
+    return json.loads(data)
+
+
+def as_dict(value: object) -> dict[str, Any]:
+    """A custom-object call's result, typed: the client declares them as plain ``object``."""
+    assert isinstance(value, dict)
+    return value
+
+
+def manifest(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}, **spec},
+    }
+
+
+def create(api: client.ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    objects = client.CustomObjectsApi(api)
+    return as_dict(objects.create_namespaced_custom_object(G, V, namespace, CD_PLURAL, body))
+
+
+def rejection(call: Callable[[], Any]) -> str:
+    """The API server's message for a call it must reject as invalid (HTTP 422)."""
+    with pytest.raises(ApiException) as info:
+        call()
+    assert kube.status_of(info.value) == 422, info.value.body
+    return str(json.loads(info.value.body)["message"])
+
+
+# -- the chart ----------------------------------------------------------------------------
+
+
+def test_chart_renders_labels_and_keep_annotations(helm3: helm.Helm) -> None:
+    docs = render(helm3)
+    assert sorted(d["metadata"]["name"] for d in docs) == [
+        "computedomaincliques.resource.nvidia.com",
+        "computedomains.resource.nvidia.com",
+    ]
+    for doc in docs:
+        labels, annotations = doc["metadata"]["labels"], doc["metadata"]["annotations"]
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        assert labels["app.kubernetes.io/instance"] == "crds"
+        assert labels["app.kubernetes.io/part-of"] == "compute-domains"
+        assert annotations == {
+            "helm.sh/resource-policy": "keep",
+            "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
+        }
+    assert all("annotations" not in d["metadata"] for d in render(helm3, "--set", "keep=false"))
+
+
+def test_chart_values_schema_is_strict(helm3: helm.Helm) -> None:
+    with pytest.raises(AssertionError, match="additional properties 'keeep' not allowed"):
+        render(helm3, "--set", "keeep=false")
+    with pytest.raises(AssertionError, match="keep"):
+        render(helm3, "--set-string", "keep=no")
+
+
+# -- the API server -----------------------------------------------------------------------
+
+
+def test_valid_compute_domain_gets_the_defaults(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    created = create(api, namespace, manifest("plain"))
+    assert created["spec"] == {
+        "numNodes": 0,
+        "channel": {"resourceClaimTemplate": {"name": "plain-channel"}, "allocationMode": "Single"},
+    }
+    assert "status" not in created  # the status subresource drops status on create
+    parsed = ComputeDomain.from_dict(created, strict=True)
+    # The model's defaults are the server's: the minimal manifest parses to the same thing.
+    assert parsed.spec == ComputeDomain.from_dict(manifest("plain")).spec
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "reason"),
+    [
+        (
+            lambda s: s["channel"].update(allocationMode="Many"),
+            "spec.channel.allocationMode",
+            "Unsupported value",
+        ),
+        (lambda s: s.pop("channel"), "spec.channel", "Required value"),
+        (lambda s: s.update(numNodes=-1), "spec.numNodes", "greater than or equal to 0"),
+        (
+            lambda s: s["channel"]["resourceClaimTemplate"].pop("name"),
+            "spec.channel.resourceClaimTemplate.name",
+            "Required value",
+        ),
+    ],
+    ids=["allocationMode", "no-channel", "negative-numNodes", "no-template-name"],
+)
+def test_invalid_compute_domains_are_rejected_naming_the_field(
+    crds: list[dict[str, Any]],
+    api: client.ApiClient,
+    namespace: str,
+    change: Callable[[dict[str, Any]], Any],
+    field: str,
+    reason: str,
+) -> None:
+    body = manifest("bad")
+    change(body["spec"])
+    message = rejection(lambda: create(api, namespace, body))
+    assert f"{field}: " in message and reason in message, message
+    # The model refuses the same manifest, naming the same field.
+    with pytest.raises(ValidationError) as info:
+        ComputeDomain.from_dict(body)
+    assert info.value.field == field
+
+
+def test_spec_is_immutable_but_metadata_is_not(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api)
+    created = create(api, namespace, manifest("fixed"))
+    changed = json.loads(json.dumps(created))
+    changed["spec"]["numNodes"] = 4
+    message = rejection(
+        lambda: objects.replace_namespaced_custom_object(
+            G, V, namespace, CD_PLURAL, "fixed", changed
+        )
+    )
+    assert "A computeDomain.spec is immutable" in message
+
+    created["metadata"]["labels"] = {"team": "a"}
+    updated = objects.replace_namespaced_custom_object(G, V, namespace, CD_PLURAL, "fixed", created)
+    assert updated["metadata"]["labels"] == {"team": "a"}
+
+
+def write_status(
+    api: client.ApiClient, namespace: str, name: str, status: dict[str, Any]
+) -> dict[str, Any]:
+    objects = client.CustomObjectsApi(api)
+    current = as_dict(objects.get_namespaced_custom_object(G, V, namespace, CD_PLURAL, name))
+    current["status"] = status
+    return as_dict(
+        objects.replace_namespaced_custom_object_status(G, V, namespace, CD_PLURAL, name, current)
+    )
+
+
+def test_status_subresource_defaults_and_list_map_keys(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api)
+    created = create(api, namespace, manifest("st"))
+    # Through the main resource, status is ignored.
+    created["status"] = {"status": "Ready"}
+    after = as_dict(
+        objects.replace_namespaced_custom_object(G, V, namespace, CD_PLURAL, "st", created)
+    )
+    assert "status" not in after
+
+    node = {"name": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0}
+    written = write_status(api, namespace, "st", {"nodes": [node], "nodesReady": "0/1"})
+    assert written["status"] == {
+        "status": "NotReady",
+        "nodes": [{**node, "status": "NotReady"}],
+        "nodesReady": "0/1",
+    }
+    parsed = ComputeDomain.from_dict(written, strict=True)
+    assert parsed.status is not None and parsed.status.nodes[0].status is Status.NOT_READY
+
+    message = rejection(lambda: write_status(api, namespace, "st", {"nodes": [node, node]}))
+    assert "status.nodes[1]" in message and "Duplicate value" in message
+    message = rejection(lambda: write_status(api, namespace, "st", {"status": "Up"}))
+    assert "status.status: Unsupported value" in message
+
+
+def test_printer_columns_show_status_and_nodes(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    create(api, namespace, manifest("shown"))
+    node = {"name": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0, "status": "Ready"}
+    write_status(api, namespace, "shown", {"status": "Ready", "nodes": [node], "nodesReady": "1/1"})
+
+    table = get_json(api, f"/apis/{G}/{V}/namespaces/{namespace}/{CD_PLURAL}", accept=TABLE)
+    assert table["kind"] == "Table"
+    columns = [c["name"] for c in table["columnDefinitions"]]
+    assert columns == ["Name", "Status", "Nodes", "Age"]
+    (row,) = table["rows"]
+    assert row["cells"][:3] == ["shown", "Ready", "1/1"]
+
+
+def test_short_names_are_in_discovery_and_clash_with_nothing(
+    crds: list[dict[str, Any]], api: client.ApiClient
+) -> None:
+    ours = {r["name"]: r for r in get_json(api, f"/apis/{G}/{V}")["resources"]}
+    assert ours[CD_PLURAL]["shortNames"] == ["cd"]
+    assert ours[constants.CLIQUE_PLURAL]["shortNames"] == ["cdclique"]
+    assert ours[CD_PLURAL]["namespaced"] and ours[constants.CLIQUE_PLURAL]["namespaced"]
+    assert f"{CD_PLURAL}/status" in ours
+    assert f"{constants.CLIQUE_PLURAL}/status" not in ours
+
+    others: dict[str, str] = {}
+    group_versions = ["/api/v1"] + [
+        f"/apis/{g['preferredVersion']['groupVersion']}"
+        for g in get_json(api, "/apis")["groups"]
+        if g["name"] != G
+    ]
+    for path in group_versions:
+        for resource in get_json(api, path)["resources"]:
+            for short in resource.get("shortNames", []):
+                others[short] = f"{path} {resource['name']}"
+    assert {"cd", "cdclique"}.isdisjoint(others), others
+
+
+def test_clique_defaults_and_list_map_keys(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api)
+    daemon = {"nodeName": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0}
+    body = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.CLIQUE_KIND,
+        "metadata": {"name": "uid.c.1"},
+        "daemons": [daemon],
+    }
+    plural = constants.CLIQUE_PLURAL
+    created = objects.create_namespaced_custom_object(G, V, namespace, plural, body)
+    assert created["daemons"] == [{**daemon, "status": "NotReady"}]
+    parsed = ComputeDomainClique.from_dict(created, strict=True)
+    assert parsed.daemons[0].status is Status.NOT_READY
+
+    # No status subresource: daemons update the top-level list directly.
+    created["daemons"][0]["status"] = "Ready"
+    updated = objects.replace_namespaced_custom_object(G, V, namespace, plural, "uid.c.1", created)
+    assert updated["daemons"][0]["status"] == "Ready"
+
+    body["metadata"]["name"] = "uid.c.2"
+    body["daemons"] = [daemon, {**daemon, "ipAddress": "10.1.0.2"}]
+    message = rejection(
+        lambda: objects.create_namespaced_custom_object(G, V, namespace, plural, body)
+    )
+    assert "daemons[1]" in message and "Duplicate value" in message

@@ -1,0 +1,220 @@
+"""The committed CRD templates are the generator's output, and they agree with the models."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import pathlib
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import yaml
+
+from computedomains.api import crds, schema
+
+CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
+
+
+def committed(resource: crds.CustomResource) -> dict[str, Any]:
+    """The committed template as YAML, its Helm lines (labels, annotations) left out."""
+    text = (CHART / "templates" / resource.filename).read_text()
+    return dict(yaml.safe_load("\n".join(line for line in text.splitlines() if "{{" not in line)))
+
+
+def root_schema(resource: crds.CustomResource) -> dict[str, Any]:
+    (version,) = committed(resource)["spec"]["versions"]
+    return dict(version["schema"]["openAPIV3Schema"])
+
+
+def at(schema_: Mapping[str, Any], path: str) -> dict[str, Any]:
+    """The schema of ``path`` (``spec.channel``, ``status.nodes[]``) inside an object schema."""
+    for part in path.split("."):
+        is_list = part.endswith("[]")
+        schema_ = schema_["properties"][part.removesuffix("[]")]
+        if is_list:
+            schema_ = schema_["items"]
+    return dict(schema_)
+
+
+# -- generated == committed ---------------------------------------------------------------
+
+
+def test_committed_templates_are_the_generated_ones() -> None:
+    assert crds.stale_templates(CHART) == {}, "run `make crds`"
+    assert crds.main(["--check", "--chart-dir", str(CHART)]) == 0
+
+
+def test_check_and_write(tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert crds.main(["--check", "--chart-dir", str(tmp_path)]) == 1
+    assert crds.main(["--write", "--chart-dir", str(tmp_path)]) == 0
+    assert crds.main(["--check", "--chart-dir", str(tmp_path)]) == 0
+    target = tmp_path / "templates" / crds.CLIQUE.filename
+    target.write_text(target.read_text().replace("cdclique", "cdq"))
+    assert crds.main(["--check", "--chart-dir", str(tmp_path)]) == 1
+    assert f"stale CRD template: {target}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("resource", crds.RESOURCES, ids=lambda r: r.kind)
+def test_committed_yaml_is_the_manifest(resource: crds.CustomResource) -> None:
+    doc = committed(resource)
+    want = crds.manifest(resource)
+    assert doc["spec"] == want["spec"]
+    assert doc["metadata"]["name"] == want["metadata"]["name"] == resource.name
+    assert (doc["apiVersion"], doc["kind"]) == (
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+    )
+
+
+# -- models <-> schema, field by field ----------------------------------------------------
+
+
+def expected_type(tp: Any) -> dict[str, Any]:
+    """What the schema must say about a field of Python type ``tp`` (type and enum only)."""
+    tp = schema.unwrap_optional(tp)
+    if typing.get_origin(tp) is tuple:
+        return {"type": "array"}
+    if typing.get_origin(tp) is Mapping or (isinstance(tp, type) and issubclass(tp, schema.Model)):
+        return {"type": "object"}
+    if isinstance(tp, type) and issubclass(tp, enum.StrEnum):
+        return {"type": "string", "enum": [m.value for m in tp]}
+    return {"type": {str: "string", int: "integer", bool: "boolean"}[tp]}
+
+
+def check_model(cls: type[schema.Model], object_schema: Mapping[str, Any], path: str) -> int:
+    """Assert that ``cls`` and ``object_schema`` agree on every field; returns fields checked."""
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    names = {schema.info_of(f).json for f in fields}
+    extra = (
+        set(object_schema["properties"]) - names - ({"apiVersion", "kind"} if not path else set())
+    )
+    assert not extra, f"{path or '<root>'}: schema properties without a model field: {extra}"
+    required = set(object_schema.get("required", []))
+    checked = 0
+    for f in fields:
+        info = schema.info_of(f)
+        where = f"{path}.{info.json}" if path else info.json
+        prop = object_schema["properties"][info.json]
+        tp = schema.unwrap_optional(hints[f.name])
+        assert {k: prop[k] for k in expected_type(tp) if k in prop} == expected_type(tp), where
+        assert (info.json in required) == info.required, where
+        # A field the model may omit must be optional in the schema or defaulted there.
+        if not schema.has_default(f):
+            assert info.json in required, where
+        assert prop.get("default") == schema.schema_default(f), where
+        assert prop.get("minimum") == info.minimum, where
+        item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
+        if typing.get_origin(tp) is tuple:
+            keys = prop.get("x-kubernetes-list-map-keys", [])
+            assert keys == list(info.list_map_keys), where
+            prop = prop["items"]
+        if isinstance(item, type) and issubclass(item, schema.Model):
+            checked += check_model(item, prop, where + ("[]" if item is not tp else ""))
+        checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("resource", crds.RESOURCES, ids=lambda r: r.kind)
+def test_every_model_field_matches_the_committed_schema(resource: crds.CustomResource) -> None:
+    assert check_model(resource.model, root_schema(resource), "") >= 5
+
+
+# -- the incumbent's API, fact by fact ----------------------------------------------------
+
+# path: (type, default, enum, required in its parent); from the incumbent's v1beta1 CRDs.
+COMPUTE_DOMAIN_FACTS: dict[str, tuple[str, Any, list[str] | None, bool]] = {
+    "spec": ("object", None, None, False),
+    "spec.numNodes": ("integer", 0, None, False),
+    "spec.channel": ("object", None, None, True),
+    "spec.channel.resourceClaimTemplate": ("object", None, None, True),
+    "spec.channel.resourceClaimTemplate.name": ("string", None, None, True),
+    "spec.channel.allocationMode": ("string", "Single", ["All", "Single"], False),
+    "status": ("object", None, None, False),
+    "status.status": ("string", "NotReady", ["Ready", "NotReady"], True),
+    "status.nodes": ("array", None, None, False),
+    "status.nodes[].name": ("string", None, None, True),
+    "status.nodes[].ipAddress": ("string", None, None, True),
+    "status.nodes[].cliqueID": ("string", None, None, True),
+    "status.nodes[].index": ("integer", None, None, False),
+    "status.nodes[].status": ("string", "NotReady", ["Ready", "NotReady"], False),
+    "status.nodesReady": ("string", None, None, False),  # ours, additive
+}
+CLIQUE_FACTS: dict[str, tuple[str, Any, list[str] | None, bool]] = {
+    "daemons": ("array", None, None, False),
+    "daemons[].nodeName": ("string", None, None, True),
+    "daemons[].ipAddress": ("string", None, None, True),
+    "daemons[].cliqueID": ("string", None, None, True),
+    "daemons[].index": ("integer", None, None, False),
+    "daemons[].status": ("string", "NotReady", ["Ready", "NotReady"], False),
+}
+
+
+@pytest.mark.parametrize(
+    ("resource", "facts"),
+    [(crds.COMPUTE_DOMAIN, COMPUTE_DOMAIN_FACTS), (crds.CLIQUE, CLIQUE_FACTS)],
+    ids=["ComputeDomain", "ComputeDomainClique"],
+)
+def test_schema_matches_the_incumbent(
+    resource: crds.CustomResource, facts: dict[str, tuple[str, Any, list[str] | None, bool]]
+) -> None:
+    root = root_schema(resource)
+    for path, (type_, default, enum_, required) in facts.items():
+        prop = at(root, path)
+        assert (prop["type"], prop.get("default"), prop.get("enum")) == (type_, default, enum_), (
+            path
+        )
+        parent, _, name = path.rpartition(".")
+        parent_schema = at(root, parent) if parent else root
+        assert (name.removesuffix("[]") in parent_schema.get("required", [])) == required, path
+
+
+def test_compute_domain_crd_details() -> None:
+    root = root_schema(crds.COMPUTE_DOMAIN)
+    assert at(root, "spec.numNodes")["minimum"] == 0
+    assert at(root, "spec")["x-kubernetes-validations"] == [
+        {"rule": "self == oldSelf", "message": "A computeDomain.spec is immutable"}
+    ]
+    nodes = at(root, "status.nodes")
+    assert (nodes["x-kubernetes-list-type"], nodes["x-kubernetes-list-map-keys"]) == (
+        "map",
+        ["name"],
+    )
+    spec = committed(crds.COMPUTE_DOMAIN)["spec"]
+    assert (spec["group"], spec["scope"]) == ("resource.nvidia.com", "Namespaced")
+    assert spec["names"]["shortNames"] == ["cd"]
+    (version,) = spec["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
+    assert version["subresources"] == {"status": {}}
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {
+        "Status": ".status.status",
+        "Nodes": ".status.nodesReady",
+        "Age": ".metadata.creationTimestamp",
+    }
+    for path in columns.values():
+        if not path.startswith(".metadata."):
+            at(root, path.removeprefix("."))  # the column shows a field the schema has
+
+
+def test_clique_crd_details() -> None:
+    spec = committed(crds.CLIQUE)["spec"]
+    (version,) = spec["versions"]
+    assert "subresources" not in version
+    assert "additionalPrinterColumns" not in version
+    assert spec["names"]["shortNames"] == ["cdclique"]
+    daemons = at(root_schema(crds.CLIQUE), "daemons")
+    assert daemons["x-kubernetes-list-map-keys"] == ["nodeName"]
+    assert set(root_schema(crds.CLIQUE)["properties"]) == {
+        "apiVersion",
+        "kind",
+        "metadata",
+        "daemons",
+    }
+
+
+def test_metadata_schema_is_left_to_the_api_server() -> None:
+    for resource in crds.RESOURCES:
+        assert root_schema(resource)["properties"]["metadata"] == {"type": "object"}
