@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import pathlib
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -29,11 +30,16 @@ class CorruptNodeFile(Exception):
         self.reason = reason
 
 
-def write_json(path: pathlib.Path, document: Mapping[str, Any], *, mode: int = 0o644) -> None:
-    """Atomically replace ``path`` with ``document`` as JSON."""
+def write_json(
+    path: pathlib.Path, document: Mapping[str, Any], *, mode: int = 0o644, compact: bool = False
+) -> None:
+    """Atomically replace ``path`` with ``document`` as JSON (``compact`` for hot paths)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    if compact:
+        data = json.dumps(document, separators=(",", ":")).encode()
+    else:
+        data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)

@@ -64,16 +64,24 @@ class Checkpoint:
 
     boot_id: str
     claims: dict[str, ClaimEntry] = dataclasses.field(default_factory=dict)
+    _wire: dict[str, tuple[ClaimEntry, dict[str, Any]]] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False
+    )
+    """Serialized form per entry: entries are immutable, and re-encoding every claim on each
+    write made prepare time grow with the number of claims on the node."""
 
     def to_document(self) -> dict[str, Any]:
         """The JSON document on disk."""
-        return nodefiles.document(
-            KIND,
-            {
-                "bootID": self.boot_id,
-                "claims": {uid: _entry_to_dict(e) for uid, e in sorted(self.claims.items())},
-            },
-        )
+        wire = {}
+        for uid, entry in self.claims.items():
+            cached = self._wire.get(uid)
+            if cached is None or cached[0] is not entry:
+                cached = (entry, _entry_to_dict(entry))
+                self._wire[uid] = cached
+            wire[uid] = cached[1]
+        for uid in self._wire.keys() - self.claims.keys():
+            del self._wire[uid]
+        return nodefiles.document(KIND, {"bootID": self.boot_id, "claims": wire})
 
     @classmethod
     def from_document(cls, path: pathlib.Path, document: dict[str, Any]) -> Checkpoint:
@@ -86,9 +94,25 @@ class Checkpoint:
 
 
 def _entry_to_dict(entry: ClaimEntry) -> dict[str, Any]:
-    raw = dataclasses.asdict(entry)
-    raw["state"] = entry.state.value
-    return raw
+    return {
+        "uid": entry.uid,
+        "namespace": entry.namespace,
+        "name": entry.name,
+        "state": entry.state.value,
+        "domain_uid": entry.domain_uid,
+        "device_type": entry.device_type,
+        "allocation": entry.allocation,
+        "devices": [
+            {
+                "requests": list(d.requests),
+                "pool": d.pool,
+                "device": d.device,
+                "cdi_ids": list(d.cdi_ids),
+            }
+            for d in entry.devices
+        ],
+        "aborted_at": entry.aborted_at,
+    }
 
 
 def _entry_from_dict(raw: dict[str, Any]) -> ClaimEntry:
@@ -152,4 +176,4 @@ def load(path: pathlib.Path, *, boot_id: str) -> Loaded:
 
 def save(path: pathlib.Path, checkpoint: Checkpoint) -> None:
     """Write the checkpoint durably (atomic replace, fsync)."""
-    nodefiles.write_json(path, checkpoint.to_document(), mode=0o600)
+    nodefiles.write_json(path, checkpoint.to_document(), mode=0o600, compact=True)

@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from computedomains.api import constants
-from computedomains.kube import events, raw
+from computedomains.kube import events, raw, wire
 from computedomains.kube import nodes as kube_nodes
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import (
@@ -34,6 +34,7 @@ from computedomains.kubeletplugin import (
 )
 
 log = logging.getLogger(__name__)
+COMPONENT = "compute-domains-kubelet-plugin"
 ABORTED_TTL = 90.0
 """Seconds an aborted claim is remembered: two kubelet call timeouts."""
 
@@ -63,16 +64,16 @@ class Driver:
         cfg: config.PluginConfig,
         *,
         api: Any,
-        recorder: events.Recorder,
         stats: metrics.PluginMetrics,
         domains: Informer,
+        claims_cache: Informer | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.cfg = cfg
         self.api = api
-        self.recorder = recorder
         self.stats = stats
         self.domains = domains
+        self.claims_cache = claims_cache
         self.clock = clock
         self._lock = threading.Lock()
         self._checkpoint = checkpoint.Checkpoint(boot_id="")
@@ -127,32 +128,38 @@ class Driver:
             if entry is not None and entry.state is checkpoint.ClaimState.COMPLETED:
                 return entry.devices  # the kubelet re-sends after its own restart
         view = self._read_claim(ref)
-        fabric = nodestate.read_fabric(self.cfg.fabric_verdict_file)
-        plan = validate.plan(view, fabric=fabric, domain_of=self._domain)
-        with self._lock:
-            validate.check_node(plan, self._checkpoint, self._domain)
-            self._record(view, plan, checkpoint.ClaimState.STARTED)
-        if plan.device_type is devices.DeviceType.CHANNEL:
-            self._label_node(plan.domain_uid)
-            if fabric.has_fabric:
-                self._wait_imex_ready(plan, deadline=deadline)
-        prepared = self._write_cdi(view, plan, fabric)
+        try:
+            fabric = nodestate.read_fabric(self.cfg.fabric_verdict_file)
+            plan = validate.plan(view, fabric=fabric, domain_of=self._domain)
+            with self._lock:
+                validate.check_node(plan, self._checkpoint, self._domain)
+                # On disk only before the node itself changes (its label): anything else a
+                # crash leaves behind (a CDI spec named by the claim UID) is found without it.
+                joins = (
+                    plan.device_type is devices.DeviceType.CHANNEL
+                    and self._node_domain != plan.domain_uid
+                )
+                self._record(view, plan, checkpoint.ClaimState.STARTED, persist=joins)
+            if plan.device_type is devices.DeviceType.CHANNEL:
+                self._label_node(plan.domain_uid)
+                if fabric.has_fabric:
+                    self._wait_imex_ready(plan, deadline=deadline)
+            prepared = self._write_cdi(view, plan, fabric)
+        except errors.PrepareError as exc:
+            exc.pods = view.reserved_for
+            raise
         with self._lock:
             self._record(view, plan, checkpoint.ClaimState.COMPLETED, prepared)
         return prepared
 
     def _read_claim(self, ref: ClaimRef) -> claims.ClaimView:
-        path = f"/apis/resource.k8s.io/v1/namespaces/{ref.namespace}/resourceclaims/{ref.name}"
-        try:
-            claim = raw.get(self.api, path, timeout=10)
-        except ApiException as exc:
-            if exc.status == 404:
-                raise errors.Permanent(
-                    "ClaimNotFound",
-                    f"ResourceClaim {ref.namespace}/{ref.name} "
-                    "does not exist (deleted before it was prepared?)",
-                ) from None
-            raise
+        cached = self.claims_cache.by_uid(ref.uid) if self.claims_cache is not None else None
+        if cached is not None and self._allocated_here(cached):
+            # The watch saw this claim allocated to this node: that is what the kubelet asks
+            # about, and it saves an API round trip on the hot path.
+            claim = cached
+        else:
+            claim = self._get_claim(ref)
         view = claims.view(claim, expected_uid=ref.uid)
         with self._lock:
             entry = self._checkpoint.claims.get(ref.uid)
@@ -169,6 +176,25 @@ class Driver:
             )
         return view
 
+    def _allocated_here(self, claim: dict[str, Any]) -> bool:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        results = allocation.get("devices", {}).get("results", [])
+        ours = [r for r in results if r.get("driver") == constants.DRIVER_NAME]
+        return bool(ours) and all(r.get("pool") == self.cfg.node_name for r in ours)
+
+    def _get_claim(self, ref: ClaimRef) -> dict[str, Any]:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{ref.namespace}/resourceclaims/{ref.name}"
+        try:
+            return raw.get(self.api, path, timeout=10)
+        except ApiException as exc:
+            if exc.status == 404:
+                raise errors.Permanent(
+                    "ClaimNotFound",
+                    f"ResourceClaim {ref.namespace}/{ref.name} does not exist "
+                    "(deleted before it was prepared?)",
+                ) from None
+            raise
+
     def _domain(self, uid: str) -> dict[str, Any] | None:
         found = self.domains.by_uid(uid)
         if found is None:
@@ -182,6 +208,8 @@ class Driver:
         plan: validate.Plan,
         state: checkpoint.ClaimState,
         prepared: tuple[checkpoint.PreparedDevice, ...] = (),
+        *,
+        persist: bool = True,
     ) -> None:
         self._checkpoint.claims[view.uid] = checkpoint.ClaimEntry(
             uid=view.uid,
@@ -193,7 +221,8 @@ class Driver:
             allocation=view.allocation_digest,
             devices=prepared,
         )
-        checkpoint.save(self.cfg.checkpoint_file, self._checkpoint)
+        if persist:
+            checkpoint.save(self.cfg.checkpoint_file, self._checkpoint)
 
     def _label_node(self, domain_uid: str) -> None:
         if self._node_domain == domain_uid:
@@ -265,9 +294,9 @@ class Driver:
     def _unprepare(self, uid: str) -> None:
         with self._lock:
             entry = self._checkpoint.claims.get(uid)
+            cdi.remove(self.cfg.cdi_root, uid)  # also for unknown claims: a crash may have left it
             if entry is None or entry.state is checkpoint.ClaimState.ABORTED:
                 return
-            cdi.remove(self.cfg.cdi_root, uid)
             if entry.state is checkpoint.ClaimState.STARTED:
                 self._checkpoint.claims[uid] = dataclasses.replace(
                     entry, state=checkpoint.ClaimState.ABORTED, devices=(), aborted_at=self.clock()
@@ -307,6 +336,7 @@ class Driver:
                 for e in self._checkpoint.claims.values()
                 if e.state is checkpoint.ClaimState.STARTED
             ]
+        self._release_unheld_node()
         for entry in started:
             path = (
                 f"/apis/resource.k8s.io/v1/namespaces/{entry.namespace}/resourceclaims/{entry.name}"
@@ -323,23 +353,76 @@ class Driver:
                 )
                 self._unprepare(entry.uid)
 
+    def _release_unheld_node(self) -> None:
+        """Drop the node's domain label when no claim holds it.
+
+        A crash between labelling the node and recording the claim can leave one behind.
+        """
+        with self._lock:
+            held = any(e.holds_node() for e in self._checkpoint.claims.values())
+            if self._node_domain is None or held:
+                return
+            log.info(
+                "node label names domain %s but no claim holds the node; removing it",
+                self._node_domain,
+            )
+            kube_nodes.patch_labels(
+                self.api, self.cfg.node_name, {constants.COMPUTE_DOMAIN_LABEL: None}
+            )
+            self._node_domain = None
+
     # -- events ---------------------------------------------------------------------------
 
     def _claim_event(self, ref: ClaimRef, exc: errors.PrepareError) -> None:
+        """Tell the user on the claim and on the pods waiting for it."""
         message = f"{exc.message} (node {self.cfg.node_name})"
-        self.recorder.emit(
-            events.ObjectRef(
-                "ResourceClaim", ref.name, ref.namespace, ref.uid, "resource.k8s.io/v1"
-            ),
-            reason=exc.reason,
-            message=message,
-            warning=True,
-        )
+        involved = [
+            wire.ObjectReference(
+                apiVersion="resource.k8s.io/v1",
+                kind="ResourceClaim",
+                namespace=ref.namespace,
+                name=ref.name,
+                uid=ref.uid,
+            )
+        ]
+        involved += [
+            wire.ObjectReference(
+                apiVersion="v1", kind="Pod", namespace=ref.namespace, name=name, uid=uid
+            )
+            for name, uid in exc.pods
+        ]
+        for target in involved:
+            self._event(target, exc.reason, message, warning=True)
 
     def _node_event(self, reason: str, message: str, *, warning: bool) -> None:
-        self.recorder.emit(
-            events.ObjectRef("Node", self.cfg.node_name),
-            reason=reason,
-            message=message,
-            warning=warning,
+        node = raw.get(self.api, f"/api/v1/nodes/{self.cfg.node_name}")
+        target = wire.ObjectReference(
+            apiVersion="v1",
+            kind="Node",
+            namespace="default",
+            name=self.cfg.node_name,
+            uid=node["metadata"]["uid"],
         )
+        self._event(target, reason, message, warning=warning)
+
+    def _event(
+        self, target: wire.ObjectReference, reason: str, message: str, *, warning: bool
+    ) -> None:
+        try:
+            events.record(
+                self.api,
+                target,
+                type_="Warning" if warning else "Normal",
+                reason=reason,
+                message=message,
+                component=COMPONENT,
+                host=self.cfg.node_name,
+            )
+        except ApiException as exc:  # an Event is worth a log line, never a failed prepare
+            log.warning(
+                "could not record %s on %s %s: %s",
+                reason,
+                target["kind"],
+                target["name"],
+                exc.reason,
+            )

@@ -13,6 +13,8 @@ class PrepareError(Exception):
         self.reason = reason
         """CamelCase, for Events and metrics."""
         self.message = message
+        self.pods: tuple[tuple[str, str], ...] = ()
+        """(name, uid) of the pods waiting for the claim, once known: they get the Event too."""
 
 
 class Permanent(PrepareError):

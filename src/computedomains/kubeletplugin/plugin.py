@@ -19,7 +19,6 @@ from computedomains.drapb import (
     pluginregistration_v1_pb2_grpc,
 )
 from computedomains.kube import client as kube_client
-from computedomains.kube import events
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import config, driver, metrics, server, slices
 
@@ -27,6 +26,7 @@ log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
 GC_SECONDS = 60.0
 _DOMAINS = f"/apis/{constants.API_VERSION}/{constants.COMPUTE_DOMAIN_PLURAL}"
+_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
 
 def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
@@ -54,10 +54,11 @@ def run(cfg: config.PluginConfig) -> int:
 
     api = kube_client.from_environment(cfg.kubeconfig)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
-    recorder = events.Recorder(api, component="compute-domains-kubelet-plugin", host=cfg.node_name)
     domains = Informer(api, path=_DOMAINS)
+    claims = Informer(api, path=_CLAIMS)
     domains.start()
-    core = driver.Driver(cfg, api=api, recorder=recorder, stats=stats, domains=domains)
+    claims.start()
+    core = driver.Driver(cfg, api=api, stats=stats, domains=domains, claims_cache=claims)
     core.load()
     publisher = slices.Publisher(api, cfg)
     publisher.sync()
@@ -92,5 +93,6 @@ def run(cfg: config.PluginConfig) -> int:
     cfg.registration_socket.unlink(missing_ok=True)
     dra.stop(grace=5).wait()
     domains.stop()
+    claims.stop()
     http.shutdown()
     return 0

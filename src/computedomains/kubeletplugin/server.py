@@ -105,7 +105,16 @@ class _V1Beta1(DRAService, dra_v1beta1_pb2_grpc.DRAPluginServicer):
     """The v1beta1 service (kubelets before 1.34 speak only this)."""
 
 
+_SUN_PATH_MAX = 107
+"""Longest unix socket path the kernel accepts (sun_path is 108 bytes with the NUL)."""
+
+
 def _listen(socket_path: pathlib.Path, workers: int) -> grpc.Server:
+    if len(str(socket_path).encode()) > _SUN_PATH_MAX:
+        raise SystemExit(
+            f"socket path {socket_path} is longer than {_SUN_PATH_MAX} bytes; "
+            "unix sockets cannot live there: use shorter kubelet directories"
+        )
     socket_path.parent.mkdir(parents=True, exist_ok=True)
     socket_path.unlink(missing_ok=True)  # a stale socket from a previous run blocks bind
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=workers))

@@ -1,0 +1,105 @@
+"""Kubelet-plugin prepare latency and throughput when the domain is already READY, and RSS.
+
+Baseline in the same run: an empty NodePrepareResources round trip on the same socket and
+connection, i.e. what gRPC itself costs. Prepare includes reading the claim from the API
+server, the durable checkpoint writes and the CDI spec write.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import pathlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import grpc
+import pytest
+from kubernetes import client
+
+from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
+from computedomains.sim import cluster, topology
+from tests.benchmarks import report
+from tests.support import kube, plugin
+
+SEQUENTIAL = 200
+CONCURRENT = 32
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[plugin.PluginProcess, str, dict[str, Any]]]:
+    sim = cluster.SimCluster(name=f"bench-{uuid.uuid4().hex[:6]}",
+                             topology_spec=topology.Topology(racks=1, nodes_per_rack=2), log=lambda _: None)
+    with sim:
+        api = sim.api_client()
+        plugin.install_crds(api)
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
+        kube.wait_for_default_service_account(api, "bench")
+        domain = plugin.create_domain(api, "bench")
+        proc = plugin.PluginProcess(sim, sim.nodes[0].name, tmp_path_factory.mktemp("logs"))
+        proc.write_verdict()
+        proc.write_imex(domain["metadata"]["uid"])
+        proc.start()
+        try:
+            yield proc, "bench", domain
+        finally:
+            proc.stop()
+
+
+def _claims(proc: plugin.PluginProcess, namespace: str, domain: dict[str, Any], n: int) -> list[dict[str, str]]:
+    api = proc.sim.api_client()
+    params = plugin.channel_parameters(domain["metadata"]["uid"])
+    return [plugin.allocated_claim(api, namespace, node=proc.node, device="channel-0", parameters=params)
+            for _ in range(n)]  # fmt: skip
+
+
+def _rss_kib(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_prepare_latency_throughput_and_rss(bench: tuple[plugin.PluginProcess, str, dict[str, Any]]) -> None:
+    proc, namespace, domain = bench
+    claims = _claims(proc, namespace, domain, SEQUENTIAL + CONCURRENT + 20)
+    with grpc.insecure_channel(f"unix://{proc.dra_socket}") as channel:
+        stub = dra_v1_pb2_grpc.DRAPluginStub(channel)
+
+        def call(batch: list[dict[str, str]]) -> tuple[float, Any]:
+            started = time.perf_counter()
+            answer = stub.NodePrepareResources(
+                dra_v1_pb2.NodePrepareResourcesRequest(claims=[dra_v1_pb2.Claim(**c) for c in batch]), timeout=45)
+            return time.perf_counter() - started, answer
+
+        for claim in claims[:20]:  # warm-up: connections, caches, the node label
+            assert not call([claim])[1].claims[claim["uid"]].error
+        noop = [call([])[0] for _ in range(SEQUENTIAL)]
+        prepare = []
+        for claim in claims[20 : 20 + SEQUENTIAL]:
+            elapsed, answer = call([claim])
+            assert not answer.claims[claim["uid"]].error, answer
+            prepare.append(elapsed)
+
+    burst = claims[20 + SEQUENTIAL :]
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(CONCURRENT) as pool:
+        answers = list(pool.map(lambda c: proc.prepare([c]), burst))
+    burst_seconds = time.perf_counter() - started
+    assert all(not a.claims[c["uid"]].error for a, c in zip(answers, burst, strict=True))
+    assert proc.child is not None
+    plugin_rss = _rss_kib(proc.child.pid)
+    proc.unprepare(claims)
+
+    noop_s, prepare_s = report.summarize(noop), report.summarize(prepare)
+    report.save("plugin-prepare", {
+        "noop_roundtrip_ms": {k: round(v * 1000, 3) if k != "n" else v for k, v in noop_s.items()},
+        "prepare_ms": {k: round(v * 1000, 3) if k != "n" else v for k, v in prepare_s.items()},
+        "prepare_vs_noop_p50_ratio": round(prepare_s["p50"] / noop_s["p50"], 2),
+        "concurrent_claims": CONCURRENT,
+        "concurrent_wall_s": round(burst_seconds, 3),
+        "concurrent_claims_per_s": round(CONCURRENT / burst_seconds, 1),
+        "plugin_rss_mib": round(plugin_rss / 1024, 1),
+    })  # fmt: skip
+    assert prepare_s["n"] == SEQUENTIAL
