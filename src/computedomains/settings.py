@@ -1,7 +1,7 @@
-"""Command-line flags with environment twins, for every component.
+"""Command-line flags with environment twins: ``--fake-nvml-file`` is also ``FAKE_NVML_FILE``.
 
-Each flag ``--some-thing`` can also be set as ``SOME_THING`` in the environment (the chart
-sets flags; operators debugging a node can export variables); the flag wins over the env.
+A flag on the command line wins over its variable, the variable over the built-in default.
+The chart sets flags; an operator debugging a node can export variables instead.
 """
 
 from __future__ import annotations
@@ -9,46 +9,67 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
 
 
 def env_name(flag: str) -> str:
-    """``--kubelet-plugins-dir`` → ``KUBELET_PLUGINS_DIR``."""
-    return flag.lstrip("-").upper().replace("-", "_")
+    """The environment twin of ``flag``: upper case, dashes as underscores."""
+    return flag.lstrip("-").replace("-", "_").upper()
 
 
 def add(
-    parser: argparse.ArgumentParser | Any,
+    parser: argparse.ArgumentParser,
     flag: str,
     *,
-    type: Callable[[str], Any] = str,
-    default: Any = None,
-    required: bool = False,
+    default: str | None,
     help: str,
+    type: Callable[[str], Any] = str,
+    choices: Sequence[str] | None = None,
+    required: bool = False,
 ) -> None:
-    """Add ``flag`` whose default comes from its environment twin when that is set."""
+    """Add a valued flag whose default comes from its environment twin when that is set.
+
+    A ``required`` flag may also be given by its variable alone.
+    """
     env = env_name(flag)
-    raw = os.environ.get(env)
-    value = type(raw) if raw not in (None, "") else default
+    # A string default goes through ``type`` like a command-line value, so a bad variable is
+    # reported by argparse as an invalid value of the flag.
+    value = os.environ.get(env, default)
     parser.add_argument(
         flag,
-        type=type,
         default=value,
         required=required and value is None,
-        help=f"{help} [env {env}; default: {default}]",
+        type=type,
+        choices=choices,
+        help=f"{help} (env {env}; default {default or 'none'})",
     )
 
 
-def add_bool(parser: argparse.ArgumentParser | Any, flag: str, *, default: bool, help: str) -> None:
-    """Add ``--flag``/``--no-flag`` whose default comes from its environment twin."""
-    raw = os.environ.get(env_name(flag))
-    value = default if raw in (None, "") else raw.lower() in ("1", "true", "yes", "on")
+def add_switch(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    *,
+    default: bool,
+    help: str,
+    negatable: bool = False,
+) -> None:
+    """Add an on/off flag (``--x``, and ``--no-x`` when ``negatable``) with its twin."""
+    env = env_name(flag)
+    raw = os.environ.get(env)
+    value = default
+    if raw is not None:
+        if raw.strip().lower() not in _TRUE | _FALSE:
+            parser.error(f"{env}={raw!r}: expected true or false")
+        value = raw.strip().lower() in _TRUE
     parser.add_argument(
         flag,
-        action=argparse.BooleanOptionalAction,
+        action=argparse.BooleanOptionalAction if negatable else "store_true",
         default=value,
-        help=f"{help} [env {env_name(flag)}; default: {default}]",
+        help=f"{help} (env {env}; default {'on' if default else 'off'})",
     )
 
 

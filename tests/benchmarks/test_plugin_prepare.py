@@ -28,9 +28,14 @@ CONCURRENT = 32
 
 
 @pytest.fixture(scope="module")
-def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[plugin.PluginProcess, str, dict[str, Any]]]:
-    sim = cluster.SimCluster(name=f"bench-{uuid.uuid4().hex[:6]}",
-                             topology_spec=topology.Topology(racks=1, nodes_per_rack=2), log=lambda _: None)
+def bench(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[plugin.PluginProcess, str, dict[str, Any]]]:
+    sim = cluster.SimCluster(
+        name=f"bench-{uuid.uuid4().hex[:6]}",
+        topology_spec=topology.Topology(racks=1, nodes_per_rack=2),
+        log=lambda _: None,
+    )
     with sim:
         api = sim.api_client()
         plugin.install_crds(api)
@@ -47,11 +52,17 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[plugin.Plu
             proc.stop()
 
 
-def _claims(proc: plugin.PluginProcess, namespace: str, domain: dict[str, Any], n: int) -> list[dict[str, str]]:
+def _claims(
+    proc: plugin.PluginProcess, namespace: str, domain: dict[str, Any], n: int
+) -> list[dict[str, str]]:
     api = proc.sim.api_client()
     params = plugin.channel_parameters(domain["metadata"]["uid"])
-    return [plugin.allocated_claim(api, namespace, node=proc.node, device="channel-0", parameters=params)
-            for _ in range(n)]  # fmt: skip
+    return [
+        plugin.allocated_claim(
+            api, namespace, node=proc.node, device="channel-0", parameters=params
+        )
+        for _ in range(n)
+    ]
 
 
 def _rss_kib(pid: int) -> int:
@@ -61,7 +72,9 @@ def _rss_kib(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-def test_prepare_latency_throughput_and_rss(bench: tuple[plugin.PluginProcess, str, dict[str, Any]]) -> None:
+def test_prepare_latency_throughput_and_rss(
+    bench: tuple[plugin.PluginProcess, str, dict[str, Any]],
+) -> None:
     proc, namespace, domain = bench
     claims = _claims(proc, namespace, domain, SEQUENTIAL + CONCURRENT + 20)
     with grpc.insecure_channel(f"unix://{proc.dra_socket}") as channel:
@@ -70,7 +83,11 @@ def test_prepare_latency_throughput_and_rss(bench: tuple[plugin.PluginProcess, s
         def call(batch: list[dict[str, str]]) -> tuple[float, Any]:
             started = time.perf_counter()
             answer = stub.NodePrepareResources(
-                dra_v1_pb2.NodePrepareResourcesRequest(claims=[dra_v1_pb2.Claim(**c) for c in batch]), timeout=45)
+                dra_v1_pb2.NodePrepareResourcesRequest(
+                    claims=[dra_v1_pb2.Claim(**c) for c in batch]
+                ),
+                timeout=45,
+            )
             return time.perf_counter() - started, answer
 
         for claim in claims[:20]:  # warm-up: connections, caches, the node label
@@ -93,13 +110,18 @@ def test_prepare_latency_throughput_and_rss(bench: tuple[plugin.PluginProcess, s
     proc.unprepare(claims)
 
     noop_s, prepare_s = report.summarize(noop), report.summarize(prepare)
-    report.save("plugin-prepare", {
-        "noop_roundtrip_ms": {k: round(v * 1000, 3) if k != "n" else v for k, v in noop_s.items()},
-        "prepare_ms": {k: round(v * 1000, 3) if k != "n" else v for k, v in prepare_s.items()},
-        "prepare_vs_noop_p50_ratio": round(prepare_s["p50"] / noop_s["p50"], 2),
-        "concurrent_claims": CONCURRENT,
-        "concurrent_wall_s": round(burst_seconds, 3),
-        "concurrent_claims_per_s": round(CONCURRENT / burst_seconds, 1),
-        "plugin_rss_mib": round(plugin_rss / 1024, 1),
-    })  # fmt: skip
+    report.save(
+        "plugin-prepare",
+        {
+            "noop_roundtrip_ms": {
+                k: round(v * 1000, 3) if k != "n" else v for k, v in noop_s.items()
+            },
+            "prepare_ms": {k: round(v * 1000, 3) if k != "n" else v for k, v in prepare_s.items()},
+            "prepare_vs_noop_p50_ratio": round(prepare_s["p50"] / noop_s["p50"], 2),
+            "concurrent_claims": CONCURRENT,
+            "concurrent_wall_s": round(burst_seconds, 3),
+            "concurrent_claims_per_s": round(CONCURRENT / burst_seconds, 1),
+            "plugin_rss_mib": round(plugin_rss / 1024, 1),
+        },
+    )
     assert prepare_s["n"] == SEQUENTIAL

@@ -47,10 +47,11 @@ def install_crds(api: client.ApiClient) -> None:
 def create_domain(api: client.ApiClient, namespace: str, name: str = "cd") -> dict[str, Any]:
     """A ComputeDomain in ``namespace``; returns the created object."""
     body = {
-        "apiVersion": constants.API_VERSION, "kind": constants.COMPUTE_DOMAIN_KIND,
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": name},
         "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
-    }  # fmt: skip
+    }
     created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(
         constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
     )
@@ -63,30 +64,60 @@ def allocated_claim(
     """A ResourceClaim allocated by hand (as the scheduler would) to ``device`` on ``node``."""
     resource = client.ResourceV1Api(api)
     name = f"claim-{uuid.uuid4().hex[:8]}"
-    created = resource.create_namespaced_resource_claim(namespace, {
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [
-            {"name": "channel", "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS}}]}},
-    })  # fmt: skip
+    created = resource.create_namespaced_resource_claim(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "channel",
+                            "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS},
+                        }
+                    ]
+                }
+            },
+        },
+    )
     created.status = {
         "allocation": {
             "devices": {
-                "results": [{"request": "channel", "driver": constants.DRIVER_NAME, "pool": node, "device": device}],
-                "config": [{"source": "FromClaim", "requests": ["channel"],
-                            "opaque": {"driver": constants.DRIVER_NAME, "parameters": parameters}}],
+                "results": [
+                    {
+                        "request": "channel",
+                        "driver": constants.DRIVER_NAME,
+                        "pool": node,
+                        "device": device,
+                    }
+                ],
+                "config": [
+                    {
+                        "source": "FromClaim",
+                        "requests": ["channel"],
+                        "opaque": {"driver": constants.DRIVER_NAME, "parameters": parameters},
+                    }
+                ],
             },
-            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                {"key": "metadata.name", "operator": "In", "values": [node]}]}]},
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+                ]
+            },
         }
-    }  # fmt: skip
+    }
     resource.replace_namespaced_resource_claim_status(name, namespace, created)
     return {"namespace": namespace, "name": name, "uid": created.metadata.uid}
 
 
 def channel_parameters(domain_uid: str, mode: str = "Single") -> dict[str, Any]:
     """A ComputeDomainChannelConfig."""
-    return {"apiVersion": constants.API_VERSION, "kind": constants.CHANNEL_CONFIG_KIND,
-            "domainID": domain_uid, "allocationMode": mode}  # fmt: skip
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.CHANNEL_CONFIG_KIND,
+        "domainID": domain_uid,
+        "allocationMode": mode,
+    }
 
 
 @dataclasses.dataclass
@@ -121,15 +152,22 @@ class PluginProcess:
     def start(self, *, imex_ready_timeout: float = 20) -> None:
         """Start the plugin and wait until its DRA socket answers."""
         argv = [
-            sys.executable, "-m", "computedomains", "kubelet-plugin",
-            f"--node-name={self.node}", f"--kubeconfig={self.sim.kubeconfig}", "--namespace=default",
+            sys.executable,
+            "-m",
+            "computedomains",
+            "kubelet-plugin",
+            f"--node-name={self.node}",
+            f"--kubeconfig={self.sim.kubeconfig}",
+            "--namespace=default",
             f"--kubelet-registry-dir={self.tree.kubelet_registry}",
             f"--kubelet-plugins-dir={self.tree.kubelet_plugins}",
-            f"--cdi-root={self.tree.cdi}", f"--proc-root={self.tree.root / 'proc'}",
-            f"--fabric-verdict-file={self.verdict_file}", f"--imex-status-file={self.imex_status_file}",
+            f"--cdi-root={self.tree.cdi}",
+            f"--proc-root={self.tree.root / 'proc'}",
+            f"--fabric-verdict-file={self.verdict_file}",
+            f"--imex-status-file={self.imex_status_file}",
             f"--imex-ready-timeout={imex_ready_timeout}",
             f"--http-bind=127.0.0.1:{controlplane.free_port()}",
-        ]  # fmt: skip
+        ]
         # As the chart sets it: glibc's per-thread arenas otherwise inflate a threaded server.
         env = {**os.environ, "MALLOC_ARENA_MAX": "2"}
         self.child = processes.start(f"plugin-{self.node}", argv, log_dir=self.log_dir, env=env)
@@ -138,8 +176,13 @@ class PluginProcess:
             self.prepare([])
             return True
 
-        waiting.until(f"the plugin on {self.node} to answer on {self.dra_socket}", answers,
-                      timeout=30, abort=self.child.check_running, retry_on=(grpc.RpcError,))  # fmt: skip
+        waiting.until(
+            f"the plugin on {self.node} to answer on {self.dra_socket}",
+            answers,
+            timeout=30,
+            abort=self.child.check_running,
+            retry_on=(grpc.RpcError,),
+        )
 
     def stop(self) -> None:
         """Stop the plugin (SIGTERM, then SIGKILL)."""
@@ -167,15 +210,36 @@ class PluginProcess:
     def write_verdict(self, verdict: str = "healthy") -> None:
         """Write a fabric verdict as node-init would (from the node's fake NVML topology)."""
         node = next(n for n in self.sim.nodes if n.name == self.node)
-        nodefiles.write_json(self.verdict_file, nodefiles.document("FabricVerdict", {
-            "node": self.node, "verdict": verdict, "reason": "Test", "message": "written by a test",
-            "clique": node.clique or "", "driverVersion": node.driver_version,
-            "imexChannelCount": hosttree.IMEX_CHANNEL_COUNT, "gpus": [], "observedAt": "",
-        }))  # fmt: skip
+        nodefiles.write_json(
+            self.verdict_file,
+            nodefiles.document(
+                "FabricVerdict",
+                {
+                    "node": self.node,
+                    "verdict": verdict,
+                    "reason": "Test",
+                    "message": "written by a test",
+                    "clique": node.clique or "",
+                    "driverVersion": node.driver_version,
+                    "imexChannelCount": hosttree.IMEX_CHANNEL_COUNT,
+                    "gpus": [],
+                    "observedAt": "",
+                },
+            ),
+        )
 
     def write_imex(self, domain_uid: str, state: str = "READY", message: str = "") -> None:
         """Write the IMEX status as the agent would."""
-        nodefiles.write_json(self.imex_status_file, nodefiles.document("ImexStatus", {
-            "node": self.node, "domainUID": domain_uid, "state": state, "message": message,
-            "updatedAt": "",
-        }))  # fmt: skip
+        nodefiles.write_json(
+            self.imex_status_file,
+            nodefiles.document(
+                "ImexStatus",
+                {
+                    "node": self.node,
+                    "domainUID": domain_uid,
+                    "state": state,
+                    "message": message,
+                    "updatedAt": "",
+                },
+            ),
+        )

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import pathlib
 
-from computedomains import settings
+from computedomains import settings as flags
 from computedomains.api import constants
 
 
@@ -54,61 +54,63 @@ class PluginConfig:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the plugin's flags."""
-    p = settings.path
-    settings.add(parser, "--node-name", required=True, help="this node's name")
-    settings.add(parser, "--namespace", default="default", help="the driver's namespace")
-    settings.add(
-        parser, "--kubeconfig", type=p, help="kubeconfig (default: the pod's ServiceAccount)"
+    p = flags.path
+    flags.add(parser, "--node-name", default=None, required=True, help="this node's name")
+    flags.add(parser, "--namespace", default="default", help="the driver's namespace")
+    flags.add(
+        parser,
+        "--kubeconfig",
+        default=None,
+        type=p,
+        help="kubeconfig (default: the pod's ServiceAccount)",
     )
-    settings.add(
+    flags.add(
         parser,
         "--kubelet-registry-dir",
+        default=str(constants.KUBELET_REGISTRY_DIR),
         type=p,
-        default=constants.KUBELET_REGISTRY_DIR,
         help="kubelet plugin registration directory",
     )
-    settings.add(
+    flags.add(
         parser,
         "--kubelet-plugins-dir",
+        default=str(constants.KUBELET_PLUGINS_DIR),
         type=p,
-        default=constants.KUBELET_PLUGINS_DIR,
         help="kubelet plugins directory (our sockets and checkpoint live below it)",
     )
-    settings.add(
-        parser, "--cdi-root", type=p, default=constants.CDI_ROOT, help="CDI spec directory"
+    flags.add(
+        parser, "--cdi-root", default=str(constants.CDI_ROOT), type=p, help="CDI spec directory"
     )
-    settings.add(
-        parser, "--proc-root", type=p, default=pathlib.Path("/proc"), help="the host's /proc"
-    )
-    settings.add(
+    flags.add(parser, "--proc-root", default="/proc", type=p, help="the host's /proc")
+    flags.add(
         parser,
         "--fabric-verdict-file",
+        default=str(constants.FABRIC_VERDICT_FILE),
         type=p,
-        default=constants.FABRIC_VERDICT_FILE,
         help="verdict written by node-init",
     )
-    settings.add(
+    flags.add(
         parser,
         "--imex-status-file",
+        default=str(constants.IMEX_STATUS_FILE),
         type=p,
-        default=constants.IMEX_STATUS_FILE,
         help="IMEX status written by the IMEX agent",
     )
-    settings.add(
+    flags.add(
         parser,
         "--channel-slots",
+        default="16",
         type=int,
-        default=16,
         help="channel devices per node (pods of one ComputeDomain per node)",
     )
-    settings.add(
+    flags.add(
         parser,
         "--imex-ready-timeout",
+        default="20",
         type=float,
-        default=20.0,
         help="seconds a prepare waits for the IMEX domain before asking to retry",
     )
-    settings.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
 
 
 def from_args(args: argparse.Namespace) -> PluginConfig:

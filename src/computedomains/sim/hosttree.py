@@ -13,9 +13,12 @@ import pathlib
 import uuid
 from typing import Any
 
+from computedomains.fabric import fake as fake_nvml
 from computedomains.sim import topology
 
-FAKE_NVML_FORMAT = "compute-domains.sim/fake-nvml.v1"
+FAKE_NVML_FORMAT = fake_nvml.FAKE_NVML_FORMAT
+"""The fabric backend's file format, which the host trees are written in."""
+
 FAKE_NVML_FILE = "etc/compute-domains/fake-nvml.json"
 IMEX_CHANNEL_COUNT = 2048
 NVIDIA_CAPS_MAJOR = 236

@@ -1,0 +1,38 @@
+"""``computedomains node-init``: parse, build the settings once, run."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+import types
+from typing import Any
+
+from . import run, settings
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``node-init`` subcommand."""
+    parser = subparsers.add_parser(
+        "node-init",
+        help="check this node's NVLink fabric; label, condition and taint the Node",
+        description=(
+            "Discovers the NVLink fabric, waits a bounded grace while registration is in "
+            "progress, writes the FabricVerdict file and sets the clique label, the fabric "
+            "condition and (for a broken fabric) the taint. Exits 0 whatever the verdict."
+        ),
+    )
+    settings.add_flags(parser)
+    parser.set_defaults(func=lambda args: _main(parser, args))
+
+
+def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    config = settings.from_args(parser, args)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: types.FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    return run.run(config, stop=stop)

@@ -1,0 +1,89 @@
+"""node-init's settings: one dataclass, built once from flags (each with an environment twin)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+
+from computedomains import settings as flags
+from computedomains.api import constants
+from computedomains.fabric import classify, discovery
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything node-init is told."""
+
+    node_name: str
+    kubeconfig: pathlib.Path | None
+    """None: the pod's ServiceAccount."""
+    discovery: discovery.DiscoverySettings
+    verdict_file: pathlib.Path = constants.FABRIC_VERDICT_FILE
+    transitional_grace: float = classify.DEFAULT_GRACE
+    taint_broken: bool = True
+    watch: bool = False
+    recheck_interval: float = 60.0
+    poll_interval: float = 5.0
+    """Seconds between looks while a registration is in progress (not a flag)."""
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    """Add node-init's flags (``docs/node-side.md``)."""
+    flags.add(parser, "--node-name", default="", help="this node's name (downward API)")
+    flags.add(
+        parser,
+        "--kubeconfig",
+        default="",
+        help="kubeconfig to use instead of the pod's ServiceAccount",
+    )
+    discovery.add_flags(parser)
+    flags.add(
+        parser,
+        "--verdict-file",
+        default=str(Settings.verdict_file),
+        type=pathlib.Path,
+        help="where to write the FabricVerdict file",
+    )
+    flags.add(
+        parser,
+        "--transitional-grace",
+        default=f"{Settings.transitional_grace:g}",
+        type=float,
+        help="seconds a fabric registration may stay in progress before the node is broken",
+    )
+    flags.add_switch(
+        parser,
+        "--taint-broken",
+        default=Settings.taint_broken,
+        negatable=True,
+        help=f"put the NoSchedule taint {constants.FABRIC_TAINT} on nodes with a broken fabric",
+    )
+    flags.add_switch(
+        parser, "--watch", default=Settings.watch, help="keep re-checking (the chart's sidecar)"
+    )
+    flags.add(
+        parser,
+        "--recheck-interval",
+        default=f"{Settings.recheck_interval:g}",
+        type=float,
+        help="seconds between re-checks with --watch",
+    )
+
+
+def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Settings:
+    """The settings ``args`` hold; reports a missing node name through ``parser``."""
+    if not args.node_name:
+        parser.error("--node-name (or NODE_NAME) is required")
+    if args.recheck_interval <= 0 or args.transitional_grace < 0:
+        parser.error("--recheck-interval must be positive, --transitional-grace not negative")
+    return Settings(
+        node_name=args.node_name,
+        kubeconfig=pathlib.Path(args.kubeconfig) if args.kubeconfig else None,
+        discovery=discovery.DiscoverySettings.from_args(args),
+        verdict_file=args.verdict_file,
+        transitional_grace=args.transitional_grace,
+        taint_broken=args.taint_broken,
+        watch=args.watch,
+        recheck_interval=args.recheck_interval,
+    )

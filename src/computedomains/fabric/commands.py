@@ -1,0 +1,81 @@
+"""``computedomains fabric show``: the fabric verdict of this node, for an operator on it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+from typing import Any
+
+from computedomains import settings as flags
+from computedomains.fabric import discovery, verdictfile
+from computedomains.fabric.model import ZERO_UUID, NodeReport, VerdictKind
+
+_OK = (VerdictKind.HEALTHY, VerdictKind.DEGRADED, VerdictKind.NO_FABRIC)
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``fabric`` subcommands."""
+    fabric = subparsers.add_parser("fabric", help="inspect this node's NVLink fabric")
+    fabric_sub = fabric.add_subparsers(dest="fabric_command", required=True)
+    show = fabric_sub.add_parser(
+        "show",
+        help="discover the fabric now and print the verdict with a per-GPU table",
+        description="Exits 0 for healthy, degraded and no-fabric nodes, 1 otherwise.",
+    )
+    flags.add_switch(show, "--json", default=False, help="print the FabricVerdict document")
+    discovery.add_flags(show)
+    show.set_defaults(func=_show)
+
+
+def _node_name() -> str:
+    # In a chart pod the hostname is the pod's; NODE_NAME (downward API) names the node.
+    return os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+def _show(args: argparse.Namespace) -> int:
+    settings = discovery.DiscoverySettings.from_args(args)
+    observation = discovery.Observer(settings.make_backend(), settings.proc_root).observe()
+    document = verdictfile.to_document(
+        _node_name(), observation.verdict, observation.report, observation.observed_at
+    )
+    if args.json:
+        print(json.dumps(document, indent=2, sort_keys=True))
+    else:
+        print(render(document, observation.report))
+    return 0 if observation.verdict.kind in _OK else 1
+
+
+def render(document: dict[str, Any], report: NodeReport | None) -> str:
+    """A FabricVerdict document as text: summary lines, then one row per GPU."""
+    lines = [
+        f"node:     {document['node']}",
+        f"verdict:  {document['verdict']} ({document['reason']})",
+        f"message:  {document['message']}",
+        f"clique:   {document['clique'] or '-'}",
+    ]
+    if report is None:
+        return "\n".join(lines)
+    channels = report.imex_channel_count if report.imex_channel_count is not None else "-"
+    lines.append(f"driver:   {report.driver_version}   IMEX channels: {channels}")
+    rows = [("GPU", "UUID", "NAME", "STATE", "STATUS", "CLIQUE", "HEALTH")]
+    for gpu in report.gpus:
+        f = gpu.fabric
+        rows.append(
+            (
+                str(gpu.index),
+                gpu.uuid,
+                gpu.name,
+                f.state.value if f else "NOT_SUPPORTED",
+                f.status if f else "ERROR_NOT_SUPPORTED",
+                f.clique if f and f.cluster_uuid != ZERO_UUID else "-",
+                "-" if f is None or f.health_mask is None else f"{f.health_mask:#x}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines.append("")
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)

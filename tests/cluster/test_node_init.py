@@ -1,0 +1,217 @@
+"""node-init on simulated nodes: clique label, fabric condition and taint follow the fabric."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from computedomains.nodeinit import run, settings
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.fabric import discovery, verdictfile
+from computedomains.fabric.model import VerdictKind
+from computedomains.kube import client as kube_client
+from computedomains.kube import nodes as kube_nodes
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import hosttree, topology
+
+pytestmark = pytest.mark.cluster
+
+# Nodes at the end of the second rack: other tests pick nodes from the front.
+ONCE_NODE = "gb200-r1-n15"
+WATCH_NODE = "gb200-r1-n16"
+NO_FABRIC_NODE = "gb200-r1-n17"
+TAINT = kube_nodes.Taint(constants.FABRIC_TAINT, "NoSchedule")
+
+
+def _verdict_file(sim: sim_cluster.SimCluster, node: str) -> pathlib.Path:
+    return sim.host_trees[node].root / "var/run/compute-domains/fabric-verdict.json"
+
+
+def _set_profile(sim: sim_cluster.SimCluster, node: str, profile: topology.FabricProfile) -> None:
+    """Replace the node's fake-NVML file atomically with what ``profile`` makes NVML answer."""
+    spec = dataclasses.replace(sim.topology, overrides={node: topology.NodeOverride(profile)})
+    sim_node = next(
+        n for n in topology.expand(spec, cluster_name=sim.name, address_block=0) if n.name == node
+    )
+    path = sim.host_trees[node].fake_nvml
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(hosttree.fake_nvml_document(sim_node)))
+    tmp.replace(path)
+
+
+def _clique(sim: sim_cluster.SimCluster, node: str) -> str:
+    clique = next(n for n in sim.nodes if n.name == node).clique
+    assert clique is not None
+    return clique
+
+
+@pytest.fixture
+def restore(
+    sim: sim_cluster.SimCluster, api: kube_client.ApiClient
+) -> Iterator[Callable[[str], None]]:
+    """Call with a node name before changing it; the node is put back after the test."""
+    saved: dict[str, bytes | None] = {}
+
+    def remember(node: str) -> None:
+        path = _verdict_file(sim, node)
+        saved[node] = path.read_bytes() if path.exists() else None
+
+    yield remember
+    for node, verdict in saved.items():
+        _set_profile(sim, node, topology.FabricProfile.HEALTHY)
+        kube_nodes.patch_labels(api, node, {constants.CLIQUE_LABEL: None})
+        kube_nodes.remove_condition(api, node, constants.FABRIC_CONDITION)
+        kube_nodes.set_taint(api, node, TAINT.key, TAINT.effect, present=False)
+        path = _verdict_file(sim, node)
+        if verdict is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(verdict)
+
+
+def _run_once(sim: sim_cluster.SimCluster, node: str, *, taint_broken: bool = True) -> list[str]:
+    tree = sim.host_trees[node]
+    config = settings.Settings(
+        node_name=node,
+        kubeconfig=sim.kubeconfig,
+        discovery=discovery.DiscoverySettings(
+            backend=discovery.BackendKind.FAKE,
+            fake_nvml_file=tree.fake_nvml,
+            proc_root=tree.root / "proc",
+        ),
+        verdict_file=_verdict_file(sim, node),
+        transitional_grace=0,
+        taint_broken=taint_broken,
+    )
+    lines: list[str] = []
+    assert run.run(config, stop=threading.Event(), log=lines.append) == 0
+    return lines
+
+
+def test_node_init_labels_a_healthy_node_and_fixes_a_stale_label(
+    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+) -> None:
+    restore(ONCE_NODE)
+    kube_nodes.patch_labels(api, ONCE_NODE, {constants.CLIQUE_LABEL: "stale.1"})
+    _run_once(sim, ONCE_NODE)
+
+    node = kube_nodes.get(api, ONCE_NODE)
+    assert node.labels[constants.CLIQUE_LABEL] == _clique(sim, ONCE_NODE)
+    condition = node.condition(constants.FABRIC_CONDITION)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("True", "FabricHealthy")
+    assert TAINT not in node.taints
+    stored = verdictfile.read(_verdict_file(sim, ONCE_NODE))
+    assert stored is not None
+    assert (stored.node, stored.verdict) == (ONCE_NODE, VerdictKind.HEALTHY)
+    assert stored.clique == _clique(sim, ONCE_NODE)
+
+    # A second run finds nothing to change.
+    assert not [line for line in _run_once(sim, ONCE_NODE) if ONCE_NODE in line]
+
+
+def test_broken_fabric_without_tainting_only_sets_the_condition(
+    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+) -> None:
+    restore(ONCE_NODE)
+    _set_profile(sim, ONCE_NODE, topology.FabricProfile.FAILED)
+    _run_once(sim, ONCE_NODE, taint_broken=False)
+    node = kube_nodes.get(api, ONCE_NODE)
+    condition = node.condition(constants.FABRIC_CONDITION)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "FabricRegistrationFailed")
+    assert constants.CLIQUE_LABEL not in node.labels
+    assert TAINT not in node.taints
+
+
+def _node_state(api: kube_client.ApiClient, name: str) -> tuple[str | None, str | None, bool]:
+    node = kube_nodes.get(api, name)
+    condition = node.condition(constants.FABRIC_CONDITION)
+    return (
+        node.labels.get(constants.CLIQUE_LABEL),
+        None if condition is None else f"{condition.status}/{condition.reason}",
+        TAINT in node.taints,
+    )
+
+
+def test_watching_node_init_follows_the_fabric_into_broken_and_back(
+    sim: sim_cluster.SimCluster,
+    api: kube_client.ApiClient,
+    restore: Callable[[str], None],
+    tmp_path: pathlib.Path,
+) -> None:
+    restore(WATCH_NODE)
+    tree = sim.host_trees[WATCH_NODE]
+    clique = _clique(sim, WATCH_NODE)
+    command = [
+        sys.executable,
+        "-m",
+        "computedomains",
+        "node-init",
+        "--node-name",
+        WATCH_NODE,
+        "--kubeconfig",
+        str(sim.kubeconfig),
+        "--fabric-backend",
+        "fake",
+        "--fake-nvml-file",
+        str(tree.fake_nvml),
+        "--proc-root",
+        str(tree.root / "proc"),
+        "--verdict-file",
+        str(_verdict_file(sim, WATCH_NODE)),
+        "--watch",
+        "--recheck-interval",
+        "0.3",
+    ]
+    log = (tmp_path / "node-init.log").open("w")
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def alive() -> None:
+        if process.poll() is not None:
+            raise AssertionError(f"node-init exited: {(tmp_path / 'node-init.log').read_text()}")
+
+    def state_is(wanted: tuple[str | None, str | None, bool]) -> Callable[[], bool]:
+        return lambda: _node_state(api, WATCH_NODE) == wanted
+
+    try:
+        healthy = (clique, "True/FabricHealthy", False)
+        waiting.until("the healthy verdict", state_is(healthy), timeout=30, abort=alive)
+        _set_profile(sim, WATCH_NODE, topology.FabricProfile.FAILED)
+        broken = (None, "False/FabricRegistrationFailed", True)
+        waiting.until("the broken verdict and taint", state_is(broken), timeout=30, abort=alive)
+        _set_profile(sim, WATCH_NODE, topology.FabricProfile.HEALTHY)
+        waiting.until("the taint to go again", state_is(healthy), timeout=30, abort=alive)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        log.close()
+    assert code == 0, (tmp_path / "node-init.log").read_text()
+
+
+def test_node_without_fabric_is_left_untouched(
+    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+) -> None:
+    restore(NO_FABRIC_NODE)
+    _set_profile(sim, NO_FABRIC_NODE, topology.FabricProfile.NO_FABRIC)
+    before = kube_nodes.get(api, NO_FABRIC_NODE)
+    lines = _run_once(sim, NO_FABRIC_NODE)
+    after = kube_nodes.get(api, NO_FABRIC_NODE)
+    assert after.labels == before.labels
+    assert constants.CLIQUE_LABEL not in after.labels
+    assert after.condition(constants.FABRIC_CONDITION) is None
+    assert after.taints == before.taints
+    assert not [line for line in lines if NO_FABRIC_NODE in line], lines
+    stored = verdictfile.read(_verdict_file(sim, NO_FABRIC_NODE))
+    assert stored is not None and stored.verdict is VerdictKind.NO_FABRIC
