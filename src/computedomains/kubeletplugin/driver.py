@@ -17,7 +17,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from computedomains.api import constants
-from computedomains.kube import events, raw, wire
+from computedomains.kube import events, raw
 from computedomains.kube import nodes as kube_nodes
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import (
@@ -65,6 +65,7 @@ class Driver:
         *,
         api: Any,
         stats: metrics.PluginMetrics,
+        recorder: events.Recorder,
         domains: Informer,
         claims_cache: Informer | None = None,
         clock: Callable[[], float] = time.time,
@@ -72,6 +73,7 @@ class Driver:
         self.cfg = cfg
         self.api = api
         self.stats = stats
+        self.recorder = recorder
         self.domains = domains
         self.claims_cache = claims_cache
         self.clock = clock
@@ -376,53 +378,16 @@ class Driver:
     def _claim_event(self, ref: ClaimRef, exc: errors.PrepareError) -> None:
         """Tell the user on the claim and on the pods waiting for it."""
         message = f"{exc.message} (node {self.cfg.node_name})"
-        involved = [
-            wire.ObjectReference(
-                apiVersion="resource.k8s.io/v1",
-                kind="ResourceClaim",
-                namespace=ref.namespace,
-                name=ref.name,
-                uid=ref.uid,
+        targets = [
+            events.ObjectRef(
+                "ResourceClaim", ref.name, ref.namespace, ref.uid, "resource.k8s.io/v1"
             )
         ]
-        involved += [
-            wire.ObjectReference(
-                apiVersion="v1", kind="Pod", namespace=ref.namespace, name=name, uid=uid
-            )
-            for name, uid in exc.pods
-        ]
-        for target in involved:
-            self._event(target, exc.reason, message, warning=True)
+        targets += [events.ObjectRef("Pod", name, ref.namespace, uid) for name, uid in exc.pods]
+        for target in targets:
+            self.recorder.emit(target, reason=exc.reason, message=message, warning=True)
 
     def _node_event(self, reason: str, message: str, *, warning: bool) -> None:
         node = raw.get(self.api, f"/api/v1/nodes/{self.cfg.node_name}")
-        target = wire.ObjectReference(
-            apiVersion="v1",
-            kind="Node",
-            namespace="default",
-            name=self.cfg.node_name,
-            uid=node["metadata"]["uid"],
-        )
-        self._event(target, reason, message, warning=warning)
-
-    def _event(
-        self, target: wire.ObjectReference, reason: str, message: str, *, warning: bool
-    ) -> None:
-        try:
-            events.record(
-                self.api,
-                target,
-                type_="Warning" if warning else "Normal",
-                reason=reason,
-                message=message,
-                component=COMPONENT,
-                host=self.cfg.node_name,
-            )
-        except ApiException as exc:  # an Event is worth a log line, never a failed prepare
-            log.warning(
-                "could not record %s on %s %s: %s",
-                reason,
-                target["kind"],
-                target["name"],
-                exc.reason,
-            )
+        target = events.ObjectRef("Node", self.cfg.node_name, uid=node["metadata"]["uid"])
+        self.recorder.emit(target, reason=reason, message=message, warning=warning)

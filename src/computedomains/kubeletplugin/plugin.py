@@ -19,6 +19,7 @@ from computedomains.drapb import (
     pluginregistration_v1_pb2_grpc,
 )
 from computedomains.kube import client as kube_client
+from computedomains.kube import events
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import config, driver, metrics, server, slices
 
@@ -58,7 +59,10 @@ def run(cfg: config.PluginConfig) -> int:
     claims = Informer(api, path=_CLAIMS)
     domains.start()
     claims.start()
-    core = driver.Driver(cfg, api=api, stats=stats, domains=domains, claims_cache=claims)
+    recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
+    core = driver.Driver(
+        cfg, api=api, stats=stats, recorder=recorder, domains=domains, claims_cache=claims
+    )
     core.load()
     publisher = slices.Publisher(api, cfg)
     publisher.sync()
