@@ -31,9 +31,19 @@ class CorruptNodeFile(Exception):
 
 
 def write_json(
-    path: pathlib.Path, document: Mapping[str, Any], *, mode: int = 0o644, compact: bool = False
+    path: pathlib.Path,
+    document: Mapping[str, Any],
+    *,
+    mode: int = 0o644,
+    compact: bool = False,
+    boot_scoped: bool = False,
 ) -> None:
-    """Atomically replace ``path`` with ``document`` as JSON (``compact`` for hot paths)."""
+    """Atomically replace ``path`` with ``document`` as JSON (``compact`` for hot paths).
+
+    The rename alone makes the replacement atomic for every reader and across a crash of the
+    writing process. ``fsync`` adds survival of a power loss or kernel crash, which
+    ``boot_scoped`` files do without: their owner discards them after a reboot anyway.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     if compact:
@@ -43,10 +53,13 @@ def write_json(
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)
-        os.fsync(fd)
+        if not boot_scoped:
+            os.fsync(fd)
     finally:
         os.close(fd)
     tmp.replace(path)
+    if boot_scoped:
+        return
     directory = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(directory)

@@ -100,7 +100,8 @@ def spec(*, claim_uid: str, info: dict[str, str], devices: dict[str, Edits]) -> 
 
 def write(cdi_root: pathlib.Path, claim_uid: str, document: dict[str, Any]) -> None:
     """Write the claim's spec atomically (a runtime never reads half a spec)."""
-    nodefiles.write_json(spec_path(cdi_root, claim_uid), document, compact=True)
+    # Specs live in /var/run (tmpfs) and die with the boot, like the claims they describe.
+    nodefiles.write_json(spec_path(cdi_root, claim_uid), document, compact=True, boot_scoped=True)
 
 
 def remove(cdi_root: pathlib.Path, claim_uid: str) -> None:

@@ -175,5 +175,5 @@ def load(path: pathlib.Path, *, boot_id: str) -> Loaded:
 
 
 def save(path: pathlib.Path, checkpoint: Checkpoint) -> None:
-    """Write the checkpoint durably (atomic replace, fsync)."""
-    nodefiles.write_json(path, checkpoint.to_document(), mode=0o600, compact=True)
+    """Write the checkpoint: atomic, and crash-safe within the boot it is valid for."""
+    nodefiles.write_json(path, checkpoint.to_document(), mode=0o600, compact=True, boot_scoped=True)
