@@ -1,0 +1,320 @@
+{{/*
+Helpers of the compute-domains chart. Every helper is named `compute-domains.*`, states what it
+takes and what it returns, and fails the render with a message when it is called wrongly.
+*/}}
+
+{{/*
+compute-domains.name
+  Takes: the root context.
+  Returns: the chart name or .Values.nameOverride, at most 63 characters. Used in object names
+  only: the app.kubernetes.io/name label is always the chart name (see compute-domains.labels).
+*/}}
+{{- define "compute-domains.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+compute-domains.fullname
+  Takes: the root context.
+  Returns: the base of every object name, at most 63 characters: .Values.fullnameOverride,
+  or the release name when it already contains the chart name, or `<release>-<name>`.
+*/}}
+{{- define "compute-domains.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := include "compute-domains.name" . -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+compute-domains.componentName
+  Takes: (dict "root" $ "suffix" "kubelet-plugin").
+  Returns: `<fullname>-<suffix>`, at most 63 characters. The fullname is shortened, never the
+  suffix, so names of different components stay distinct.
+*/}}
+{{- define "compute-domains.componentName" -}}
+{{- $root := required "compute-domains.componentName: argument \"root\" (the root context) is missing" .root -}}
+{{- $suffix := required "compute-domains.componentName: argument \"suffix\" is missing" .suffix -}}
+{{- if gt (len $suffix) 40 -}}
+{{- fail (printf "compute-domains.componentName: suffix %q is longer than 40 characters" $suffix) -}}
+{{- end -}}
+{{- $base := include "compute-domains.fullname" $root | trunc (int (sub 62 (len $suffix))) | trimSuffix "-" -}}
+{{- printf "%s-%s" $base $suffix -}}
+{{- end -}}
+
+{{/*
+compute-domains.chart
+  Takes: the root context.
+  Returns: `<chart>-<version>` for the helm.sh/chart label (`+` is not allowed in labels).
+*/}}
+{{- define "compute-domains.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/*
+compute-domains.selectorLabels
+  Takes: (dict "root" $ "component" "kubelet-plugin").
+  Returns: the labels that select a component's pods (name, instance, component). They never
+  change between versions: a DaemonSet's selector is immutable.
+*/}}
+{{- define "compute-domains.selectorLabels" -}}
+{{- $root := required "compute-domains.selectorLabels: argument \"root\" (the root context) is missing" .root -}}
+{{- $component := required "compute-domains.selectorLabels: argument \"component\" is missing" .component -}}
+app.kubernetes.io/name: {{ $root.Chart.Name }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ $component }}
+{{- end -}}
+
+{{/*
+compute-domains.labels
+  Takes: (dict "root" $ "component" "kubelet-plugin").
+  Returns: the standard labels of an object of that component: the selector labels plus
+  version, part-of, managed-by, helm.sh/chart and .Values.commonLabels. Components call it
+  through their own helper below, so every object of a component carries the same set.
+*/}}
+{{- define "compute-domains.labels" -}}
+{{- $root := required "compute-domains.labels: argument \"root\" (the root context) is missing" .root -}}
+{{ include "compute-domains.selectorLabels" . }}
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/part-of: compute-domains
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+helm.sh/chart: {{ include "compute-domains.chart" $root }}
+{{- with $root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.kubeletPlugin.labels
+  Takes: the root context.
+  Returns: the standard labels of the kubelet plugin's objects (DaemonSet and its pods,
+  ServiceAccount, RBAC, admission policies), component `kubelet-plugin`.
+*/}}
+{{- define "compute-domains.kubeletPlugin.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "kubelet-plugin") }}
+{{- end -}}
+
+{{/*
+compute-domains.kubeletPlugin.selectorLabels
+  Takes: the root context.
+  Returns: the selector labels of the kubelet plugin's pods.
+*/}}
+{{- define "compute-domains.kubeletPlugin.selectorLabels" -}}
+{{ include "compute-domains.selectorLabels" (dict "root" . "component" "kubelet-plugin") }}
+{{- end -}}
+
+{{/*
+compute-domains.kubeletPlugin.name
+  Takes: the root context.
+  Returns: the name of the plugin's DaemonSet, ServiceAccount, ClusterRole(Binding) and
+  Role(Binding): `<fullname>-kubelet-plugin`.
+*/}}
+{{- define "compute-domains.kubeletPlugin.name" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "kubelet-plugin") }}
+{{- end -}}
+
+{{/*
+compute-domains.kubeletPlugin.serviceAccountUser
+  Takes: the root context.
+  Returns: the user name the API server sees for the plugin's (and node-init's) requests,
+  `system:serviceaccount:<namespace>:<serviceaccount>`; the admission policies match on it.
+*/}}
+{{- define "compute-domains.kubeletPlugin.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "compute-domains.kubeletPlugin.name" .) -}}
+{{- end -}}
+
+{{/*
+compute-domains.deviceClasses.labels
+  Takes: the root context.
+  Returns: the standard labels of the DeviceClasses, component `device-classes`.
+*/}}
+{{- define "compute-domains.deviceClasses.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "device-classes") }}
+{{- end -}}
+
+{{/*
+compute-domains.image
+  Takes: the root context.
+  Returns: the image reference: `<repository>@<digest>` when .Values.image.digest is set,
+  else `<repository>:<tag>` with the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "compute-domains.image" -}}
+{{- $repository := required "image.repository is empty: set the image repository" .Values.image.repository -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+compute-domains.resourceApiVersion
+  Takes: the root context.
+  Returns: the resource.k8s.io API version for DRA objects: .Values.resourceApiVersion when
+  set, else the newest of v1, v1beta2, v1beta1 the cluster serves (.Capabilities); fails when
+  it serves none (DRA disabled).
+*/}}
+{{- define "compute-domains.resourceApiVersion" -}}
+{{- if .Values.resourceApiVersion -}}
+{{- .Values.resourceApiVersion -}}
+{{- else -}}
+{{- $found := "" -}}
+{{- range list "resource.k8s.io/v1" "resource.k8s.io/v1beta2" "resource.k8s.io/v1beta1" -}}
+{{- if and (not $found) ($.Capabilities.APIVersions.Has .) -}}
+{{- $found = . -}}
+{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- fail "the cluster serves no resource.k8s.io API (Dynamic Resource Allocation): use Kubernetes 1.34 or newer with the resource.k8s.io API enabled, or set resourceApiVersion when rendering offline" -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+compute-domains.paths
+  Takes: the root context.
+  Returns: a YAML map of the node paths the plugin pod uses, each mounted at the same path
+  in the containers: registryDir, pluginsDir, cdiRoot, runDir, verdictFile, imexStatusFile,
+  and the container-only paths driverRoot and procRoot. The flags and the mounts both read
+  it, so they cannot disagree. Use: `$p := include "compute-domains.paths" . | fromYaml`.
+*/}}
+{{- define "compute-domains.paths" -}}
+{{- $kubelet := .Values.kubeletPlugin.kubeletDir | trimSuffix "/" -}}
+registryDir: {{ printf "%s/plugins_registry" $kubelet }}
+pluginsDir: {{ printf "%s/plugins" $kubelet }}
+cdiRoot: /var/run/cdi
+runDir: /var/run/compute-domains
+verdictFile: /var/run/compute-domains/fabric-verdict.json
+imexStatusFile: /var/run/compute-domains/imex/status.json
+driverRoot: /driver-root
+procRoot: /host/proc
+{{- end -}}
+
+{{/*
+compute-domains.containerSecurityContext
+  Takes: the root context.
+  Returns: the securityContext of every container in the plugin pod. They run as root
+  because they write folders on the node that root owns and that must keep their owner:
+  the kubelet's plugin and registry folders (plugin socket, checkpoint), /var/run/cdi (CDI
+  specs) and /var/run/compute-domains (fabric verdict). With every capability dropped, root
+  has only an owner's rights there (no CAP_DAC_OVERRIDE, no CAP_SYS_ADMIN), nothing else.
+*/}}
+{{- define "compute-domains.containerSecurityContext" -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsUser: 0
+runAsGroup: 0
+runAsNonRoot: false
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
+compute-domains.nodeInit.args
+  Takes: the root context.
+  Returns: the YAML list items of `computedomains node-init` arguments shared by the init
+  container (runs once) and the sidecar (adds --watch and --recheck-interval).
+*/}}
+{{- define "compute-domains.nodeInit.args" -}}
+{{- $p := include "compute-domains.paths" . | fromYaml -}}
+- node-init
+- --node-name=$(NODE_NAME)
+- --fabric-backend={{ .Values.fabric.backend }}
+- --driver-root={{ $p.driverRoot }}
+- --proc-root={{ $p.procRoot }}
+- --verdict-file={{ $p.verdictFile }}
+{{- if eq .Values.fabric.backend "fake" }}
+- --fake-nvml-file={{ .Values.fabric.fakeNvmlFile }}
+{{- end }}
+{{- if hasKey .Values.nodeInit "transitionalGrace" }}
+- --transitional-grace={{ .Values.nodeInit.transitionalGrace }}
+{{- end }}
+- {{ ternary "--taint-broken" "--no-taint-broken" .Values.nodeInit.taintBroken }}
+{{- end -}}
+
+{{/*
+compute-domains.downwardEnv
+  Takes: nothing (pass the root context).
+  Returns: the env list items every container of the plugin pod gets from the downward API:
+  NODE_NAME (spec.nodeName), NAMESPACE (metadata.namespace), POD_IP (status.podIP).
+*/}}
+{{- define "compute-domains.downwardEnv" -}}
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+- name: NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end -}}
+
+{{/*
+compute-domains.kubeletPlugin.nodeNameVariable
+  Takes: nothing (pass the root context).
+  Returns: the `variables` list item of the admission policies: `nodeName`, the node named in
+  the caller's pod-bound token (extra authentication.kubernetes.io/node-name), or '' when the
+  token names none.
+*/}}
+{{- define "compute-domains.kubeletPlugin.nodeNameVariable" -}}
+- name: nodeName
+  expression: >-
+    has(request.userInfo.extra) &&
+    'authentication.kubernetes.io/node-name' in request.userInfo.extra &&
+    size(request.userInfo.extra['authentication.kubernetes.io/node-name']) > 0
+    ? request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : ''
+{{- end -}}
+
+{{/*
+compute-domains.nodeInit.deviceEnv
+  Takes: the root context.
+  Returns: the env list item that lets node-init's NVML see the GPUs without privilege: with
+  the NVIDIA container runtime, NVIDIA_VISIBLE_DEVICES=all injects the GPU device nodes. The
+  fake backend opens no device, so it gets `void`.
+*/}}
+{{- define "compute-domains.nodeInit.deviceEnv" -}}
+- name: NVIDIA_VISIBLE_DEVICES
+  value: {{ ternary "void" "all" (eq .Values.fabric.backend "fake") }}
+{{- end -}}
+
+{{/*
+compute-domains.nodeInit.volumeMounts
+  Takes: the root context.
+  Returns: the volumeMounts list items of both node-init containers: the state folder
+  (read-write, for the verdict), the host /proc and the driver root (read-only), and the
+  fake-NVML folder when fabric.backend is `fake`. The volumes are declared by the DaemonSet.
+*/}}
+{{- define "compute-domains.nodeInit.volumeMounts" -}}
+{{- $p := include "compute-domains.paths" . | fromYaml -}}
+- name: run
+  mountPath: {{ $p.runDir }}
+- name: host-proc
+  mountPath: {{ $p.procRoot }}
+  readOnly: true
+- name: driver-root
+  mountPath: {{ $p.driverRoot }}
+  readOnly: true
+  # Follows mounts the GPU operator's driver container makes after this pod started.
+  mountPropagation: HostToContainer
+{{- if eq .Values.fabric.backend "fake" }}
+- name: fake-nvml
+  mountPath: {{ dir .Values.fabric.fakeNvmlFile }}
+  readOnly: true
+{{- end }}
+- name: tmp
+  mountPath: /tmp
+{{- end -}}

@@ -1,0 +1,757 @@
+"""The chart renders, lints and keeps its contracts with helm 3 and helm 4; no cluster needed.
+
+A default render per profile, then one-value-one-assert cases: each sets one value and checks
+the one place it must show up.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import pathlib
+import re
+import shutil
+
+import pytest
+import yaml
+
+from computedomains.api import constants
+from tests.chart import rendering as r
+from tests.support import helm
+
+DRIVER = constants.DRIVER_NAME
+FABRIC_TAINT = constants.FABRIC_TAINT
+
+
+@pytest.fixture(params=r.MAJORS)
+def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
+    """A helm runner of each major version (render only)."""
+    return r.helm_for(str(request.param), tmp_path)
+
+
+@pytest.fixture
+def h4(tmp_path: pathlib.Path) -> helm.Helm:
+    """helm 4 (what Argo CD renders with) for cases where the major makes no difference."""
+    return r.helm_for("helm4", tmp_path)
+
+
+def _rendered(h: helm.Helm, **values: str) -> list[r.Obj]:
+    return r.template(h, *r.set_args(values))
+
+
+def _rejected(h: helm.Helm, *args: str) -> str:
+    with pytest.raises(AssertionError) as failed:
+        r.template(h, *args)
+    return str(failed.value)
+
+
+# -- every major x every profile ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", [None, *r.PROFILES])
+def test_lint_strict_and_template_pass(h: helm.Helm, profile: str | None) -> None:
+    args = ["--namespace", r.NAMESPACE]
+    if profile:
+        args += ["--values", str(r.PROFILES[profile])]
+    h.run("lint", "--strict", str(r.CHART), *args)
+    objects = r.template(h, *args[2:])
+    kinds = sorted(o["kind"] for o in objects)
+    assert kinds == sorted(
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "DaemonSet",
+            "DeviceClass",
+            "DeviceClass",
+            "Role",
+            "RoleBinding",
+            "ServiceAccount",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+    )
+
+
+@pytest.mark.parametrize("profile", [None, *r.PROFILES])
+def test_every_object_carries_the_standard_labels(h: helm.Helm, profile: str | None) -> None:
+    args = ["--values", str(r.PROFILES[profile])] if profile else []
+    objects = r.template(h, *args)
+    for obj in objects:
+        labels = obj["metadata"].get("labels", {})
+        missing = [key for key in r.STANDARD_LABELS if key not in labels]
+        assert not missing, f"{obj['kind']} {obj['metadata']['name']} lacks {missing}"
+        assert labels["app.kubernetes.io/instance"] == r.RELEASE
+        assert labels["app.kubernetes.io/part-of"] == "compute-domains"
+        if obj["kind"] != "CustomResourceDefinition":
+            assert labels["app.kubernetes.io/version"] == "0.1.0"
+
+
+def test_rendering_is_deterministic(h: helm.Helm) -> None:
+    """Argo CD compares renders: no random values, no lookups, no timestamps."""
+    args = ["--values", str(r.PROFILES["sim"])]
+    assert r.template(h, *args) == r.template(h, *args)
+
+
+SNAPSHOT = pathlib.Path(__file__).with_name("snapshots") / "default.yaml"
+UPDATE_ENV = "COMPUTE_DOMAINS_UPDATE_SNAPSHOTS"
+
+
+def test_default_render_matches_the_snapshot(tmp_path: pathlib.Path) -> None:
+    """The whole default render (CRDs aside: the crds subchart is generated), reviewed as a diff.
+
+    Both helm majors must render the same objects. After an intended change, rewrite it with
+    COMPUTE_DOMAINS_UPDATE_SNAPSHOTS=1 and review the diff.
+    """
+    renders = [
+        [
+            o
+            for o in r.template(r.helm_for(m, tmp_path / m))
+            if o["kind"] != "CustomResourceDefinition"
+        ]
+        for m in r.MAJORS
+    ]
+    assert renders[0] == renders[1], "helm 3 and helm 4 render different objects"
+    text = yaml.safe_dump_all(renders[1], sort_keys=True, width=100)
+    if os.environ.get(UPDATE_ENV) == "1":
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(text)
+    expected = SNAPSHOT.read_text() if SNAPSHOT.exists() else ""
+    if text != expected:
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                str(SNAPSHOT),
+                "rendered",
+            )
+        )
+        pytest.fail(f"the default render changed; if intended, rerun with {UPDATE_ENV}=1\n{diff}")
+
+
+# -- names and labels ---------------------------------------------------------------------
+
+
+def test_pods_are_named_compute_domains_even_with_a_name_override(h4: helm.Helm) -> None:
+    """The simulated kubelet runs the pods labelled app.kubernetes.io/name=compute-domains."""
+    objects = _rendered(h4, nameOverride="cd")
+    ds = r.find(objects, "DaemonSet")
+    assert ds["metadata"]["name"] == "cd-kubelet-plugin"
+    assert ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == (
+        "compute-domains"
+    )
+
+
+def test_names_fit_in_63_characters_with_the_longest_release_name(h: helm.Helm) -> None:
+    release = "r" * 53  # helm's limit
+    objects = r.template(h, release=release)
+    names = [o["metadata"]["name"] for o in objects]
+    assert all(len(n) <= 63 for n in names), max(names, key=len)
+    kinds_and_names = [(o["kind"], o["metadata"]["name"]) for o in objects]
+    assert len(set(kinds_and_names)) == len(kinds_and_names)
+    policies = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
+    assert len(set(policies)) == 2, "shortening the release name must keep the suffixes apart"
+
+
+def test_fullname_override_names_the_objects(h4: helm.Helm) -> None:
+    objects = _rendered(h4, fullnameOverride="gb200")
+    assert r.find(objects, "DaemonSet")["metadata"]["name"] == "gb200-kubelet-plugin"
+
+
+def test_common_labels_reach_every_object_and_the_pods(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"commonLabels.team": "gpu-platform"})
+    chart_objects = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
+    assert all(o["metadata"]["labels"]["team"] == "gpu-platform" for o in chart_objects)
+    ds = r.find(objects, "DaemonSet")
+    assert ds["spec"]["template"]["metadata"]["labels"]["team"] == "gpu-platform"
+    assert "team" not in ds["spec"]["selector"]["matchLabels"]
+
+
+# -- one value, one assert ----------------------------------------------------------------
+
+
+def test_driver_root_flows_into_the_mount_and_the_flag(h: helm.Helm) -> None:
+    objects = _rendered(h, driverRoot="/run/nvidia/driver")
+    assert r.volume(objects, "driver-root")["hostPath"]["path"] == "/run/nvidia/driver"
+    for name in ("node-init", "node-init-watch"):
+        c = r.container(objects, name)
+        m = r.mount(c, "driver-root")
+        assert m is not None and m["readOnly"] is True
+        assert r.flag(c, "driver-root") == m["mountPath"]
+
+
+def test_gpu_operator_profile_sets_the_driver_container_root(h4: helm.Helm) -> None:
+    objects = r.template(h4, "--values", str(r.PROFILES["gpu-operator"]))
+    assert r.volume(objects, "driver-root")["hostPath"]["path"] == "/run/nvidia/driver"
+
+
+def test_priority_class_name(h: helm.Helm) -> None:
+    assert r.pod_spec(r.template(h))["priorityClassName"] == "system-node-critical"
+    objects = _rendered(h, **{"kubeletPlugin.priorityClassName": "gpu-infra"})
+    assert r.pod_spec(objects)["priorityClassName"] == "gpu-infra"
+    objects = _rendered(h, **{"kubeletPlugin.priorityClassName": ""})
+    assert "priorityClassName" not in r.pod_spec(objects)
+
+
+def test_tolerations_add_to_the_fabric_taint(h: helm.Helm) -> None:
+    objects = r.template(
+        h,
+        "--set",
+        "kubeletPlugin.tolerations[0].key=dedicated",
+        "--set",
+        "kubeletPlugin.tolerations[0].operator=Equal",
+        "--set",
+        "kubeletPlugin.tolerations[0].value=gpu",
+        "--set",
+        "kubeletPlugin.tolerations[0].effect=NoExecute",
+    )
+    tolerations = r.pod_spec(objects)["tolerations"]
+    assert {"key": FABRIC_TAINT, "operator": "Exists"} in tolerations
+    assert {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"} in (
+        tolerations
+    )
+    assert not any(t.get("key") == "nvidia.com/gpu" for t in tolerations)
+
+
+def test_default_tolerations_cover_gpu_nodes(h4: helm.Helm) -> None:
+    tolerations = r.pod_spec(r.template(h4))["tolerations"]
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+    assert {"key": FABRIC_TAINT, "operator": "Exists"} in tolerations
+
+
+def test_node_selector_defaults_to_gpu_nodes_and_is_overridable(h4: helm.Helm) -> None:
+    assert r.pod_spec(r.template(h4))["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    # Helm merges maps with the defaults: a key is dropped by setting it to null.
+    objects = r.template(
+        h4,
+        "--set-json",
+        'kubeletPlugin.nodeSelector={"nvidia.com/gpu.product":"NVIDIA-GB200",'
+        '"nvidia.com/gpu.present":null}',
+    )
+    assert r.pod_spec(objects)["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-GB200"}
+
+
+def test_affinity(h4: helm.Helm) -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "rack", "operator": "In", "values": ["r0"]}]}
+                ]
+            }
+        }
+    }
+    objects = r.template(h4, "--set-json", f"kubeletPlugin.affinity={json.dumps(affinity)}")
+    assert r.pod_spec(objects)["affinity"] == affinity
+
+
+def test_crds_enabled_false_drops_the_crds(h: helm.Helm) -> None:
+    assert len(r.of_kind(r.template(h), "CustomResourceDefinition")) == 2
+    assert r.of_kind(_rendered(h, **{"crds.enabled": "false"}), "CustomResourceDefinition") == []
+
+
+def test_fake_backend_reads_the_fake_nvml_file(h: helm.Helm) -> None:
+    default = r.template(h)
+    assert r.flag(r.container(default, "node-init"), "fabric-backend") == "nvml"
+    assert r.flag(r.container(default, "node-init"), "fake-nvml-file") is None
+    assert all(v["name"] != "fake-nvml" for v in r.pod_spec(default)["volumes"])
+
+    objects = r.template(h, "--values", str(r.PROFILES["sim"]))
+    assert r.volume(objects, "fake-nvml")["hostPath"]["path"] == "/etc/compute-domains"
+    for name in ("node-init", "node-init-watch"):
+        c = r.container(objects, name)
+        assert r.flag(c, "fabric-backend") == "fake"
+        assert r.flag(c, "fake-nvml-file") == "/etc/compute-domains/fake-nvml.json"
+        m = r.mount(c, "fake-nvml")
+        assert m == {"name": "fake-nvml", "mountPath": "/etc/compute-domains", "readOnly": True}
+
+
+def test_kubelet_dir_moves_mounts_and_flags_together(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"kubeletPlugin.kubeletDir": "/var/lib/k0s/kubelet"})
+    plugin = r.container(objects, "kubelet-plugin")
+    for volume, flag in (
+        ("plugins-registry", "kubelet-registry-dir"),
+        ("plugins", "kubelet-plugins-dir"),
+    ):
+        host = r.volume(objects, volume)["hostPath"]["path"]
+        assert host.startswith("/var/lib/k0s/kubelet/")
+        m = r.mount(plugin, volume)
+        assert m is not None and m["mountPath"] == host == r.flag(plugin, flag)
+
+
+def test_http_port_flows_into_bind_port_and_probes(h: helm.Helm) -> None:
+    plugin = r.container(_rendered(h, **{"kubeletPlugin.httpPort": "9400"}), "kubelet-plugin")
+    assert r.flag(plugin, "http-bind") == "$(POD_IP):9400"
+    assert plugin["ports"] == [{"name": "http", "containerPort": 9400, "protocol": "TCP"}]
+    assert plugin["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert plugin["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "container", "flag"),
+    [
+        ("kubeletPlugin.channelSlots", "64", "kubelet-plugin", "channel-slots"),
+        ("kubeletPlugin.imexReadyTimeout", "90", "kubelet-plugin", "imex-ready-timeout"),
+        ("nodeInit.transitionalGrace", "300", "node-init", "transitional-grace"),
+        ("nodeInit.transitionalGrace", "300", "node-init-watch", "transitional-grace"),
+        ("nodeInit.recheckInterval", "15", "node-init-watch", "recheck-interval"),
+    ],
+)
+def test_value_becomes_flag(h4: helm.Helm, key: str, value: str, container: str, flag: str) -> None:
+    assert r.flag(r.container(_rendered(h4, **{key: value}), container), flag) == value
+
+
+@pytest.mark.parametrize(
+    ("container", "flag"),
+    [
+        ("kubelet-plugin", "channel-slots"),
+        ("kubelet-plugin", "imex-ready-timeout"),
+        ("node-init", "transitional-grace"),
+    ],
+)
+def test_optional_flags_are_left_to_the_program_by_default(
+    h4: helm.Helm, container: str, flag: str
+) -> None:
+    assert r.flag(r.container(r.template(h4), container), flag) is None
+
+
+def test_taint_broken(h4: helm.Helm) -> None:
+    assert "--no-taint-broken" in r.container(r.template(h4), "node-init")["args"]
+    objects = _rendered(h4, **{"nodeInit.taintBroken": "true"})
+    assert "--taint-broken" in r.container(objects, "node-init")["args"]
+    assert "--taint-broken" in r.container(objects, "node-init-watch")["args"]
+
+
+def test_node_init_runs_once_then_watches(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    once = r.container(objects, "node-init")
+    watch = r.container(objects, "node-init-watch")
+    assert [c["name"] for c in r.pod_spec(objects)["initContainers"]] == ["node-init"]
+    assert once["args"][0] == watch["args"][0] == "node-init"
+    assert "--watch" not in once["args"]
+    assert watch["args"] == [*once["args"], "--watch", "--recheck-interval=60"]
+
+
+def test_image_tag_defaults_to_app_version_and_digest_wins(h4: helm.Helm) -> None:
+    images = {c["image"] for c in r.all_containers(r.template(h4))}
+    assert images == {"ghcr.io/compute-domains/compute-domains:0.1.0"}
+    digest = "sha256:" + "a" * 64
+    objects = _rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
+    assert {c["image"] for c in r.all_containers(objects)} == {f"reg.example/cd@{digest}"}
+    objects = _rendered(h4, **{"image.tag": "0.2.0-rc.1"})
+    assert {c["image"] for c in r.all_containers(objects)} == {
+        "ghcr.io/compute-domains/compute-domains:0.2.0-rc.1"
+    }
+
+
+def test_image_pull_policy_and_secrets(h4: helm.Helm) -> None:
+    objects = r.template(
+        h4, "--set", "image.pullPolicy=Always", "--set", "imagePullSecrets[0].name=regcred"
+    )
+    assert {c["imagePullPolicy"] for c in r.all_containers(objects)} == {"Always"}
+    assert r.pod_spec(objects)["imagePullSecrets"] == [{"name": "regcred"}]
+
+
+def test_resources(h4: helm.Helm) -> None:
+    objects = _rendered(
+        h4,
+        **{"kubeletPlugin.resources.limits.memory": "1Gi", "nodeInit.resources.requests.cpu": "5m"},
+    )
+    assert r.container(objects, "kubelet-plugin")["resources"]["limits"]["memory"] == "1Gi"
+    assert r.container(objects, "node-init")["resources"]["requests"]["cpu"] == "5m"
+    assert r.container(objects, "node-init-watch")["resources"]["requests"]["cpu"] == "5m"
+
+
+def test_pod_and_service_account_annotations(h4: helm.Helm) -> None:
+    objects = _rendered(
+        h4,
+        **{
+            "kubeletPlugin.podAnnotations.scrape": "yes",
+            "kubeletPlugin.serviceAccount.annotations.owner": "gpu",
+        },
+    )
+    ds = r.find(objects, "DaemonSet")
+    assert ds["spec"]["template"]["metadata"]["annotations"] == {"scrape": "yes"}
+    assert r.find(objects, "ServiceAccount")["metadata"]["annotations"] == {"owner": "gpu"}
+
+
+def test_update_strategy(h4: helm.Helm) -> None:
+    ds = r.find(r.template(h4, "--values", str(r.PROFILES["sim"])), "DaemonSet")
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
+    ds = r.find(
+        _rendered(
+            h4,
+            **{
+                "kubeletPlugin.updateStrategy.type": "OnDelete",
+                "kubeletPlugin.updateStrategy.rollingUpdate": "null",
+            },
+        ),
+        "DaemonSet",
+    )
+    assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
+
+
+def test_device_classes_select_channel_zero_and_the_daemon(h: helm.Helm) -> None:
+    objects = r.template(h)
+    classes = {o["metadata"]["name"]: o for o in r.of_kind(objects, "DeviceClass")}
+    assert set(classes) == {constants.CHANNEL_DEVICE_CLASS, constants.DAEMON_DEVICE_CLASS}
+    assert {o["apiVersion"] for o in classes.values()} == {"resource.k8s.io/v1"}
+    channel = classes[constants.CHANNEL_DEVICE_CLASS]["spec"]["selectors"][0]["cel"]["expression"]
+    daemon = classes[constants.DAEMON_DEVICE_CLASS]["spec"]["selectors"][0]["cel"]["expression"]
+    for expression in (channel, daemon):
+        assert f"device.driver == '{DRIVER}'" in expression
+    assert f"device.attributes['{DRIVER}'].type == 'channel'" in channel
+    assert f"device.attributes['{DRIVER}'].id == 0" in channel
+    assert f"device.attributes['{DRIVER}'].type == 'daemon'" in daemon
+
+
+def test_resource_api_version_override(h4: helm.Helm) -> None:
+    objects = _rendered(h4, resourceApiVersion="resource.k8s.io/v1beta2")
+    assert {o["apiVersion"] for o in r.of_kind(objects, "DeviceClass")} == {
+        "resource.k8s.io/v1beta2"
+    }
+
+
+# -- invalid values fail with a message that names the fix ------------------------------
+
+
+def test_invalid_enum_is_rejected_by_the_schema(h: helm.Helm) -> None:
+    message = _rejected(h, "--set", "fabric.backend=nvlm")
+    assert "/fabric/backend" in message and "'nvml', 'fake'" in message
+
+
+def test_wrong_type_is_rejected_by_the_schema(h: helm.Helm) -> None:
+    message = _rejected(h, "--set", "kubeletPlugin.httpPort=http")
+    assert "/kubeletPlugin/httpPort" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "typo", "where"),
+    [
+        ("kubeletPlugin.priorityClassname", "priorityClassname", "'/kubeletPlugin'"),
+        ("driverroot", "driverroot", "''"),
+        ("crds.enabeld", "enabeld", "'/crds'"),
+        ("nodeInit.resources.request.cpu", "request", "'/nodeInit/resources'"),
+    ],
+)
+def test_misspelt_key_is_rejected(h: helm.Helm, key: str, typo: str, where: str) -> None:
+    message = _rejected(h, "--set", f"{key}=x")
+    assert f"at {where}: additional properties '{typo}' not allowed" in message
+
+
+def test_retired_value_fails_with_its_replacement(h: helm.Helm) -> None:
+    message = _rejected(h, "--set", "nvidiaDriverRoot=/run/nvidia/driver")
+    assert "set driverRoot=/run/nvidia/driver instead" in message
+    message = _rejected(h, "--set", "resources.computeDomains.enabled=true")
+    assert "resources (resources.computeDomains.*" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("driverRoot", "run/nvidia/driver"),
+        ("driverRoot", "/run/../driver"),
+        ("kubeletPlugin.kubeletDir", "/var/lib//kubelet"),
+    ],
+)
+def test_unusable_node_path_is_rejected_with_an_example(
+    h4: helm.Helm, key: str, value: str
+) -> None:
+    message = _rejected(h4, "--set", f"{key}={value}")
+    assert f"{key}={value} is not an absolute, resolved path on the node: write it like /" in (
+        message
+    )
+
+
+def test_fake_nvml_file_needs_a_folder_of_its_own(h4: helm.Helm) -> None:
+    message = _rejected(h4, "--set", "fabric.backend=fake", "--set", "fabric.fakeNvmlFile=/f.json")
+    assert "fabric.fakeNvmlFile=/f.json must name a file inside a folder of its own" in message
+
+
+def test_reserved_common_label_is_rejected(h4: helm.Helm) -> None:
+    message = _rejected(h4, "--set", "commonLabels.app\\.kubernetes\\.io/name=x")
+    assert "commonLabels.app.kubernetes.io/name: the chart sets" in message
+
+
+def test_empty_node_selection_is_rejected(h4: helm.Helm) -> None:
+    message = _rejected(
+        h4, "--set-json", 'kubeletPlugin.nodeSelector={"nvidia.com/gpu.present":null}'
+    )
+    assert "the plugin would run on every node" in message
+
+
+# -- security -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("profile", list(r.PROFILES))
+def test_containers_are_unprivileged_and_locked_down(h4: helm.Helm, profile: str) -> None:
+    objects = r.template(h4, "--values", str(r.PROFILES[profile]))
+    spec = r.pod_spec(objects)
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
+    for c in r.all_containers(objects):
+        sc = c["securityContext"]
+        assert sc["privileged"] is False, c["name"]
+        assert sc["allowPrivilegeEscalation"] is False, c["name"]
+        assert sc["readOnlyRootFilesystem"] is True, c["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, c["name"]
+        # Root only because each container writes a root-owned node folder.
+        writable = [m for m in c["volumeMounts"] if not m.get("readOnly") and m["name"] != "tmp"]
+        assert sc["runAsUser"] == 0 and writable, c["name"]
+        assert all(
+            m.get("mountPropagation", "None") in ("None", "HostToContainer")
+            for m in c["volumeMounts"]
+        ), c["name"]
+
+
+def test_node_folders_are_mounted_at_their_host_paths(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    same_path = {
+        "plugins-registry": str(constants.KUBELET_REGISTRY_DIR),
+        "plugins": str(constants.KUBELET_PLUGINS_DIR),
+        "cdi": str(constants.CDI_ROOT),
+        "run": str(constants.RUN_DIR),
+    }
+    for c in r.all_containers(objects):
+        for m in c["volumeMounts"]:
+            if m["name"] in same_path:
+                assert m["mountPath"] == same_path[m["name"]]
+                assert r.volume(objects, m["name"])["hostPath"]["path"] == same_path[m["name"]]
+    proc = r.volume(objects, "host-proc")["hostPath"]["path"]
+    assert proc == "/proc"
+    for c in r.all_containers(objects):
+        m = r.mount(c, "host-proc")
+        assert m == {"name": "host-proc", "mountPath": "/host/proc", "readOnly": True}
+        assert r.flag(c, "proc-root") == "/host/proc"
+
+
+def test_plugin_flags_name_the_node_files_of_the_contract(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    plugin = r.container(objects, "kubelet-plugin")
+    assert r.flag(plugin, "node-name") == "$(NODE_NAME)"
+    assert r.flag(plugin, "namespace") == "$(NAMESPACE)"
+    assert r.flag(plugin, "cdi-root") == str(constants.CDI_ROOT)
+    assert r.flag(plugin, "fabric-verdict-file") == str(constants.FABRIC_VERDICT_FILE)
+    assert r.flag(plugin, "imex-status-file") == str(constants.IMEX_STATUS_FILE)
+    assert r.flag(r.container(objects, "node-init"), "verdict-file") == str(
+        constants.FABRIC_VERDICT_FILE
+    )
+    env = {e["name"]: e for e in plugin["env"]}
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert env["NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+
+
+def _documented_flags(command: str) -> set[str]:
+    """The flags docs/node-side.md lists for ``computedomains <command>``."""
+    text = (r.REPO / "docs" / "node-side.md").read_text()
+    row = next(
+        line for line in text.splitlines() if line.startswith(f"| `computedomains {command}`")
+    )
+    columns = re.split(r"(?<!\\)\|", row)  # a cell may hold an escaped \|
+    return set(re.findall(r"--[a-z][a-z-]*", columns[2]))
+
+
+@pytest.mark.parametrize(
+    ("container", "command"),
+    [
+        ("node-init", "node-init"),
+        ("node-init-watch", "node-init"),
+        ("kubelet-plugin", "kubelet-plugin"),
+    ],
+)
+def test_every_flag_the_chart_passes_is_documented(
+    h4: helm.Helm, container: str, command: str
+) -> None:
+    documented = _documented_flags(command)
+    everything = r.template(
+        h4,
+        "--values",
+        str(r.PROFILES["sim"]),
+        *r.set_args(
+            {
+                "kubeletPlugin.channelSlots": "8",
+                "kubeletPlugin.imexReadyTimeout": "9",
+                "nodeInit.transitionalGrace": "10",
+            }
+        ),
+    )
+    c = r.container(everything, container)
+    assert c["command"] == ["computedomains"]
+    assert c["args"][0] == command
+    used = {a.split("=", 1)[0] for a in c["args"][1:]}
+    assert used <= documented, used - documented
+
+
+# -- RBAC and admission -------------------------------------------------------------------
+
+READ = {"get", "list", "watch"}
+ALLOWED_CLUSTER_WRITES = {
+    ("resource.k8s.io", "resourceslices"): {"create", "update", "patch", "delete"},
+    ("", "nodes"): {"patch"},
+    ("", "nodes/status"): {"patch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+    ("resource.k8s.io", "resourceclaims/driver"): {
+        "associated-node:update",
+        "associated-node:patch",
+    },
+}
+"""Every write a cluster-wide grant of this chart may contain; nothing else."""
+
+
+def test_no_object_grants_more_than_the_plugin_needs(h: helm.Helm) -> None:
+    objects = r.template(h)
+    roles = r.of_kind(objects, "ClusterRole") + r.of_kind(objects, "Role")
+    assert [o["metadata"]["name"] for o in roles] == ["cd-compute-domains-kubelet-plugin"] * 2
+    for role in roles:
+        namespaced = role["kind"] == "Role"
+        for rule in role["rules"]:
+            assert "*" not in rule["verbs"] and "*" not in rule["resources"], rule
+            assert "*" not in rule["apiGroups"] and "nonResourceURLs" not in rule, rule
+            for group in rule["apiGroups"]:
+                for resource in rule["resources"]:
+                    assert resource not in ("secrets", "pods/exec", "serviceaccounts/token")
+                    writes = set(rule["verbs"]) - READ
+                    if namespaced:
+                        assert not writes, (role["kind"], group, resource, writes)
+                        continue
+                    allowed = ALLOWED_CLUSTER_WRITES.get((group, resource), set())
+                    assert writes <= allowed, (group, resource, writes - allowed)
+            if "resourceclaims/driver" in rule["resources"]:
+                assert rule["resourceNames"] == [DRIVER]
+
+
+def test_role_bindings_bind_only_the_plugin_service_account(h: helm.Helm) -> None:
+    objects = r.template(h)
+    sa = r.find(objects, "ServiceAccount")["metadata"]["name"]
+    assert r.pod_spec(objects)["serviceAccountName"] == sa
+    for binding in r.of_kind(objects, "ClusterRoleBinding") + r.of_kind(objects, "RoleBinding"):
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": sa, "namespace": r.NAMESPACE}
+        ]
+        assert binding["roleRef"]["name"] == sa
+
+
+def test_admission_policies_match_the_plugin_service_account(h: helm.Helm) -> None:
+    """The incumbent's policy names a ServiceAccount its pods do not use; ours must not."""
+    objects = r.template(h)
+    sa = r.pod_spec(objects)["serviceAccountName"]
+    user = f"system:serviceaccount:{r.NAMESPACE}:{sa}"
+    policies = {p["metadata"]["name"]: p for p in r.of_kind(objects, "ValidatingAdmissionPolicy")}
+    bindings = r.of_kind(objects, "ValidatingAdmissionPolicyBinding")
+    assert {b["spec"]["policyName"] for b in bindings} == set(policies)
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings)
+    resources = set()
+    for policy in policies.values():
+        spec = policy["spec"]
+        assert spec["failurePolicy"] == "Fail"
+        assert spec["matchConditions"][0]["expression"] == f"request.userInfo.username == '{user}'"
+        assert "authentication.kubernetes.io/node-name" in spec["variables"][0]["expression"]
+        for rule in spec["matchConstraints"]["resourceRules"]:
+            resources.update(rule["resources"])
+    assert resources == {"resourceslices", "nodes", "nodes/status"}
+
+
+# -- chart hygiene ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("major", r.MAJORS)
+def test_chart_lock_is_reproduced_by_dependency_build(major: str, tmp_path: pathlib.Path) -> None:
+    copy = tmp_path / "chart"
+    shutil.copytree(r.CHART, copy, ignore=shutil.ignore_patterns("*.tgz"))
+    r.helm_for(major, tmp_path / "home").run("dependency", "build", str(copy))
+    committed = yaml.safe_load((r.CHART / "Chart.lock").read_text())
+    rebuilt = yaml.safe_load((copy / "Chart.lock").read_text())
+    committed.pop("generated")
+    rebuilt.pop("generated")
+    assert rebuilt == committed
+
+
+def test_templates_use_no_lookup_and_no_random_values() -> None:
+    forbidden = re.compile(
+        r"\b(lookup|rand\w*|uuidv4|now|genCA|genPrivateKey|genSelfSignedCert\w*)\b"
+    )
+    for path in (r.CHART / "templates").iterdir():
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for action in re.findall(r"\{\{(.*?)\}\}", line):
+                assert not forbidden.search(action), f"{path.name}:{number}: {action.strip()}"
+
+
+def test_helpers_carry_the_chart_prefix_and_a_contract() -> None:
+    for path in (r.CHART / "templates").glob("_*.tpl"):
+        text = path.read_text()
+        for match in re.finditer(r'\{\{-? define "([^"]+)"', text):
+            name = match.group(1)
+            assert name.startswith("compute-domains."), f"{path.name}: {name}"
+            before = text[: match.start()].rstrip()
+            assert before.endswith("*/}}"), f"{path.name}: {name} has no contract comment"
+            comment = before[before.rindex("{{/*") :]
+            assert name in comment and "Takes:" in comment and "Returns:" in comment, name
+    for path in (r.CHART / "templates").glob("*.yaml"):
+        assert " define " not in path.read_text(), f"{path.name}: helpers belong in _helpers.tpl"
+
+
+def _leaf_paths(values: object, prefix: str = "") -> set[str]:
+    """Dotted paths of values.yaml; free-form maps (node selector, resources) count as one."""
+    if not isinstance(values, dict) or not values:
+        return {prefix}
+    paths: set[str] = set()
+    for key, value in values.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if key in ("nodeSelector", "resources", "updateStrategy") and prefix:
+            paths.add(path)
+        else:
+            paths |= _leaf_paths(value, path)
+    return paths
+
+
+def _schema_paths(schema: dict[str, object], prefix: str = "") -> set[str]:
+    paths: set[str] = set()
+    properties = schema.get("properties")
+    assert isinstance(properties, dict)
+    for key, sub in properties.items():
+        path = f"{prefix}.{key}" if prefix else key
+        paths.add(path)
+        if (
+            isinstance(sub, dict)
+            and sub.get("additionalProperties") is False
+            and "properties" in sub
+        ):
+            paths |= _schema_paths(sub, path)
+    return paths
+
+
+def _optional_keys(schema_paths: set[str]) -> set[str]:
+    """Schema paths whose key values.yaml documents but leaves commented out."""
+    text = (r.CHART / "values.yaml").read_text()
+    commented = set(re.findall(r"^\s*# ([A-Za-z]+): ", text, re.M))
+    return {p for p in schema_paths if p.rsplit(".", 1)[-1] in commented}
+
+
+def test_every_value_is_in_the_schema_the_readme_and_a_template() -> None:
+    values = yaml.safe_load((r.CHART / "values.yaml").read_text())
+    schema = json.loads((r.CHART / "values.schema.json").read_text())
+    readme = (r.CHART / "README.md").read_text()
+    templates = "\n".join(p.read_text() for p in (r.CHART / "templates").iterdir())
+    schema_paths = _schema_paths(schema)
+    optional = _optional_keys(schema_paths)
+    assert optional == {
+        "kubeletPlugin.channelSlots",
+        "kubeletPlugin.imexReadyTimeout",
+        "nodeInit.transitionalGrace",
+    }
+    for path in _leaf_paths(values) | optional:
+        assert path in schema_paths, f"{path} is not in values.schema.json"
+        assert f"`{path}`" in readme, f"{path} is not in chart/README.md"
+        if path.startswith("crds."):
+            continue  # read by the subchart and by the dependency condition
+        parts = path.split(".")
+        prefixes = [".".join(parts[:n]) for n in range(len(parts), min(2, len(parts)) - 1, -1)]
+        read = any(re.search(re.escape(f".Values.{p}") + r"\b", templates) for p in prefixes)
+        assert read, f"no template reads {path}"
