@@ -21,7 +21,7 @@ class Settings:
     discovery: discovery.DiscoverySettings
     verdict_file: pathlib.Path = constants.FABRIC_VERDICT_FILE
     transitional_grace: float = classify.DEFAULT_GRACE
-    taint_broken: bool = True
+    taint_broken: bool = False
     watch: bool = False
     recheck_interval: float = 60.0
     poll_interval: float = 5.0
