@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from computedomains import waiting
 from computedomains.sim import cluster as sim_cluster
 from tests.support import kube
 
@@ -82,11 +83,7 @@ def test_claim_from_template_is_allocated_reserved_and_pod_bound(
     client.CoreV1Api(api).create_namespaced_pod(namespace, _claim_pod(namespace, "user", "widget"))
 
     pod = kube.wait_for_pod(
-        api,
-        namespace,
-        "user",
-        "to be bound and Running",
-        lambda p: p.spec.node_name and p.status.phase == "Running",
+        api, namespace, "user", "to be bound with its claim", lambda p: p.spec.node_name
     )
     assert pod.spec.node_name == node
     statuses = pod.status.resource_claim_statuses or []
@@ -102,6 +99,21 @@ def test_claim_from_template_is_allocated_reserved_and_pod_bound(
         ("pods", "user", pod.metadata.uid)
     ]
     assert claim.metadata.owner_references[0].uid == pod.metadata.uid
+
+    # No plugin serves this driver on the node, so the kubelet cannot prepare the claim: the
+    # pod is bound but never starts, and an Event says why.
+    def prepare_failed() -> list[client.CoreV1Event]:
+        events = client.CoreV1Api(api).list_namespaced_event(namespace).items
+        return [
+            e
+            for e in events
+            if e.involved_object.uid == pod.metadata.uid
+            and e.reason == "FailedPrepareDynamicResources"
+        ]
+
+    events = waiting.until("a FailedPrepareDynamicResources Event", prepare_failed, timeout=60)
+    assert f"DRA driver {name} is not registered" in str(events[0].message)
+    assert client.CoreV1Api(api).read_namespaced_pod("user", namespace).status.phase == "Pending"
 
 
 def test_pod_without_a_matching_device_stays_pending_with_a_scheduler_reason(

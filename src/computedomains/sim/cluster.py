@@ -134,9 +134,7 @@ class SimCluster:
                 self.toolbox.ensure_all(["etcd", "kubernetes", "kwok"])
             )
             block = self._claim_names()
-            self.directory = pathlib.Path(
-                tempfile.mkdtemp(prefix=f"compute-domains-sim-{self.name}-")
-            )
+            self.directory = pathlib.Path(tempfile.mkdtemp(prefix="cds-"))
             self.nodes = topology.expand(self.topology, cluster_name=self.name, address_block=block)
             self.control_plane = controlplane.ControlPlane(
                 directory=self.directory, binaries=binaries, name=self.name, log=self.log

@@ -60,6 +60,16 @@ def add_parsers(subparsers: Any) -> None:
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=_status)
 
+    kubelet = sim_sub.add_parser(
+        "kubelet",
+        help="the simulated kubelet (started by `sim up`): runs chart pods, calls DRA plugins",
+    )
+    kubelet.add_argument("--kubeconfig", type=pathlib.Path, required=True)
+    kubelet.add_argument(
+        "--cluster-dir", type=pathlib.Path, required=True, help="holds nodes/<node>/ and logs/"
+    )
+    kubelet.set_defaults(func=_kubelet)
+
     tool = subparsers.add_parser("tools", help="build or locate the Go-built test tools")
     tool_sub = tool.add_subparsers(dest="tools_command", required=True)
     build = tool_sub.add_parser("build", help="build every missing tool into the cache")
@@ -290,6 +300,13 @@ def render_nodes(sim_nodes: list[topology.SimNode], ready: set[str]) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
+
+
+def _kubelet(args: argparse.Namespace) -> int:
+    # Imported here: gRPC and the kubelet's modules would slow down every other subcommand.
+    from computedomains.sim.kubelet import main  # noqa: PLC0415
+
+    return main.run(kubeconfig_path=args.kubeconfig, cluster_dir=args.cluster_dir)
 
 
 def _tools_build(args: argparse.Namespace) -> int:

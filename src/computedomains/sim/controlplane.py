@@ -11,6 +11,7 @@ import dataclasses
 import pathlib
 import socket
 import ssl
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
@@ -133,6 +134,7 @@ class ControlPlane:
             "kube-scheduler", f"https://127.0.0.1:{sched_port}/healthz", timeout=timeout
         )
         self._wait_healthy("kwok", f"http://127.0.0.1:{kwok_port}/healthz", timeout=timeout)
+        self._start_sim_kubelet(ca)
 
     @property
     def cluster_name(self) -> str:
@@ -264,6 +266,23 @@ class ControlPlane:
             ],
         )
         return port
+
+    def _start_sim_kubelet(self, ca: pki.CertificateAuthority) -> None:
+        # It mints pod tokens, patches pods and records Events for every simulated node, so
+        # like kwok it gets cluster-admin. Nothing waits for it: pods that need it wait.
+        config = self._client_kubeconfig(ca, "sim-kubelet", "sim-kubelet", ("system:masters",))
+        self._spawn(
+            "sim-kubelet",
+            [
+                sys.executable,
+                "-m",
+                "computedomains",
+                "sim",
+                "kubelet",
+                f"--kubeconfig={config}",
+                f"--cluster-dir={self.directory}",
+            ],
+        )
 
     def _wait_healthy(self, name: str, url: str, *, timeout: float) -> None:
         context = ssl.create_default_context(cafile=str(self.ca_file))

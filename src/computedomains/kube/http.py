@@ -1,0 +1,198 @@
+"""A small Kubernetes API client: one HTTPS connection pool, JSON objects in and out.
+
+Why not the generated ``kubernetes`` client: importing it costs about 30 MiB of memory per
+process and half a second of CPU (every API and model class loads), and its models make
+every field Optional and cost more than the request itself on loopback. Our components run
+on every node and only ever need a handful of verbs on raw objects, so they use this.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import urllib3
+import yaml
+
+SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
+"""Set only by the simulated cluster, which cannot mount the token at the usual path."""
+_TOKEN_REREAD = 60.0
+"""Seconds between re-reads of a projected token file (the kubelet rotates it)."""
+
+
+class ApiError(Exception):
+    """A non-2xx answer; ``status`` is the HTTP code, ``reason``/``message`` the Status's."""
+
+    def __init__(self, status: int, reason: str, message: str, body: dict[str, Any] | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+
+def _error(response: urllib3.BaseHTTPResponse) -> ApiError:
+    data = response.data or b""
+    try:
+        status = json.loads(data)
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    return ApiError(
+        response.status,
+        str(status.get("reason") or response.reason or ""),
+        str(status.get("message") or data[:500].decode(errors="replace")),
+        status,
+    )
+
+
+class Client:
+    """Talks to one API server as one identity (bearer token or client certificate)."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        ca_file: pathlib.Path | None = None,
+        token: str | None = None,
+        token_file: pathlib.Path | None = None,
+        cert: tuple[pathlib.Path, pathlib.Path] | None = None,
+        max_connections: int = 16,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self._token = token
+        self._token_file = token_file
+        self._token_read = 0.0
+        self._lock = threading.Lock()
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        if cert is not None:
+            context.load_cert_chain(str(cert[0]), str(cert[1]))
+        self._pool = urllib3.PoolManager(num_pools=2, maxsize=max_connections, ssl_context=context)
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: pathlib.Path) -> Client:
+        """A client for the current context of a kubeconfig (token or client-cert users)."""
+        document = yaml.safe_load(path.read_text())
+        context_name = document["current-context"]
+        context = next(c["context"] for c in document["contexts"] if c["name"] == context_name)
+        cluster = next(c["cluster"] for c in document["clusters"] if c["name"] == context["cluster"])
+        user = next(u["user"] for u in document["users"] if u["name"] == context["user"])
+        base = path.parent
+        ca = _file_or_data(base, cluster, "certificate-authority")
+        cert = key = None
+        if "client-certificate" in user or "client-certificate-data" in user:
+            cert = _file_or_data(base, user, "client-certificate")
+            key = _file_or_data(base, user, "client-key")
+        token_file = pathlib.Path(user["tokenFile"]) if user.get("tokenFile") else None
+        return cls(
+            cluster["server"],
+            ca_file=ca,
+            token=user.get("token"),
+            token_file=token_file,
+            cert=(cert, key) if cert and key else None,
+        )
+
+    @classmethod
+    def in_cluster(cls) -> Client:
+        """A client for the pod's ServiceAccount, like every in-cluster Kubernetes client."""
+        directory = pathlib.Path(os.environ.get(SERVICEACCOUNT_DIR_ENV, SERVICEACCOUNT_DIR))
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:
+            host = f"[{host}]"
+        return cls(f"https://{host}:{port}", ca_file=directory / "ca.crt", token_file=directory / "token")
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One request; returns the decoded JSON body, raises :class:`ApiError` on non-2xx."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        response = self._pool.request(
+            method, self._url(path, query), body=data, headers=headers,
+            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False,
+        )  # fmt: skip
+        if not 200 <= response.status <= 299:
+            raise _error(response)
+        decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
+        return decoded
+
+    def stream(self, path: str, *, query: Mapping[str, str], timeout: float) -> Iterator[dict[str, Any]]:
+        """Watch events (decoded JSON lines) of a ``watch=1`` request until the server ends it."""
+        response = self._pool.request(
+            "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
+            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False, preload_content=False,
+        )  # fmt: skip
+        try:
+            if not 200 <= response.status <= 299:
+                response.read()
+                raise _error(response)
+            pending = b""
+            for chunk in response.stream(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def _url(self, path: str, query: Mapping[str, str] | None) -> str:
+        url = self.server + path
+        return f"{url}?{urllib.parse.urlencode(query)}" if query else url
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "compute-domains"}
+        token = self._current_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _current_token(self) -> str | None:
+        if self._token_file is None:
+            return self._token
+        with self._lock:
+            now = time.monotonic()
+            if self._token is None or now - self._token_read > _TOKEN_REREAD:
+                self._token = self._token_file.read_text().strip()
+                self._token_read = now
+            return self._token
+
+
+def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pathlib.Path | None:
+    """A kubeconfig file reference, or its inline ``-data`` twin written to a private file."""
+    if entry.get(key):
+        path = pathlib.Path(entry[key])
+        return path if path.is_absolute() else base / path
+    data = entry.get(f"{key}-data")
+    if not data:
+        return None
+    handle = tempfile.NamedTemporaryFile(prefix="kubeconfig-", delete=False)  # noqa: SIM115
+    with handle:
+        handle.write(base64.b64decode(data))
+    return pathlib.Path(handle.name)

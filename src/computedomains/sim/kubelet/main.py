@@ -1,0 +1,271 @@
+"""The simulated kubelet process: one loop for every simulated node's chart pods and DRA.
+
+Pods come from an informer (list+watch). The loop hands each node's pods to that node's DRA
+thread (:class:`node.NodeDra`) and runs chart pods (label
+``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
+pod its "sandbox") and, with claims, once those are prepared. kwok keeps owning pod status.
+Every process starts from this loop's thread: the parent-death signal fires when the thread
+that forked a child ends, and this thread lives as long as the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import pathlib
+import shutil
+import signal
+import sys
+import threading
+import time
+import types
+import urllib.parse
+from collections.abc import Mapping
+from typing import cast
+
+from computedomains.kube import client as kube_client
+from computedomains.kube import errors as kube_errors
+from computedomains.kube import informer, kubeconfig, pods, wire
+from computedomains.sim import processes
+from computedomains.sim.kubelet import dra, node, podspec, runner
+
+CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
+"""Pods with this label run as processes; kwok fakes every other pod."""
+TOKEN_SECONDS = 3607
+"""What the kubelet requests for projected tokens; it renews them at 80 % of their life."""
+_TICK = 0.25
+_SHUTDOWN_GRACE = 3.0
+_PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG")
+_LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiServer:
+    """Where pods reach the API server, and its CA (for ``ca.crt``)."""
+
+    host: str
+    port: int
+    ca_file: pathlib.Path
+
+    @classmethod
+    def from_kubeconfig(cls, path: pathlib.Path) -> ApiServer:
+        """Read the server URL and CA from a kubeconfig."""
+        _, cluster = kubeconfig.current_cluster(path)
+        url = urllib.parse.urlsplit(cluster["server"])
+        return cls(
+            str(url.hostname), int(url.port or 443), pathlib.Path(cluster["certificate-authority"])
+        )
+
+
+def _is_chart_pod(pod: wire.Pod) -> bool:
+    return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
+
+
+def _write(path: pathlib.Path, text: str) -> None:
+    """Replace ``path`` atomically: a process reading its token never sees half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+@dataclasses.dataclass
+class _Running:
+    pod: wire.Pod
+    runner: runner.PodRunner
+    token_at: float | None
+    """When to renew the ServiceAccount token (None: the pod has none)."""
+
+
+class SimKubelet:
+    """Plays the kubelet of every node whose host tree is under ``<cluster dir>/nodes``."""
+
+    def __init__(
+        self, api: kube_client.ApiClient, *, cluster_dir: pathlib.Path, server: ApiServer
+    ) -> None:
+        self._api = api
+        self._nodes_dir = cluster_dir / "nodes"
+        self._logs = cluster_dir / "logs" / "pods"
+        self._server = server
+        self._wake = threading.Event()
+        self._pods = informer.Informer(api, path=pods.PATH, on_change=lambda *_: self._wake.set())
+        self._nodes: dict[str, node.NodeDra] = {}
+        self._fingerprints: dict[str, frozenset[tuple[str, str]]] = {}
+        self._running: dict[str, _Running] = {}
+        self._unrunnable: set[str] = set()
+
+    def run(self, stop: threading.Event) -> None:
+        """Work until ``stop`` is set, then stop every process and thread."""
+        self._pods.start()
+        try:
+            while not stop.is_set():
+                try:
+                    self._step(time.monotonic())
+                except Exception:  # noqa: BLE001 - one bad pod or API hiccup must not end the kubelet
+                    _LOG.exception("sync failed")
+                self._wake.wait(_TICK)
+                self._wake.clear()
+        finally:
+            self._shutdown()
+
+    def _step(self, now: float) -> None:
+        self._discover_nodes()
+        by_node: dict[str, list[wire.Pod]] = {name: [] for name in self._nodes}
+        for pod in cast(list[wire.Pod], self._pods.items()):
+            name = pod.get("spec", {}).get("nodeName", "")
+            if name in by_node:
+                by_node[name].append(pod)
+        for name, node_pods in by_node.items():
+            fingerprint = frozenset(
+                (p["metadata"]["uid"], p["metadata"].get("resourceVersion", "")) for p in node_pods
+            )
+            if fingerprint != self._fingerprints.get(name):
+                self._fingerprints[name] = fingerprint
+                self._nodes[name].update(node_pods)
+        self._sync_processes(by_node, now)
+
+    def _discover_nodes(self) -> None:
+        try:
+            names = [p.name for p in self._nodes_dir.iterdir() if p.is_dir()]
+        except FileNotFoundError:
+            return
+        for name in names:
+            if name not in self._nodes:
+                dra_node = node.NodeDra(self._api, node=name, root=self._nodes_dir / name)
+                dra_node.start()
+                self._nodes[name] = dra_node
+
+    def _sync_processes(self, by_node: Mapping[str, list[wire.Pod]], now: float) -> None:
+        wanted = {
+            p["metadata"]["uid"]: p
+            for node_pods in by_node.values()
+            for p in node_pods
+            if _is_chart_pod(p) and dra.is_active(p)
+        }
+        for uid, running in list(self._running.items()):
+            if uid not in wanted:
+                spec = running.pod.get("spec", {})
+                running.runner.terminate(now, grace=spec.get("terminationGracePeriodSeconds", 30))
+            running.runner.tick(now)
+            if running.runner.finished:
+                del self._running[uid]
+                self._clean(running.pod)
+            elif running.token_at is not None and now >= running.token_at:
+                running.token_at = self._write_token(running.pod, now)
+        self._unrunnable &= set(wanted)
+        for uid, pod in wanted.items():
+            if uid not in self._running and uid not in self._unrunnable:
+                self._maybe_start(pod, now)
+
+    def _maybe_start(self, pod: wire.Pod, now: float) -> None:
+        meta, spec = pod["metadata"], pod.get("spec", {})
+        if not pod.get("status", {}).get("podIP"):
+            return  # kwok has not "created the sandbox" yet: downward-API IPs are unknown
+        injections: Mapping[str, podspec.Injection] = {}
+        if spec.get("resourceClaims"):
+            prepared = self._nodes[spec["nodeName"]].devices(meta["uid"])
+            if prepared is None:
+                return
+            injections = prepared
+        label = f"{meta['namespace']}/{meta['name']}"
+        root = self._nodes_dir / spec["nodeName"]
+        context = self._context(pod, root, injections)
+        try:
+            plan = podspec.plan_pod(pod, context)
+        except podspec.PodSpecError as exc:
+            _LOG.error("%s cannot run as processes: %s", label, exc)
+            self._unrunnable.add(meta["uid"])
+            return
+        token_at = None
+        if spec.get("automountServiceAccountToken", True):
+            token_at = self._write_token(pod, now)
+        log_dir = self._logs / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+        pod_runner = runner.PodRunner(label=label, plan=plan, log_dir=log_dir)
+        self._running[meta["uid"]] = _Running(pod, pod_runner, token_at)
+        pod_runner.tick(now)
+
+    def _context(
+        self, pod: wire.Pod, root: pathlib.Path, injections: Mapping[str, podspec.Injection]
+    ) -> podspec.PodContext:
+        meta, spec = pod["metadata"], pod.get("spec", {})
+        folder = node.pod_dir(root, meta["uid"])
+        base = {k: os.environ[k] for k in _PASSTHROUGH_ENV if k in os.environ}
+        base["HOSTNAME"] = meta["name"]
+        if spec.get("automountServiceAccountToken", True):
+            base[kube_client.SERVICEACCOUNT_DIR_ENV] = str(folder / "serviceaccount")
+        return podspec.PodContext(
+            node_root=root,
+            pod_dir=folder,
+            python=sys.executable,
+            base_env=base,
+            service_env={
+                "KUBERNETES_SERVICE_HOST": self._server.host,
+                "KUBERNETES_SERVICE_PORT": str(self._server.port),
+            },
+            injections=injections,
+        )
+
+    def _write_token(self, pod: wire.Pod, now: float) -> float:
+        """Mint a pod-bound token and write the ServiceAccount folder; returns when to renew."""
+        meta, spec = pod["metadata"], pod.get("spec", {})
+        folder = node.pod_dir(self._nodes_dir / spec["nodeName"], meta["uid"]) / "serviceaccount"
+        try:
+            token = kube_client.mint_service_account_token(
+                self._api,
+                namespace=meta["namespace"],
+                service_account=spec.get("serviceAccountName", "default"),
+                expiration_seconds=TOKEN_SECONDS,
+                bound_pod=(meta["name"], meta["uid"]),
+            )
+        except kube_errors.API_ERRORS as exc:
+            _LOG.warning("token for %s/%s: %s (retrying)", meta["namespace"], meta["name"], exc)
+            return now + 5.0
+        _write(folder / "ca.crt", self._server.ca_file.read_text())
+        _write(folder / "namespace", meta["namespace"])
+        _write(folder / "token", token)
+        return now + 0.8 * TOKEN_SECONDS
+
+    def _clean(self, pod: wire.Pod) -> None:
+        meta = pod["metadata"]
+        folder = node.pod_dir(self._nodes_dir / pod["spec"]["nodeName"], meta["uid"])
+        for part in ("serviceaccount", "volumes"):
+            shutil.rmtree(folder / part, ignore_errors=True)
+        with contextlib.suppress(OSError):  # still holds the DRA part's files: it removes them
+            folder.rmdir()
+
+    def _shutdown(self) -> None:
+        self._pods.stop()
+        for dra_node in self._nodes.values():
+            dra_node.stop()
+        pids = [pid for r in self._running.values() for pid in r.runner.pids()]
+        processes.stop_pids(pids, grace=_SHUTDOWN_GRACE)
+        now = time.monotonic()
+        for running in self._running.values():
+            running.runner.terminate(now, grace=0)
+            running.runner.tick(now)  # reaps what stop_pids ended
+        deadline = time.monotonic() + _SHUTDOWN_GRACE
+        for dra_node in self._nodes.values():
+            dra_node.join(timeout=max(0.0, deadline - time.monotonic()))
+
+
+def run(*, kubeconfig_path: pathlib.Path, cluster_dir: pathlib.Path) -> int:
+    """Run the simulated kubelet until SIGTERM or SIGINT."""
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: types.FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    api = kube_client.from_kubeconfig(kubeconfig_path)
+    kubelet = SimKubelet(
+        api, cluster_dir=cluster_dir, server=ApiServer.from_kubeconfig(kubeconfig_path)
+    )
+    _LOG.info("simulated kubelet for the nodes under %s", cluster_dir / "nodes")
+    kubelet.run(stop)
+    return 0

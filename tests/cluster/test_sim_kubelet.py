@@ -1,0 +1,337 @@
+"""The simulated kubelet: chart pods run as real processes; DRA plugins are called like a kubelet.
+
+The DRA tests use a made-up driver (tests/support/fakedra.py) serving the real gRPC APIs on
+one node's sockets, with a hand-written DeviceClass and ResourceSlice for it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from computedomains import waiting
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import processes
+from computedomains.sim.kubelet import dra, node
+from tests.support import fakedra, kube
+
+pytestmark = pytest.mark.cluster
+
+CHART_LABELS = {"app.kubernetes.io/name": "compute-domains", "test": "sim-kubelet"}
+
+# Proves the pod-bound token works: asks the API server who it is, writes the answer (and its
+# PID) to the file named by its first argument, then idles like a daemon.
+_WHOAMI = """
+import json, os, signal, ssl, sys, urllib.request
+sa = os.environ["COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"]
+host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+request = urllib.request.Request(
+    f"https://{host}:{port}/apis/authentication.k8s.io/v1/selfsubjectreviews",
+    data=json.dumps(review).encode(),
+    headers={"Authorization": "Bearer " + open(f"{sa}/token").read(),
+             "Content-Type": "application/json"},
+    method="POST",
+)
+context = ssl.create_default_context(cafile=f"{sa}/ca.crt")
+review = json.load(urllib.request.urlopen(request, context=context, timeout=30))
+out = sys.argv[1]
+with open(out + ".tmp", "w") as f:
+    json.dump({"pid": os.getpid(), "user": review["status"]["userInfo"],
+               "namespace": open(f"{sa}/namespace").read(), "pod": os.environ["POD_NAME"]}, f)
+os.replace(out + ".tmp", out)
+signal.pause()
+"""
+
+
+def _field(name: str, path: str) -> dict[str, object]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _daemonset(namespace: str, nodes: list[str]) -> dict[str, object]:
+    on_nodes = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
+    container = {
+        "name": "whoami",
+        "image": "python:3.11-slim",
+        "command": ["python3", "-c", _WHOAMI],
+        "args": ["$(OUT_FILE)"],
+        "env": [
+            _field("NODE_NAME", "spec.nodeName"),
+            _field("POD_NAME", "metadata.name"),
+            {"name": "OUT_FILE", "value": "/out/$(NODE_NAME).json"},
+        ],
+        "volumeMounts": [{"name": "out", "mountPath": "/out"}],
+    }
+    out = {"path": f"/var/lib/sim-test/{namespace}", "type": "DirectoryOrCreate"}
+    affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [on_nodes]}]}}  # fmt: skip
+    return {
+        "metadata": {"name": "whoami", "labels": CHART_LABELS},
+        "spec": {
+            "selector": {"matchLabels": CHART_LABELS},
+            "template": {
+                "metadata": {"labels": CHART_LABELS},
+                "spec": {
+                    "affinity": {"nodeAffinity": affinity},
+                    "volumes": [{"name": "out", "hostPath": out}],
+                    "containers": [container],
+                },
+            },
+        },
+    }
+
+
+def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
+    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    nodes = [n.name for n in sim.nodes[:3]]
+    client.AppsV1Api(api).create_namespaced_daemon_set(namespace, _daemonset(namespace, nodes))
+    outputs = {
+        n: sim.host_trees[n].root / "var/lib/sim-test" / namespace / f"{n}.json" for n in nodes
+    }
+
+    def written() -> dict[str, dict[str, object]] | None:
+        if not all(p.exists() for p in outputs.values()):
+            return None
+        return {n: json.loads(p.read_text()) for n, p in outputs.items()}
+
+    reports = waiting.until(
+        f"the chart DaemonSet's processes on {nodes} to report through the API server",
+        written,
+        timeout=120,
+    )
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace).items
+    by_node = {str(p.spec.node_name): p for p in pods}
+    assert sorted(by_node) == sorted(nodes)
+    for name, report in reports.items():
+        pod = by_node[name]
+        assert processes.pid_alive(report["pid"])
+        assert report["pod"] == pod.metadata.name
+        assert report["namespace"] == namespace
+        user = report["user"]
+        assert user["username"] == f"system:serviceaccount:{namespace}:default"
+        # A pod-bound token: the API server knows the pod and its node.
+        assert user["extra"]["authentication.kubernetes.io/pod-name"] == [pod.metadata.name]
+        assert user["extra"]["authentication.kubernetes.io/pod-uid"] == [pod.metadata.uid]
+        assert user["extra"]["authentication.kubernetes.io/node-name"] == [name]
+        token = node.pod_dir(sim.host_trees[name].root, pod.metadata.uid) / "serviceaccount/token"
+        assert token.read_text()
+
+    client.AppsV1Api(api).delete_namespaced_daemon_set("whoami", namespace)
+    pids = [r["pid"] for r in reports.values()]
+    waiting.until(
+        f"the processes {pids} of the deleted DaemonSet's pods to be stopped",
+        lambda: not any(processes.pid_alive(p) for p in pids),
+        timeout=60,
+    )
+
+
+# -- DRA ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def widget(
+    sim: sim_cluster.SimCluster, api: client.ApiClient
+) -> Iterator[tuple[fakedra.FakeDraPlugin, str]]:
+    """A made-up driver with one device on one node and its plugin; yields (plugin, node)."""
+    driver = f"w{uuid.uuid4().hex[:6]}.sim.example.com"
+    node_name = sim.nodes[7].name
+    resource = client.ResourceV1Api(api)
+    resource.create_device_class(
+        {
+            "metadata": {"name": driver},
+            "spec": {"selectors": [{"cel": {"expression": f"device.driver == '{driver}'"}}]},
+        }
+    )
+    try:
+        resource.create_resource_slice(
+            {
+                "metadata": {"name": f"{node_name}-{driver}"},
+                "spec": {
+                    "driver": driver,
+                    "nodeName": node_name,
+                    "pool": {"name": node_name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [{"name": "dev-0"}],
+                },
+            }
+        )
+        try:
+            with fakedra.FakeDraPlugin(driver, sim.host_trees[node_name]) as plugin:
+                waiting.until(
+                    f"the simulated kubelet to register {driver} on {node_name}",
+                    lambda: plugin.record.registrations == [(True, "")],
+                    timeout=30,
+                )
+                yield plugin, node_name
+        finally:
+            resource.delete_resource_slice(f"{node_name}-{driver}")
+    finally:
+        resource.delete_device_class(driver)
+
+
+def _claim_pod(name: str, claim: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "resourceClaims": [{"name": "widget", **claim}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox:1.37",
+                    "command": ["sleep", "3600"],
+                    "resources": {"claims": [{"name": "widget"}]},
+                }
+            ],
+        },
+    }
+
+
+def _template(api: client.ApiClient, namespace: str, driver: str) -> dict[str, str]:
+    client.ResourceV1Api(api).create_namespaced_resource_claim_template(
+        namespace,
+        {
+            "metadata": {"name": "widget"},
+            "spec": {
+                "spec": {
+                    "devices": {"requests": [{"name": "w", "exactly": {"deviceClassName": driver}}]}
+                }
+            },
+        },
+    )
+    return {"resourceClaimTemplateName": "widget"}
+
+
+def _claim_uid(api: client.ApiClient, pod: client.V1Pod) -> str:
+    name = pod.status.resource_claim_statuses[0].resource_claim_name
+    claim = client.ResourceV1Api(api).read_namespaced_resource_claim(name, pod.metadata.namespace)
+    return str(claim.metadata.uid)
+
+
+def _running(pod: client.V1Pod) -> bool:
+    return pod.status.phase == "Running"
+
+
+def test_claim_is_prepared_once_resolved_and_unprepared_when_the_pod_goes(
+    widget: tuple[fakedra.FakeDraPlugin, str],
+    sim: sim_cluster.SimCluster,
+    api: client.ApiClient,
+    namespace: str,
+) -> None:
+    plugin, node_name = widget
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(
+        namespace, _claim_pod("user", _template(api, namespace, plugin.driver))
+    )
+
+    pod = kube.wait_for_pod(api, namespace, "user", "to be prepared and Running", _running)
+    uid = _claim_uid(api, pod)
+    assert pod.spec.node_name == node_name
+    assert pod.metadata.annotations[dra.PREPARED_ANNOTATION] == "true"
+    assert plugin.record.prepare_calls == [[uid]]
+    devices = json.loads(
+        (
+            node.pod_dir(sim.host_trees[node_name].root, pod.metadata.uid) / node.CDI_DEVICES_FILE
+        ).read_text()
+    )
+    assert devices["cdiDevices"] == [plugin.cdi_id(uid)]
+    edits = devices["containers"]["main"]["containerEdits"]
+    assert edits["env"] == [f"WIDGET_DRIVER={plugin.driver}", f"WIDGET_CLAIM={uid}"]
+    assert edits["mounts"] == [{"hostPath": "/var/run/widget", "containerPath": "/widget"}]
+    assert [c["uid"] for c in devices["claims"]] == [uid]
+
+    core.delete_namespaced_pod("user", namespace)
+    waiting.until(
+        f"claim {uid} to be unprepared after its pod was deleted",
+        lambda: plugin.record.unprepared == [uid],
+        timeout=60,
+    )
+    assert not plugin.cdi_spec(uid).exists()
+    assert plugin.record.prepare_calls == [[uid]], "prepared exactly once"
+
+
+def _prepare_events(api: client.ApiClient, namespace: str, pod: str) -> list[client.CoreV1Event]:
+    return [
+        e
+        for e in client.CoreV1Api(api).list_namespaced_event(namespace).items
+        if e.involved_object.name == pod and e.reason == dra.FAILED_REASON
+    ]
+
+
+def test_a_failing_prepare_is_reported_retried_and_keeps_the_pod_from_running(
+    widget: tuple[fakedra.FakeDraPlugin, str], api: client.ApiClient, namespace: str
+) -> None:
+    plugin, _ = widget
+    plugin.fail_prepare = "widget jammed"
+    core = client.CoreV1Api(api)
+    core.create_namespaced_pod(
+        namespace, _claim_pod("jammed", _template(api, namespace, plugin.driver))
+    )
+
+    events = waiting.until(
+        "a FailedPrepareDynamicResources Event quoting the plugin's error",
+        lambda: [
+            e
+            for e in _prepare_events(api, namespace, "jammed")
+            if "widget jammed" in str(e.message)
+        ],
+        timeout=60,
+    )
+    assert events[0].type == "Warning"
+    waiting.until(
+        "the failed prepare to be retried",
+        lambda: len(plugin.record.prepare_calls) >= 2,
+        timeout=60,
+    )
+    pod = core.read_namespaced_pod("jammed", namespace)
+    assert pod.status.phase == "Pending"
+    assert dra.PREPARED_ANNOTATION not in (pod.metadata.annotations or {})
+
+    plugin.fail_prepare = None
+    kube.wait_for_pod(api, namespace, "jammed", "to run once the plugin recovers", _running)
+
+
+def test_unprepare_uses_what_was_recorded_when_the_claim_is_already_gone(
+    widget: tuple[fakedra.FakeDraPlugin, str], api: client.ApiClient, namespace: str
+) -> None:
+    plugin, _ = widget
+    resource, core = client.ResourceV1Api(api), client.CoreV1Api(api)
+    created = resource.create_namespaced_resource_claim(
+        namespace,
+        {
+            "metadata": {"name": "standalone"},
+            "spec": {
+                "devices": {
+                    "requests": [{"name": "w", "exactly": {"deviceClassName": plugin.driver}}]
+                }
+            },
+        },
+    )
+    uid = created.metadata.uid
+    core.create_namespaced_pod(namespace, _claim_pod("holder", {"resourceClaimName": "standalone"}))
+    kube.wait_for_pod(api, namespace, "holder", "to be prepared and Running", _running)
+
+    plugin.fail_unprepare = "device busy"  # keeps the claim prepared until its object is gone
+    core.delete_namespaced_pod("holder", namespace)
+    waiting.until("a first (failing) unprepare", lambda: plugin.record.unprepare_calls, timeout=60)
+    resource.delete_namespaced_resource_claim("standalone", namespace)
+
+    def claim_gone() -> bool:
+        try:
+            resource.read_namespaced_resource_claim("standalone", namespace)
+        except ApiException as exc:
+            return bool(exc.status == 404)
+        return False
+
+    waiting.until("the ResourceClaim object to be deleted", claim_gone, timeout=60)
+    plugin.fail_unprepare = None
+    waiting.until(
+        f"the retried unprepare of the deleted claim {uid}",
+        lambda: plugin.record.unprepared == [uid],
+        timeout=60,
+    )
+    assert all(call == [uid] for call in plugin.record.unprepare_calls)
