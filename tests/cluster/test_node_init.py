@@ -170,6 +170,7 @@ def test_watching_node_init_follows_the_fabric_into_broken_and_back(
         str(tree.root / "proc"),
         "--verdict-file",
         str(_verdict_file(sim, WATCH_NODE)),
+        "--taint-broken",
         "--watch",
         "--recheck-interval",
         "0.3",

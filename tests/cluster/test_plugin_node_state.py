@@ -39,9 +39,11 @@ def node_plugin(
         leftover.unlink(missing_ok=True)
     proc.write_verdict()
     proc.write_imex(domain["metadata"]["uid"])
+    boot_id = proc.tree.boot_id.read_text()
     proc.start()
     yield proc, domain
     proc.stop()
+    proc.tree.boot_id.write_text(boot_id)  # the node's boot ID is also on its Node object
     client.CoreV1Api(api).patch_node(
         proc.node, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
     )
