@@ -28,7 +28,7 @@ def _print(line: str) -> None:
 
 def run(settings: Settings, *, stop: threading.Event, log: Log = _print) -> int:
     """Check once (waiting out a registration in progress), publish; with ``watch``, repeat."""
-    api = kube_client.from_environment(settings.kubeconfig)
+    api = kube_client.connect(settings.kubeconfig)
     observer = discovery.Observer(
         settings.discovery.make_backend(),
         settings.discovery.proc_root,
@@ -59,7 +59,7 @@ def settle(
 
 
 def publish(
-    api: kube_client.ApiClient, settings: Settings, observation: discovery.Observation, *, log: Log
+    api: kube_client.Client, settings: Settings, observation: discovery.Observation, *, log: Log
 ) -> node_plan.Plan:
     """Write the verdict file, then bring the Node in line with the verdict."""
     document = verdictfile.to_document(
@@ -74,7 +74,7 @@ def publish(
     return todo
 
 
-def apply(api: kube_client.ApiClient, node: str, todo: node_plan.Plan) -> None:
+def apply(api: kube_client.Client, node: str, todo: node_plan.Plan) -> None:
     """Make the changes ``todo`` lists."""
     if todo.labels:
         kube_nodes.patch_labels(api, node, todo.labels)
@@ -96,7 +96,7 @@ def apply(api: kube_client.ApiClient, node: str, todo: node_plan.Plan) -> None:
 
 
 def recheck(
-    api: kube_client.ApiClient,
+    api: kube_client.Client,
     settings: Settings,
     observer: discovery.Observer,
     *,

@@ -21,7 +21,7 @@ from kubernetes import client
 from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
 from computedomains.sim import cluster, topology
 from tests.benchmarks import report
-from tests.support import kube, plugin
+from tests.support import clusters, kube, plugin
 
 SEQUENTIAL = 200
 CONCURRENT = 32
@@ -37,7 +37,7 @@ def bench(
         log=lambda _: None,
     )
     with sim:
-        api = sim.api_client()
+        api = clusters.typed_client(sim.kubeconfig)
         plugin.install_crds(api)
         client.CoreV1Api(api).create_namespace({"metadata": {"name": "bench"}})
         kube.wait_for_default_service_account(api, "bench")
@@ -55,7 +55,7 @@ def bench(
 def _claims(
     proc: plugin.PluginProcess, namespace: str, domain: dict[str, Any], n: int
 ) -> list[dict[str, str]]:
-    api = proc.sim.api_client()
+    api = clusters.typed_client(proc.sim.kubeconfig)
     params = plugin.channel_parameters(domain["metadata"]["uid"])
     return [
         plugin.allocated_claim(

@@ -20,7 +20,6 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.kube import client as kube_client
 from computedomains.kube import kubeconfig
 from tests.chart import rendering as r
 from tests.support import clusters, helm, kube
@@ -205,7 +204,7 @@ def _check_writes_are_confined_to_the_own_node(
             service_account=sa,
             bound_pod=(pod.metadata.name, pod.metadata.uid) if bound else None,
         )
-        return kube_client.from_kubeconfig(path)
+        return clusters.typed_client(path)
 
     plugin, unbound = as_sa(bound=True), as_sa(bound=False)
 

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable, Iterator
 
 import pytest
-from computedomains.nodeinit import run, settings
 
 from computedomains import waiting
 from computedomains.api import constants
@@ -21,10 +20,19 @@ from computedomains.fabric import discovery, verdictfile
 from computedomains.fabric.model import VerdictKind
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
+from computedomains.nodeinit import run, settings
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import hosttree, topology
+from tests.support import clusters
 
 pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def api(cluster: clusters.TestCluster) -> kube_client.Client:
+    """This module drives node-init's own client (the project's), not the generated one."""
+    return kube_client.Client.from_kubeconfig(cluster.kubeconfig)
+
 
 # Nodes at the end of the second rack: other tests pick nodes from the front.
 ONCE_NODE = "gb200-r1-n15"
@@ -57,7 +65,7 @@ def _clique(sim: sim_cluster.SimCluster, node: str) -> str:
 
 @pytest.fixture
 def restore(
-    sim: sim_cluster.SimCluster, api: kube_client.ApiClient
+    sim: sim_cluster.SimCluster, api: kube_client.Client
 ) -> Iterator[Callable[[str], None]]:
     """Call with a node name before changing it; the node is put back after the test."""
     saved: dict[str, bytes | None] = {}
@@ -99,7 +107,7 @@ def _run_once(sim: sim_cluster.SimCluster, node: str, *, taint_broken: bool = Tr
 
 
 def test_node_init_labels_a_healthy_node_and_fixes_a_stale_label(
-    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+    sim: sim_cluster.SimCluster, api: kube_client.Client, restore: Callable[[str], None]
 ) -> None:
     restore(ONCE_NODE)
     kube_nodes.patch_labels(api, ONCE_NODE, {constants.CLIQUE_LABEL: "stale.1"})
@@ -121,7 +129,7 @@ def test_node_init_labels_a_healthy_node_and_fixes_a_stale_label(
 
 
 def test_broken_fabric_without_tainting_only_sets_the_condition(
-    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+    sim: sim_cluster.SimCluster, api: kube_client.Client, restore: Callable[[str], None]
 ) -> None:
     restore(ONCE_NODE)
     _set_profile(sim, ONCE_NODE, topology.FabricProfile.FAILED)
@@ -134,7 +142,7 @@ def test_broken_fabric_without_tainting_only_sets_the_condition(
     assert TAINT not in node.taints
 
 
-def _node_state(api: kube_client.ApiClient, name: str) -> tuple[str | None, str | None, bool]:
+def _node_state(api: kube_client.Client, name: str) -> tuple[str | None, str | None, bool]:
     node = kube_nodes.get(api, name)
     condition = node.condition(constants.FABRIC_CONDITION)
     return (
@@ -146,7 +154,7 @@ def _node_state(api: kube_client.ApiClient, name: str) -> tuple[str | None, str 
 
 def test_watching_node_init_follows_the_fabric_into_broken_and_back(
     sim: sim_cluster.SimCluster,
-    api: kube_client.ApiClient,
+    api: kube_client.Client,
     restore: Callable[[str], None],
     tmp_path: pathlib.Path,
 ) -> None:
@@ -202,10 +210,14 @@ def test_watching_node_init_follows_the_fabric_into_broken_and_back(
 
 
 def test_node_without_fabric_is_left_untouched(
-    sim: sim_cluster.SimCluster, api: kube_client.ApiClient, restore: Callable[[str], None]
+    sim: sim_cluster.SimCluster, api: kube_client.Client, restore: Callable[[str], None]
 ) -> None:
     restore(NO_FABRIC_NODE)
     _set_profile(sim, NO_FABRIC_NODE, topology.FabricProfile.NO_FABRIC)
+    # Start from a node nothing of ours touched (a chart installed earlier in the session ran
+    # node-init on every node; a stale clique label would rightly be removed).
+    kube_nodes.patch_labels(api, NO_FABRIC_NODE, {constants.CLIQUE_LABEL: None})
+    kube_nodes.remove_condition(api, NO_FABRIC_NODE, constants.FABRIC_CONDITION)
     before = kube_nodes.get(api, NO_FABRIC_NODE)
     lines = _run_once(sim, NO_FABRIC_NODE)
     after = kube_nodes.get(api, NO_FABRIC_NODE)

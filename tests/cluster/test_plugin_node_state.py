@@ -31,10 +31,10 @@ pytestmark = pytest.mark.cluster
 def node_plugin(
     sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, tmp_path: pathlib.Path
 ) -> Iterator[tuple[plugin.PluginProcess, dict[str, Any]]]:
-    """A plugin on a node of its own (the last of rack 1), a READY domain, clean afterwards."""
+    """A plugin on a node no other test module uses, a READY domain, clean afterwards."""
     plugin.install_crds(api)
     domain = plugin.create_domain(api, namespace, name=f"cd-{uuid.uuid4().hex[:4]}")
-    proc = plugin.PluginProcess(sim, sim.nodes[-1].name, tmp_path)
+    proc = plugin.PluginProcess(sim, sim.nodes[-4].name, tmp_path)
     for leftover in (proc.tree.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json",):
         leftover.unlink(missing_ok=True)
     proc.write_verdict()

@@ -6,11 +6,16 @@ import dataclasses
 import pathlib
 import uuid
 
-from kubernetes import client
+from kubernetes import client, config
 
-from computedomains.kube import client as kube_client
 from computedomains.kube import kubeconfig
 from computedomains.sim import cluster as sim_cluster
+
+
+def typed_client(kubeconfig_path: pathlib.Path) -> client.ApiClient:
+    """The official client, for tests: its typed APIs make test code short and readable."""
+    api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig_path))  # type: ignore[no-untyped-call]
+    return api
 
 
 @dataclasses.dataclass
@@ -33,7 +38,7 @@ class TestCluster:
 
     def api(self) -> client.ApiClient:
         """A new admin API client."""
-        return kube_client.from_kubeconfig(self.kubeconfig)
+        return typed_client(self.kubeconfig)
 
     def service_account_kubeconfig(self, namespace: str, name: str) -> pathlib.Path:
         """A kubeconfig authenticating as ServiceAccount ``namespace/name``."""
@@ -44,4 +49,4 @@ class TestCluster:
 
     def service_account_api(self, namespace: str, name: str) -> client.ApiClient:
         """An API client authenticated as ServiceAccount ``namespace/name``."""
-        return kube_client.from_kubeconfig(self.service_account_kubeconfig(namespace, name))
+        return typed_client(self.service_account_kubeconfig(namespace, name))

@@ -11,7 +11,7 @@ import os
 import pathlib
 import sys
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from kubernetes import client
@@ -52,10 +52,10 @@ def create_domain(api: client.ApiClient, namespace: str, name: str = "cd") -> di
         "metadata": {"name": name},
         "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
     }
-    created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(
+    created = client.CustomObjectsApi(api).create_namespaced_custom_object(
         constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
     )
-    return created
+    return cast(dict[str, Any], created)
 
 
 def allocated_claim(
@@ -80,7 +80,7 @@ def allocated_claim(
             },
         },
     )
-    created.status = {
+    created.status = {  # type: ignore[assignment]  # the API takes the raw form
         "allocation": {
             "devices": {
                 "results": [
@@ -107,7 +107,7 @@ def allocated_claim(
         }
     }
     resource.replace_namespaced_resource_claim_status(name, namespace, created)
-    return {"namespace": namespace, "name": name, "uid": created.metadata.uid}
+    return {"namespace": namespace, "name": name, "uid": str(created.metadata.uid)}
 
 
 def channel_parameters(domain_uid: str, mode: str = "Single") -> dict[str, Any]:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from computedomains.nodeinit import plan
-
 from computedomains.api import constants
 from computedomains.fabric.model import Reason, Verdict, VerdictKind
 from computedomains.kube.nodes import Condition, NodeView, Taint
+from computedomains.nodeinit import plan
 
 CLIQUE = "386b0bf3-73f0-5054-949b-d5b6149cb09f.32766"
 HEALTHY = Verdict(VerdictKind.HEALTHY, Reason.HEALTHY, "4 GPUs registered", clique=CLIQUE)

@@ -1,53 +1,255 @@
-"""Build API clients from kubeconfigs and mint ServiceAccount tokens."""
+"""The Kubernetes API client of every component: one HTTPS connection pool, JSON in and out.
+
+Why not the generated ``kubernetes`` client: importing it costs about 30 MiB of memory per
+process and half a second of CPU (every API and model class loads), and its models make
+every field Optional and cost more than the request itself on loopback. Our components run
+on every node and only ever need a handful of verbs on raw objects, so they use this.
+"""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pathlib
+import ssl
+import tempfile
+import threading
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from kubernetes import client, config
-
-ApiClient = client.ApiClient
-"""Re-exported so callers outside ``kube`` never import the client library themselves."""
-
-
-def server_version(api: client.ApiClient) -> str:
-    """The API server's version, e.g. ``v1.36.3``."""
-    return str(client.VersionApi(api).get_code().git_version)
-
-
-def from_kubeconfig(path: pathlib.Path, *, context: str | None = None) -> client.ApiClient:
-    """An API client for the kubeconfig at ``path`` (its own configuration, no globals)."""
-    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(path), context=context
-    )
-    return api
-
+import urllib3
+import urllib3.exceptions
+import yaml
 
 SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
 """Set only by the simulated cluster, which cannot mount the token at the usual path."""
+_TOKEN_REREAD = 60.0
+"""Seconds between re-reads of a projected token file (the kubelet rotates it)."""
 
 
-def from_environment(kubeconfig: pathlib.Path | None = None) -> client.ApiClient:
-    """The client a component uses: ``kubeconfig`` if given, else the pod's ServiceAccount.
+class ApiError(Exception):
+    """A non-2xx answer; ``status`` is the HTTP code, ``reason``/``message`` the Status's."""
 
-    In-cluster, the token, CA and namespace come from the ServiceAccount mount and the API
-    server address from ``KUBERNETES_SERVICE_HOST``/``_PORT``, as for every pod.
-    """
-    if kubeconfig is not None:
-        return from_kubeconfig(kubeconfig)
-    directory = pathlib.Path(os.environ.get(SERVICEACCOUNT_DIR_ENV, SERVICEACCOUNT_DIR))
-    configuration = client.Configuration()
-    loader = config.incluster_config.InClusterConfigLoader(  # type: ignore[no-untyped-call]
-        token_filename=str(directory / "token"), cert_filename=str(directory / "ca.crt")
+    def __init__(
+        self, status: int, reason: str, message: str, body: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body or {}
+
+
+def _error(response: urllib3.BaseHTTPResponse) -> ApiError:
+    data = response.data or b""
+    try:
+        status = json.loads(data)
+    except ValueError:
+        status = {}
+    if not isinstance(status, dict):
+        status = {}
+    return ApiError(
+        response.status,
+        str(status.get("reason") or response.reason or ""),
+        str(status.get("message") or data[:500].decode(errors="replace")),
+        status,
     )
-    loader.load_and_set(configuration)  # type: ignore[no-untyped-call]
-    return client.ApiClient(configuration)
+
+
+class Client:
+    """Talks to one API server as one identity (bearer token or client certificate)."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        ca_file: pathlib.Path | None = None,
+        token: str | None = None,
+        token_file: pathlib.Path | None = None,
+        cert: tuple[pathlib.Path, pathlib.Path] | None = None,
+        max_connections: int = 16,
+    ) -> None:
+        self.server = server.rstrip("/")
+        self._token = token
+        self._token_file = token_file
+        self._token_read = 0.0
+        self._lock = threading.Lock()
+        context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
+        if cert is not None:
+            context.load_cert_chain(str(cert[0]), str(cert[1]))
+        self._pool = urllib3.PoolManager(num_pools=2, maxsize=max_connections, ssl_context=context)
+
+    # -- construction ---------------------------------------------------------------------
+
+    @classmethod
+    def from_kubeconfig(cls, path: pathlib.Path) -> Client:
+        """A client for the current context of a kubeconfig (token or client-cert users)."""
+        document = yaml.safe_load(path.read_text())
+        context_name = document["current-context"]
+        context = next(c["context"] for c in document["contexts"] if c["name"] == context_name)
+        cluster = next(
+            c["cluster"] for c in document["clusters"] if c["name"] == context["cluster"]
+        )
+        user = next(u["user"] for u in document["users"] if u["name"] == context["user"])
+        base = path.parent
+        ca = _file_or_data(base, cluster, "certificate-authority")
+        cert = key = None
+        if "client-certificate" in user or "client-certificate-data" in user:
+            cert = _file_or_data(base, user, "client-certificate")
+            key = _file_or_data(base, user, "client-key")
+        token_file = pathlib.Path(user["tokenFile"]) if user.get("tokenFile") else None
+        return cls(
+            cluster["server"],
+            ca_file=ca,
+            token=user.get("token"),
+            token_file=token_file,
+            cert=(cert, key) if cert and key else None,
+        )
+
+    @classmethod
+    def in_cluster(cls) -> Client:
+        """A client for the pod's ServiceAccount, like every in-cluster Kubernetes client."""
+        directory = pathlib.Path(os.environ.get(SERVICEACCOUNT_DIR_ENV, SERVICEACCOUNT_DIR))
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:
+            host = f"[{host}]"
+        return cls(
+            f"https://{host}:{port}", ca_file=directory / "ca.crt", token_file=directory / "token"
+        )
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """One request; returns the decoded JSON body, raises :class:`ApiError` on non-2xx."""
+        headers = self._headers()
+        data = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        response = self._pool.request(
+            method, self._url(path, query), body=data, headers=headers,
+            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False,
+        )  # fmt: skip
+        if not 200 <= response.status <= 299:
+            raise _error(response)
+        decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
+        return decoded
+
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        """GET ``path``."""
+        return self.request("GET", path, **kwargs)
+
+    def create(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        """POST ``body`` to the collection ``path``."""
+        return self.request("POST", path, body=body, **kwargs)
+
+    def replace(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        """PUT ``body`` (with its resourceVersion: a stale one is a 409) to ``path``."""
+        return self.request("PUT", path, body=body, **kwargs)
+
+    def patch(
+        self, path: str, body: Any, *, strategic: bool = False, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Merge-patch ``path`` (``strategic`` for lists merged by key, like conditions)."""
+        kind = "strategic-merge-patch" if strategic else "merge-patch"
+        return self.request(
+            "PATCH", path, body=body, content_type=f"application/{kind}+json", **kwargs
+        )
+
+    def delete(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        """DELETE ``path``."""
+        return self.request("DELETE", path, **kwargs)
+
+    def stream(
+        self, path: str, *, query: Mapping[str, str], timeout: float
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events (decoded JSON lines) of a ``watch=1`` request until the server ends it."""
+        response = self._pool.request(
+            "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
+            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False, preload_content=False,
+        )  # fmt: skip
+        try:
+            if not 200 <= response.status <= 299:
+                response.read()
+                raise _error(response)
+            pending = b""
+            for chunk in response.stream(65536):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield json.loads(line)
+        finally:
+            response.release_conn()
+
+    def _url(self, path: str, query: Mapping[str, str] | None) -> str:
+        url = self.server + path
+        return f"{url}?{urllib.parse.urlencode(query)}" if query else url
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "compute-domains"}
+        token = self._current_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
+
+    def _current_token(self) -> str | None:
+        if self._token_file is None:
+            return self._token
+        with self._lock:
+            now = time.monotonic()
+            if self._token is None or now - self._token_read > _TOKEN_REREAD:
+                self._token = self._token_file.read_text().strip()
+                self._token_read = now
+            return self._token
+
+
+def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pathlib.Path | None:
+    """A kubeconfig file reference, or its inline ``-data`` twin written to a private file."""
+    if entry.get(key):
+        path = pathlib.Path(entry[key])
+        return path if path.is_absolute() else base / path
+    data = entry.get(f"{key}-data")
+    if not data:
+        return None
+    handle = tempfile.NamedTemporaryFile(prefix="kubeconfig-", delete=False)  # noqa: SIM115
+    with handle:
+        handle.write(base64.b64decode(data))
+    return pathlib.Path(handle.name)
+
+
+NOT_FOUND = 404
+CONFLICT = 409
+API_ERRORS: tuple[type[Exception], ...] = (ApiError, urllib3.exceptions.HTTPError, OSError)
+"""What a call raises when the server refuses it or cannot be reached."""
+
+
+def connect(kubeconfig: pathlib.Path | None = None) -> Client:
+    """The client a component uses: ``kubeconfig`` if given, else the pod's ServiceAccount."""
+    return Client.from_kubeconfig(kubeconfig) if kubeconfig is not None else Client.in_cluster()
+
+
+def server_version(api: Client) -> str:
+    """The API server's version, e.g. ``v1.36.3``."""
+    return str(api.get("/version")["gitVersion"])
 
 
 def mint_service_account_token(
-    api: client.ApiClient,
+    api: Client,
     *,
     namespace: str,
     service_account: str,
@@ -60,21 +262,21 @@ def mint_service_account_token(
     ``bound_pod`` (name, uid) binds the token to a pod, as the kubelet's projected tokens
     are; the API server then adds the pod's node name to the token's claims.
     """
-    bound = None
+    spec: dict[str, Any] = {"audiences": audiences or [], "expirationSeconds": expiration_seconds}
     if bound_pod is not None:
-        bound = client.V1BoundObjectReference(
-            api_version="v1", kind="Pod", name=bound_pod[0], uid=bound_pod[1]
-        )
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(
-            audiences=audiences or [],
-            expiration_seconds=expiration_seconds,
-            bound_object_ref=bound,
-        )
+        spec["boundObjectRef"] = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": bound_pod[0],
+            "uid": bound_pod[1],
+        }
+    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+    answer = api.create(
+        path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
     )
-    response = client.CoreV1Api(api).create_namespaced_service_account_token(
-        service_account, namespace, request
-    )
-    if response.status is None:
-        raise RuntimeError(f"TokenRequest for {namespace}/{service_account} returned no token")
-    return str(response.status.token)
+    token = answer.get("status", {}).get("token")
+    if not token:
+        raise ApiError(
+            500, "NoToken", f"TokenRequest for {namespace}/{service_account} returned no token"
+        )
+    return str(token)

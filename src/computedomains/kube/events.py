@@ -7,8 +7,7 @@ import datetime
 import logging
 import uuid
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from computedomains.kube import client
 
 log = logging.getLogger(__name__)
 
@@ -28,39 +27,31 @@ class ObjectRef:
 class Recorder:
     """Writes Events as ``component`` on ``host``; failures are logged, never raised."""
 
-    api: client.ApiClient
+    api: client.Client
     component: str
     host: str = ""
 
     def emit(self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False) -> None:
         """Create one Event about ``ref`` (namespaced objects get it in their namespace)."""
-        now = datetime.datetime.now(datetime.UTC)
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         namespace = ref.namespace or "default"
+        involved = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name}
+        involved |= {"namespace": ref.namespace} if ref.namespace else {}
+        involved |= {"uid": ref.uid} if ref.uid else {}
         body = {
-            "metadata": {
-                "name": f"{ref.name}.{uuid.uuid4().hex[:12]}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                "apiVersion": ref.api_version,
-                "kind": ref.kind,
-                "name": ref.name,
-                "namespace": ref.namespace or None,
-                "uid": ref.uid or None,
-            },
+            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:12]}", "namespace": namespace},
+            "involvedObject": involved,
             "reason": reason,
             "message": message[:1024],
             "type": "Warning" if warning else "Normal",
-            "source": {"component": self.component, "host": self.host or None},
+            "source": {"component": self.component, **({"host": self.host} if self.host else {})},
             "reportingComponent": self.component,
             "reportingInstance": self.host or self.component,
-            "firstTimestamp": now.isoformat(),
-            "lastTimestamp": now.isoformat(),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
             "count": 1,
         }
         try:
-            client.CoreV1Api(self.api).create_namespaced_event(namespace, body)  # type: ignore[arg-type]
-        except ApiException as exc:
-            log.warning(
-                "could not record event %s on %s %s: %s", reason, ref.kind, ref.name, exc.reason
-            )
+            self.api.create(f"/api/v1/namespaces/{namespace}/events", body)
+        except client.API_ERRORS as exc:
+            log.warning("could not record event %s on %s %s: %s", reason, ref.kind, ref.name, exc)

@@ -13,12 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
 from computedomains import waiting
-from computedomains.kube import raw
+from computedomains.kube import client
 
 log = logging.getLogger(__name__)
 _WATCH_SECONDS = 240
@@ -29,7 +25,7 @@ class Informer:
 
     def __init__(
         self,
-        api: client.ApiClient,
+        api: client.Client,
         *,
         path: str,
         on_change: Callable[[str, dict[str, Any]], None] | None = None,
@@ -67,7 +63,7 @@ class Informer:
 
     def refresh(self) -> str:
         """List now and replace the cache; returns the list's resourceVersion."""
-        listing = raw.get(self._api, self._path)
+        listing = self._api.get(self._path)
         objects = {o["metadata"]["uid"]: o for o in listing.get("items", [])}
         with self._lock:
             self._objects = objects
@@ -81,7 +77,7 @@ class Informer:
                 version = self.refresh()
                 self._watch(version)
                 backoff = 0.2
-            except (ApiException, HTTPError, OSError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001 - the cache must outlive any bad answer
                 log.warning(
                     "watch of %s failed (%s); listing again in %.1fs", self._path, exc, backoff
                 )
@@ -96,9 +92,7 @@ class Informer:
                 "allowWatchBookmarks": "true",
                 "timeoutSeconds": str(_WATCH_SECONDS),
             }
-            for event in raw.stream(
-                self._api, self._path, query=query, timeout=_WATCH_SECONDS + 30
-            ):
+            for event in self._api.stream(self._path, query=query, timeout=_WATCH_SECONDS + 30):
                 kind, obj = event.get("type"), event.get("object", {})
                 if kind == "ERROR":
                     return  # usually 410 Gone: the caller lists again

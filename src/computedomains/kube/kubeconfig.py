@@ -84,7 +84,7 @@ def for_service_account(
     Works against any cluster the admin kubeconfig reaches, simulated or real.
     """
     token = kube_client.mint_service_account_token(
-        kube_client.from_kubeconfig(admin),
+        kube_client.Client.from_kubeconfig(admin),
         namespace=namespace,
         service_account=service_account,
         expiration_seconds=expiration_seconds,

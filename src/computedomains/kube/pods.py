@@ -4,22 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubernetes import client
-
-from computedomains.kube import raw
+from computedomains.kube import client
 
 PATH = "/api/v1/pods"
 """Every pod in every namespace (for :class:`computedomains.kube.informer.Informer`)."""
 
 
 def annotate(
-    api: client.ApiClient, namespace: str, name: str, annotations: Mapping[str, str | None]
+    api: client.Client, namespace: str, name: str, annotations: Mapping[str, str | None]
 ) -> None:
     """Merge-patch the pod's annotations (``None`` removes one)."""
-    raw.request(
-        api,
-        "PATCH",
+    api.patch(
         f"/api/v1/namespaces/{namespace}/pods/{name}",
-        body={"metadata": {"annotations": dict(annotations)}},
-        content_type="application/merge-patch+json",
+        {"metadata": {"annotations": dict(annotations)}},
     )

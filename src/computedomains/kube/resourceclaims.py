@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from typing import cast
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from computedomains.kube import client, wire
 
-from computedomains.kube import raw, wire
-
-_HTTP_NOT_FOUND = 404
+PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+"""Every claim in every namespace (for an informer)."""
 
 
-def read(api: client.ApiClient, namespace: str, name: str) -> wire.ResourceClaim | None:
+def path(namespace: str, name: str) -> str:
+    """The API path of one claim."""
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+
+
+def read(api: client.Client, namespace: str, name: str) -> wire.ResourceClaim | None:
     """The claim ``namespace/name``, or None when it does not exist."""
     try:
-        found = raw.get(
-            api, f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
-        )
-    except ApiException as exc:
-        if exc.status == _HTTP_NOT_FOUND:
+        return cast(wire.ResourceClaim, api.get(path(namespace, name)))
+    except client.ApiError as exc:
+        if exc.status == client.NOT_FOUND:
             return None
         raise
-    return cast(wire.ResourceClaim, found)

@@ -14,10 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from computedomains.api import constants
-from computedomains.kube import events, raw
+from computedomains.kube import client as kube_client
+from computedomains.kube import events
 from computedomains.kube import nodes as kube_nodes
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import (
@@ -63,7 +62,7 @@ class Driver:
         self,
         cfg: config.PluginConfig,
         *,
-        api: Any,
+        api: kube_client.Client,
         stats: metrics.PluginMetrics,
         recorder: events.Recorder,
         domains: Informer,
@@ -94,7 +93,7 @@ class Driver:
             checkpoint.save(self.cfg.checkpoint_file, self._checkpoint)
             self._node_event(loaded.outcome.value, loaded.detail, warning=True)
         log.info("checkpoint: %s (%s)", loaded.outcome.value, loaded.detail)
-        node = raw.get(self.api, f"/api/v1/nodes/{self.cfg.node_name}")
+        node = self.api.get(kube_nodes.path(self.cfg.node_name))
         self._node_domain = node["metadata"].get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL)
         self.stats.track(self.prepared_counts)
 
@@ -119,7 +118,7 @@ class Driver:
             self.stats.error("prepare", exc.reason)
             self._claim_event(ref, exc)
             return Result(error=exc.message)
-        except (ApiException, OSError) as exc:
+        except kube_client.API_ERRORS as exc:
             self.stats.error("prepare", "Internal")
             log.exception("prepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"preparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
@@ -187,9 +186,9 @@ class Driver:
     def _get_claim(self, ref: ClaimRef) -> dict[str, Any]:
         path = f"/apis/resource.k8s.io/v1/namespaces/{ref.namespace}/resourceclaims/{ref.name}"
         try:
-            return raw.get(self.api, path, timeout=10)
-        except ApiException as exc:
-            if exc.status == 404:
+            return self.api.get(path, timeout=10)
+        except kube_client.ApiError as exc:
+            if exc.status == kube_client.NOT_FOUND:
                 raise errors.Permanent(
                     "ClaimNotFound",
                     f"ResourceClaim {ref.namespace}/{ref.name} does not exist "
@@ -287,7 +286,7 @@ class Driver:
         """Undo a prepare; unknown claims succeed (the claim object may be long gone)."""
         try:
             self._unprepare(ref.uid)
-        except (ApiException, OSError) as exc:
+        except kube_client.API_ERRORS as exc:
             self.stats.error("unprepare", "Internal")
             log.exception("unprepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"unpreparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
@@ -344,9 +343,9 @@ class Driver:
                 f"/apis/resource.k8s.io/v1/namespaces/{entry.namespace}/resourceclaims/{entry.name}"
             )
             try:
-                gone = raw.get(self.api, path, timeout=10)["metadata"]["uid"] != entry.uid
-            except ApiException as exc:
-                gone = exc.status == 404
+                gone = self.api.get(path, timeout=10)["metadata"]["uid"] != entry.uid
+            except kube_client.ApiError as exc:
+                gone = exc.status == kube_client.NOT_FOUND
             if gone:
                 log.info(
                     "claim %s/%s vanished while being prepared; cleaning up",
@@ -388,6 +387,6 @@ class Driver:
             self.recorder.emit(target, reason=exc.reason, message=message, warning=True)
 
     def _node_event(self, reason: str, message: str, *, warning: bool) -> None:
-        node = raw.get(self.api, f"/api/v1/nodes/{self.cfg.node_name}")
+        node = self.api.get(kube_nodes.path(self.cfg.node_name))
         target = events.ObjectRef("Node", self.cfg.node_name, uid=node["metadata"]["uid"])
         self.recorder.emit(target, reason=reason, message=message, warning=warning)

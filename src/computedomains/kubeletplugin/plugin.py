@@ -53,7 +53,7 @@ def run(cfg: config.PluginConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    api = kube_client.from_environment(cfg.kubeconfig)
+    api = kube_client.connect(cfg.kubeconfig)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
     domains = Informer(api, path=_DOMAINS)
     claims = Informer(api, path=_CLAIMS)

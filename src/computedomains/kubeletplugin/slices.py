@@ -5,9 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
-from computedomains.kube import raw
+from computedomains.kube import client
+from computedomains.kube import nodes as kube_nodes
 from computedomains.kubeletplugin import config, devices, nodestate
 
 log = logging.getLogger(__name__)
@@ -17,7 +16,7 @@ _SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 class Publisher:
     """Writes the slice when what it should contain changes (and at start)."""
 
-    def __init__(self, api: Any, cfg: config.PluginConfig) -> None:
+    def __init__(self, api: client.Client, cfg: config.PluginConfig) -> None:
         self._api = api
         self._cfg = cfg
         self._published: tuple[tuple[devices.PublishedDevice, ...], str] | None = None
@@ -35,11 +34,11 @@ class Publisher:
         if key == self._published:
             return False
         name = devices.slice_name(self._cfg.node_name)
-        node = raw.get(self._api, f"/api/v1/nodes/{self._cfg.node_name}")
+        node = self._api.get(kube_nodes.path(self._cfg.node_name))
         try:
-            existing: dict[str, Any] | None = raw.get(self._api, f"{_SLICES}/{name}")
-        except ApiException as exc:
-            if exc.status != 404:
+            existing: dict[str, Any] | None = self._api.get(f"{_SLICES}/{name}")
+        except client.ApiError as exc:
+            if exc.status != client.NOT_FOUND:
                 raise
             existing = None
         generation = 1
@@ -53,10 +52,10 @@ class Publisher:
             generation=generation,
         )
         if existing is None:
-            raw.request(self._api, "POST", _SLICES, body=body)
+            self._api.create(_SLICES, body)
         else:
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-            raw.request(self._api, "PUT", f"{_SLICES}/{name}", body=body)
+            self._api.replace(f"{_SLICES}/{name}", body)
         log.info(
             "published %d devices (fabric %s, clique %s, pool generation %d)",
             len(wanted),

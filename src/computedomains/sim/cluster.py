@@ -242,9 +242,9 @@ class SimCluster:
             raise ClusterError("the cluster is not running")
         return self.control_plane.admin_kubeconfig
 
-    def api_client(self) -> kube_client.ApiClient:
+    def api_client(self) -> kube_client.Client:
         """A new admin API client."""
-        return kube_client.from_kubeconfig(self.kubeconfig)
+        return kube_client.Client.from_kubeconfig(self.kubeconfig)
 
     def service_account_kubeconfig(
         self,

@@ -222,7 +222,7 @@ def _status(args: argparse.Namespace) -> int:
         "uptime_seconds": round(time.time() - state.started_at),
     }
     try:
-        api = kube_client.from_kubeconfig(pathlib.Path(state.kubeconfig))
+        api = kube_client.Client.from_kubeconfig(pathlib.Path(state.kubeconfig))
         ready, total = kube_nodes.ready_names(api, timeout=5)
         report["nodes"] = {"total": total, "ready": len(ready)}
     except Exception as exc:  # noqa: BLE001 - status reports whatever went wrong

@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from typing import cast
 
 from computedomains.kube import client as kube_client
-from computedomains.kube import errors as kube_errors
 from computedomains.kube import informer, kubeconfig, pods, wire
 from computedomains.sim import processes
 from computedomains.sim.kubelet import dra, node, podspec, runner
@@ -83,7 +82,7 @@ class SimKubelet:
     """Plays the kubelet of every node whose host tree is under ``<cluster dir>/nodes``."""
 
     def __init__(
-        self, api: kube_client.ApiClient, *, cluster_dir: pathlib.Path, server: ApiServer
+        self, api: kube_client.Client, *, cluster_dir: pathlib.Path, server: ApiServer
     ) -> None:
         self._api = api
         self._nodes_dir = cluster_dir / "nodes"
@@ -219,7 +218,7 @@ class SimKubelet:
                 expiration_seconds=TOKEN_SECONDS,
                 bound_pod=(meta["name"], meta["uid"]),
             )
-        except kube_errors.API_ERRORS as exc:
+        except kube_client.API_ERRORS as exc:
             _LOG.warning("token for %s/%s: %s (retrying)", meta["namespace"], meta["name"], exc)
             return now + 5.0
         _write(folder / "ca.crt", self._server.ca_file.read_text())
@@ -262,7 +261,7 @@ def run(*, kubeconfig_path: pathlib.Path, cluster_dir: pathlib.Path) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    api = kube_client.from_kubeconfig(kubeconfig_path)
+    api = kube_client.Client.from_kubeconfig(kubeconfig_path)
     kubelet = SimKubelet(
         api, cluster_dir=cluster_dir, server=ApiServer.from_kubeconfig(kubeconfig_path)
     )

@@ -21,7 +21,6 @@ import grpc
 
 from computedomains import nodefiles
 from computedomains.kube import client as kube_client
-from computedomains.kube import errors as kube_errors
 from computedomains.kube import events, pods, resourceclaims, wire
 from computedomains.sim.kubelet import backoff, cdi, dra, plugins, podspec
 
@@ -62,7 +61,7 @@ class NodeDra:
     """Registration, prepare and unprepare for one node; fed pod snapshots by :meth:`update`."""
 
     def __init__(
-        self, api: kube_client.ApiClient, *, node: str, root: pathlib.Path, interval: float = 0.5
+        self, api: kube_client.Client, *, node: str, root: pathlib.Path, interval: float = 0.5
     ) -> None:
         self.node = node
         self.root = root
@@ -167,7 +166,7 @@ class NodeDra:
                 prepared={u: set(r.devices) for u, r in self._prepared.items()},
                 registered=self.registry.drivers(),
             )
-        except kube_errors.API_ERRORS as exc:
+        except kube_client.API_ERRORS as exc:
             self._failed(pod, state, [f"reading ResourceClaims: {exc}"], now)
             return
         errors = list(plan.errors)
@@ -233,7 +232,7 @@ class NodeDra:
             pods.annotate(
                 self._api, meta["namespace"], meta["name"], {dra.PREPARED_ANNOTATION: "true"}
             )
-        except kube_errors.API_ERRORS as exc:
+        except kube_client.API_ERRORS as exc:
             return [f"marking the pod prepared: {exc}"]
         with self._lock:
             state.devices = {name: injection(e, self.root) for name, e in edits.items()}
