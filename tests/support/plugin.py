@@ -142,7 +142,7 @@ class PluginProcess:
     @property
     def imex_status_file(self) -> pathlib.Path:
         """Where the IMEX agent would write its status."""
-        return self.tree.root / "var/run/compute-domains/imex/status.json"
+        return imex_status_file(self.tree)
 
     @property
     def dra_socket(self) -> pathlib.Path:
@@ -212,34 +212,29 @@ class PluginProcess:
         node = next(n for n in self.sim.nodes if n.name == self.node)
         nodefiles.write_json(
             self.verdict_file,
-            nodefiles.document(
-                "FabricVerdict",
-                {
-                    "node": self.node,
-                    "verdict": verdict,
-                    "reason": "Test",
-                    "message": "written by a test",
-                    "clique": node.clique or "",
-                    "driverVersion": node.driver_version,
-                    "imexChannelCount": hosttree.IMEX_CHANNEL_COUNT,
-                    "gpus": [],
-                    "observedAt": "",
-                },
-            ),
-        )
+            nodefiles.document("FabricVerdict", {
+                "node": self.node, "verdict": verdict, "reason": "Test", "message": "by a test",
+                "clique": node.clique or "", "driverVersion": node.driver_version,
+                "imexChannelCount": hosttree.IMEX_CHANNEL_COUNT, "gpus": [], "observedAt": "",
+            }),
+        )  # fmt: skip
 
     def write_imex(self, domain_uid: str, state: str = "READY", message: str = "") -> None:
         """Write the IMEX status as the agent would."""
-        nodefiles.write_json(
-            self.imex_status_file,
-            nodefiles.document(
-                "ImexStatus",
-                {
-                    "node": self.node,
-                    "domainUID": domain_uid,
-                    "state": state,
-                    "message": message,
-                    "updatedAt": "",
-                },
-            ),
-        )
+        write_imex_status(self.tree, self.node, domain_uid, state, message)
+
+
+def imex_status_file(tree: hosttree.HostTree) -> pathlib.Path:
+    """Where the IMEX agent writes a node's IMEX status."""
+    return tree.root / "var/run/compute-domains/imex/status.json"
+
+
+def write_imex_status(
+    tree: hosttree.HostTree, node: str, domain_uid: str, state: str = "READY", message: str = ""
+) -> None:
+    """Write a node's IMEX status as the agent would (until the agent exists)."""
+    nodefiles.write_json(
+        imex_status_file(tree),
+        nodefiles.document("ImexStatus", {"node": node, "domainUID": domain_uid, "state": state,
+                                          "message": message, "updatedAt": ""}),
+    )  # fmt: skip

@@ -1,0 +1,436 @@
+"""The kubelet plugin as the chart runs it, prepared and unprepared by the simulated kubelet.
+
+The chart (values/sim.yaml) is installed once for the module: the simulated kubelet runs
+node-init and the plugin on every simulated node as real processes, with their own
+ServiceAccount tokens and the chart's arguments. Workload pods use ResourceClaimTemplates like
+the ones the controller will create; the tests write each node's IMEX status as the IMEX
+agent will.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import processes
+from tests.chart import rendering
+from tests.support import clusters, kube, plugin
+
+pytestmark = pytest.mark.cluster
+
+RELEASE = "cd-e2e"
+CHANNEL_NODE, MULTI_NODE, DAEMON_NODE, KILL_NODE, ALL_NODE = (f"gb200-r0-n1{i}" for i in range(5))
+
+
+@pytest.fixture(scope="module")
+def chart(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """The chart installed for the module; yields its namespace once every node published."""
+    api = cluster.api()
+    namespace = f"cd-system-{uuid.uuid4().hex[:4]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
+    crds_exist = bool(
+        client.ApiextensionsV1Api(api)
+        .list_custom_resource_definition(
+            field_selector=f"metadata.name={constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"
+        )
+        .items
+    )
+    args = [
+        "--namespace",
+        namespace,
+        "--values",
+        str(rendering.PROFILES["sim"]),
+        "--wait",
+        "--timeout",
+        "5m",
+    ]
+    h.run(
+        "install",
+        RELEASE,
+        str(rendering.CHART),
+        *args,
+        *(["--set", "crds.enabled=false"] if crds_exist else []),
+        timeout=400,
+    )
+    try:
+        waiting.until(
+            "every simulated node's plugin to publish its ResourceSlice",
+            lambda: _published_nodes(api) >= {n.name for n in sim.nodes},
+            timeout=240,
+            interval=1,
+        )
+        yield namespace
+    finally:
+        h.run("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
+        client.CoreV1Api(api).delete_namespace(namespace)
+
+
+def _slices(api: client.ApiClient) -> list[Any]:
+    return [
+        s
+        for s in client.ResourceV1Api(api).list_resource_slice().items
+        if s.spec.driver == constants.DRIVER_NAME
+    ]
+
+
+def _published_nodes(api: client.ApiClient) -> set[str]:
+    return {s.spec.node_name for s in _slices(api) if s.spec.devices}
+
+
+def _domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
+    plugin.install_crds(api)
+    return plugin.create_domain(api, namespace, name=f"cd-{uuid.uuid4().hex[:5]}")
+
+
+def _template(
+    api: client.ApiClient, namespace: str, name: str, *, daemon: bool = False, **parameters: Any
+) -> None:
+    device_class = constants.DAEMON_DEVICE_CLASS if daemon else constants.CHANNEL_DEVICE_CLASS
+    request = "daemon" if daemon else "channel"
+    kind = constants.DAEMON_CONFIG_KIND if daemon else constants.CHANNEL_CONFIG_KIND
+    client.ResourceV1Api(api).create_namespaced_resource_claim_template(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {"name": request, "exactly": {"deviceClassName": device_class}}
+                        ],
+                        "config": [
+                            {
+                                "requests": [request],
+                                "opaque": {
+                                    "driver": constants.DRIVER_NAME,
+                                    "parameters": {
+                                        "apiVersion": constants.API_VERSION,
+                                        "kind": kind,
+                                        **parameters,
+                                    },
+                                },
+                            }
+                        ],
+                    }
+                }
+            },
+        },
+    )
+
+
+def _pod(api: client.ApiClient, namespace: str, name: str, *, node: str, template: str) -> None:
+    client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": template}],
+                "containers": [
+                    {
+                        "name": "main",
+                        "image": "busybox:1.37",
+                        "command": ["sleep", "3600"],
+                        "resources": {"claims": [{"name": "imex"}]},
+                    }
+                ],
+            },
+        },
+    )
+
+
+def _running(api: client.ApiClient, namespace: str, name: str) -> Any:
+    return kube.wait_for_pod(
+        api,
+        namespace,
+        name,
+        "to be prepared and Running",
+        lambda p: p.status.phase == "Running",
+        timeout=90,
+    )
+
+
+def _cdi_devices(sim: sim_cluster.SimCluster, pod: Any) -> dict[str, Any]:
+    path = sim.host_trees[pod.spec.node_name].root / "pods" / pod.metadata.uid / "cdi-devices.json"
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
+
+
+def _node_domain(api: client.ApiClient, node: str) -> str | None:
+    return (client.CoreV1Api(api).read_node(node).metadata.labels or {}).get(
+        constants.COMPUTE_DOMAIN_LABEL
+    )
+
+
+def _warning(api: client.ApiClient, namespace: str, pod: str, needle: str) -> str:
+    def found() -> str | None:
+        for event in (
+            client.CoreV1Api(api)
+            .list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}")
+            .items
+        ):
+            if event.type == "Warning" and needle in (event.message or ""):
+                return str(event.message)
+        return None
+
+    return waiting.until(f"a Warning Event on pod {pod} mentioning {needle!r}", found, timeout=60)
+
+
+def _delete_pod(api: client.ApiClient, namespace: str, name: str) -> None:
+    core = client.CoreV1Api(api)
+    core.delete_namespaced_pod(name, namespace)
+
+    def gone() -> bool:
+        return not any(p.metadata.name == name for p in core.list_namespaced_pod(namespace).items)
+
+    waiting.until(f"pod {namespace}/{name} to be gone", gone, timeout=60)
+
+
+def test_every_node_publishes_its_devices_and_clique(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient
+) -> None:
+    by_node = {s.spec.node_name: s for s in _slices(api)}
+    for node in sim.nodes:
+        published = by_node[node.name]
+        names = [d.name for d in published.spec.devices]
+        assert names[0] == "channel-0" and names[-1] == "daemon-0" and len(names) == 17
+        assert published.spec.pool.name == node.name
+        assert published.metadata.owner_references[0].kind == "Node"
+        attributes = published.spec.devices[1].attributes
+        assert attributes["type"].string == "channel" and attributes["id"].int == 0
+        assert attributes["clique"].string == node.clique
+
+
+def test_channel_claim_waits_for_imex_then_gets_channel_zero_and_unprepare_cleans_up(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    domain = _domain(api, namespace)
+    uid = domain["metadata"]["uid"]
+    _template(api, namespace, "imex", domainID=uid)
+    _pod(api, namespace, "worker", node=CHANNEL_NODE, template="imex")
+    message = _warning(api, namespace, "worker", "is not ready on node")
+    assert domain["metadata"]["name"] in message
+    assert _node_domain(api, CHANNEL_NODE) == uid  # the node joined the domain; IMEX may start
+
+    plugin.write_imex_status(sim.host_trees[CHANNEL_NODE], CHANNEL_NODE, uid)
+    pod = _running(api, namespace, "worker")
+    nodes = _cdi_devices(sim, pod)["containers"]["main"]["containerEdits"]["deviceNodes"]
+    assert nodes == [
+        {
+            "path": "/dev/nvidia-caps-imex-channels/channel0",
+            "type": "c",
+            "major": 235,
+            "minor": 0,
+            "fileMode": 438,
+        }
+    ]
+
+    _delete_pod(api, namespace, "worker")
+    waiting.until(
+        "the node to leave the domain", lambda: _node_domain(api, CHANNEL_NODE) is None, timeout=60
+    )
+    assert not list((sim.host_trees[CHANNEL_NODE].cdi).glob("*claim_*"))
+
+
+def test_allocation_mode_all_injects_every_channel(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    domain = _domain(api, namespace)
+    uid = domain["metadata"]["uid"]
+    plugin.write_imex_status(sim.host_trees[ALL_NODE], ALL_NODE, uid)
+    _template(api, namespace, "imex-all", domainID=uid, allocationMode="All")
+    _pod(api, namespace, "all", node=ALL_NODE, template="imex-all")
+    nodes = _cdi_devices(sim, _running(api, namespace, "all"))["containerEdits"]["deviceNodes"]
+    assert [n["minor"] for n in nodes] == list(range(2048))
+    _delete_pod(api, namespace, "all")
+
+
+def test_several_pods_of_one_domain_share_a_node_and_another_domain_is_refused(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    first, second = _domain(api, namespace), _domain(api, namespace)
+    plugin.write_imex_status(sim.host_trees[MULTI_NODE], MULTI_NODE, first["metadata"]["uid"])
+    _template(api, namespace, "first", domainID=first["metadata"]["uid"])
+    _template(api, namespace, "second", domainID=second["metadata"]["uid"])
+    for i in range(3):
+        _pod(api, namespace, f"rank-{i}", node=MULTI_NODE, template="first")
+    devices = set()
+    for i in range(3):
+        pod = _running(api, namespace, f"rank-{i}")
+        claim = client.ResourceV1Api(api).read_namespaced_resource_claim(
+            pod.status.resource_claim_statuses[0].resource_claim_name, namespace
+        )
+        devices |= {r.device for r in claim.status.allocation.devices.results}
+        channel = _cdi_devices(sim, pod)["containerEdits"]["deviceNodes"]
+        assert [n["path"] for n in channel] == ["/dev/nvidia-caps-imex-channels/channel0"]
+    assert len(devices) == 3, devices  # three distinct channel slots, all IMEX channel 0
+
+    _pod(api, namespace, "intruder", node=MULTI_NODE, template="second")
+    message = _warning(api, namespace, "intruder", "cannot use this node")
+    assert first["metadata"]["name"] in message and second["metadata"]["name"] in message
+    assert _node_domain(api, MULTI_NODE) == first["metadata"]["uid"]
+    for i in range(3):
+        _delete_pod(api, namespace, f"rank-{i}")
+    # Once the first domain's pods are gone, the second one gets the node.
+    plugin.write_imex_status(sim.host_trees[MULTI_NODE], MULTI_NODE, second["metadata"]["uid"])
+    _running(api, namespace, "intruder")
+    _delete_pod(api, namespace, "intruder")
+
+
+def test_claims_from_another_namespace_or_with_unknown_fields_are_refused_with_the_reason(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    domain = _domain(api, namespace)
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": other}})
+    kube.wait_for_default_service_account(api, other)
+    try:
+        _template(api, other, "borrowed", domainID=domain["metadata"]["uid"])
+        _pod(api, other, "thief", node=CHANNEL_NODE, template="borrowed")
+        assert "only use a ComputeDomain of its own namespace" in _warning(
+            api, other, "thief", "namespace"
+        )
+    finally:
+        client.CoreV1Api(api).delete_namespace(other)
+    _template(api, namespace, "typo", domainID=domain["metadata"]["uid"], allocatonMode="All")
+    _pod(api, namespace, "typo", node=CHANNEL_NODE, template="typo")
+    assert "allocatonMode" in _warning(api, namespace, "typo", "invalid opaque config")
+
+
+def test_daemon_claim_gets_the_management_device_and_domain_identity(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    domain = _domain(api, namespace)
+    _template(api, namespace, "agent", daemon=True, domainID=domain["metadata"]["uid"])
+    _pod(api, namespace, "agent", node=DAEMON_NODE, template="agent")
+    edits = _cdi_devices(sim, _running(api, namespace, "agent"))["containerEdits"]
+    assert f"COMPUTE_DOMAIN_UUID={domain['metadata']['uid']}" in edits["env"]
+    assert f"COMPUTE_DOMAIN_NAME={domain['metadata']['name']}" in edits["env"]
+    node = next(n for n in sim.nodes if n.name == DAEMON_NODE)
+    assert f"CLIQUE_ID={node.clique}" in edits["env"]
+    assert edits["deviceNodes"] == [
+        {
+            "path": "/dev/nvidia-caps/nvidia-cap1",
+            "type": "c",
+            "major": 236,
+            "minor": 1,
+            "fileMode": 438,
+        }
+    ]
+    assert edits["mounts"][0]["containerPath"] == "/imexd"
+
+
+def _plugin_pid(node: str) -> int | None:
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"kubelet-plugin" in argv and f"--node-name={node}".encode() in argv:
+            return int(proc.name)
+    return None
+
+
+def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    domain = _domain(api, namespace)
+    uid = domain["metadata"]["uid"]
+    tree = sim.host_trees[KILL_NODE]
+    plugin.write_imex_status(tree, KILL_NODE, uid, state="NOT_READY", message="connecting to peers")
+    _template(api, namespace, "imex", domainID=uid)
+    _pod(api, namespace, "survivor", node=KILL_NODE, template="imex")
+    _warning(api, namespace, "survivor", "connecting to peers")
+    killed = _plugin_pid(KILL_NODE)
+    assert killed is not None
+    processes.stop_pids([killed], grace=0)  # SIGTERM then SIGKILL, by PID
+    waiting.until(
+        "the simulated kubelet to restart the plugin",
+        lambda: (pid := _plugin_pid(KILL_NODE)) is not None and pid != killed,
+        timeout=60,
+    )
+    plugin.write_imex_status(tree, KILL_NODE, uid)
+    pod = _running(api, namespace, "survivor")
+    checkpoint = json.loads(
+        (tree.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json").read_text()
+    )
+    mine = [c for c in checkpoint["claims"].values() if c["namespace"] == namespace]
+    assert [c["state"] for c in mine] == ["PrepareCompleted"]
+    assert len(list(tree.cdi.glob(f"*{mine[0]['uid']}*"))) == 1
+    assert _cdi_devices(sim, pod)["claims"][0]["uid"] == mine[0]["uid"]
+    _delete_pod(api, namespace, "survivor")
+    assert not list(tree.cdi.glob(f"*{mine[0]['uid']}*"))
+
+
+ALLOWED = [
+    ("resource.k8s.io", "resourceclaims", "", "get"),
+    ("resource.k8s.io", "resourceclaims", "", "watch"),
+    ("resource.k8s.io", "resourceslices", "", "create"),
+    ("resource.k8s.io", "resourceslices", "", "update"),
+    ("", "nodes", "", "patch"),
+    ("", "nodes", "status", "patch"),
+    ("", "events", "", "create"),
+    (constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL, "", "list"),
+]
+DENIED = [
+    ("resource.k8s.io", "resourceclaims", "", "create"),
+    ("resource.k8s.io", "resourceclaims", "", "delete"),
+    ("resource.k8s.io", "resourceclaims", "status", "update"),
+    ("resource.k8s.io", "deviceclasses", "", "create"),
+    ("", "nodes", "", "delete"),
+    ("", "pods", "", "create"),
+    ("", "pods", "", "delete"),
+    ("", "secrets", "", "get"),
+    ("", "secrets", "", "list"),
+    ("", "configmaps", "", "create"),
+    ("", "serviceaccounts", "token", "create"),
+    (constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL, "", "create"),
+    (constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL, "status", "update"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings", "", "create"),
+    ("apps", "daemonsets", "", "update"),
+]
+
+
+def test_plugin_service_account_has_what_it_needs_and_nothing_more(
+    chart: str, api: client.ApiClient
+) -> None:
+    daemonset = client.AppsV1Api(api).list_namespaced_daemon_set(chart).items[0]
+    user = f"system:serviceaccount:{chart}:{daemonset.spec.template.spec.service_account_name}"
+    authz = client.AuthorizationV1Api(api)
+
+    def allowed(group: str, resource: str, sub: str, verb: str) -> bool:
+        review = authz.create_subject_access_review(
+            {
+                "spec": {
+                    "user": user,
+                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{chart}"],
+                    "resourceAttributes": {
+                        "group": group,
+                        "resource": resource,
+                        "subresource": sub,
+                        "verb": verb,
+                        "namespace": "default",
+                    },
+                },
+            }
+        )
+        return bool(review.status.allowed)
+
+    assert [a for a in ALLOWED if not allowed(*a)] == []
+    assert [d for d in DENIED if allowed(*d)] == []
