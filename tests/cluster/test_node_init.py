@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import pathlib
 import signal
@@ -22,7 +20,7 @@ from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
 from computedomains.nodeinit import run, settings
 from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import hosttree, topology
+from computedomains.sim import topology
 from tests.support import clusters
 
 pytestmark = pytest.mark.cluster
@@ -46,15 +44,7 @@ def _verdict_file(sim: sim_cluster.SimCluster, node: str) -> pathlib.Path:
 
 
 def _set_profile(sim: sim_cluster.SimCluster, node: str, profile: topology.FabricProfile) -> None:
-    """Replace the node's fake-NVML file atomically with what ``profile`` makes NVML answer."""
-    spec = dataclasses.replace(sim.topology, overrides={node: topology.NodeOverride(profile)})
-    sim_node = next(
-        n for n in topology.expand(spec, cluster_name=sim.name, address_block=0) if n.name == node
-    )
-    path = sim.host_trees[node].fake_nvml
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(hosttree.fake_nvml_document(sim_node)))
-    tmp.replace(path)
+    sim.set_fabric_profile(node, profile)
 
 
 def _clique(sim: sim_cluster.SimCluster, node: str) -> str:

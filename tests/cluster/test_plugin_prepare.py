@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import pathlib
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +23,7 @@ from kubernetes import client
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes
+from computedomains.sim import processes, topology
 from tests.chart import rendering
 from tests.support import clusters, kube, plugin
 
@@ -434,3 +436,66 @@ def test_plugin_service_account_has_what_it_needs_and_nothing_more(
 
     assert [a for a in ALLOWED if not allowed(*a)] == []
     assert [d for d in DENIED if allowed(*d)] == []
+
+
+VERDICT_NODE = "gb200-r0-n15"
+
+
+def test_slice_follows_the_fabric_verdict(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient
+) -> None:
+    def devices() -> int:
+        return next(
+            len(s.spec.devices or []) for s in _slices(api) if s.spec.node_name == VERDICT_NODE
+        )
+
+    sim.set_fabric_profile(VERDICT_NODE, topology.FabricProfile.FAILED)
+    try:
+        waiting.until(
+            "node-init's re-check and the plugin to withdraw the devices",
+            lambda: devices() == 0,
+            timeout=60,
+            interval=0.5,
+        )
+    finally:
+        sim.set_fabric_profile(VERDICT_NODE, topology.FabricProfile.HEALTHY)
+    waiting.until(
+        "the devices to come back with a healthy fabric",
+        lambda: devices() == 17,
+        timeout=60,
+        interval=0.5,
+    )
+
+
+def test_metrics_and_probes_are_served(chart: str, api: client.ApiClient) -> None:
+    pod = next(
+        p
+        for p in client.CoreV1Api(api).list_namespaced_pod(chart).items
+        if p.spec.node_name == CHANNEL_NODE
+    )
+    port = next(
+        p.container_port for c in pod.spec.containers for p in c.ports or [] if p.name == "http"
+    )
+    base = f"http://{pod.status.pod_ip}:{port}"
+
+    def get(path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(base + path, timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read().decode()
+
+    assert waiting.until(
+        "the plugin's /readyz", lambda: get("/readyz")[0] == 200, timeout=30, retry_on=(OSError,)
+    )
+    status, health = get("/healthz")
+    assert status == 200 and constants.DRIVER_NAME in health
+    status, metrics = get("/metrics")
+    assert status == 200
+    for series in (
+        'computedomains_kubeletplugin_requests_total{operation="prepare"}',
+        "computedomains_kubeletplugin_request_duration_seconds_bucket",
+        "computedomains_kubeletplugin_requests_inflight",
+        "computedomains_kubeletplugin_prepared_devices",
+    ):
+        assert series in metrics, series

@@ -21,7 +21,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from computedomains import waiting
+from computedomains import nodefiles, waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import kubeconfig
 from computedomains.kube import nodes as kube_nodes
@@ -214,6 +214,16 @@ class SimCluster:
             self.host_trees[node.name] = tree
             boot_id = tree.boot_id.read_text().strip()
             kube_nodes.create(api, nodes.manifest(node, kubelet_version=version, boot_id=boot_id))
+
+    def set_fabric_profile(self, node: str, profile: topology.FabricProfile) -> None:
+        """Change what the node's (fake) NVML reports, as a fabric or driver change would."""
+        spec = dataclasses.replace(self.topology, overrides={node: topology.NodeOverride(profile)})
+        changed = next(
+            n
+            for n in topology.expand(spec, cluster_name=self.name, address_block=0)
+            if n.name == node
+        )
+        nodefiles.write_json(self.host_trees[node].fake_nvml, hosttree.fake_nvml_document(changed))
 
     def ready_node_names(self) -> set[str]:
         """Names of simulated nodes whose Ready condition is True."""
