@@ -1,8 +1,11 @@
 """compute-domains: ComputeDomains (isolated IMEX domains) for multi-node NVLink clusters."""
 
-from importlib import metadata
 
-try:
-    __version__ = metadata.version("compute-domains")
-except metadata.PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+unknown"
+def version() -> str:
+    """The installed distribution's version (looked up on demand: it costs an import)."""
+    from importlib import metadata  # noqa: PLC0415
+
+    try:
+        return metadata.version("compute-domains")
+    except metadata.PackageNotFoundError:  # running from a source tree without installing
+        return "0.0.0+unknown"

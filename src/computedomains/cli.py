@@ -6,11 +6,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from computedomains import __version__
+import computedomains
 from computedomains.fabric import commands as fabric_commands
 from computedomains.kubeletplugin import commands as kubeletplugin_commands
 from computedomains.nodeinit import commands as nodeinit_commands
 from computedomains.sim import commands as sim_commands
+
+
+class _Version(argparse.Action):
+    """``--version``, resolved only when asked for (the lookup costs every command startup)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        parser.exit(message=f"{parser.prog} {computedomains.version()}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="computedomains",
         description="ComputeDomains for multi-node NVLink Kubernetes clusters.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True)
     sim_commands.add_parsers(subparsers)
     kubeletplugin_commands.add_parsers(subparsers)

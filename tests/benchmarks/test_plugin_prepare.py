@@ -8,7 +8,9 @@ server, the durable checkpoint writes and the CDI spec write.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import pathlib
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -18,8 +20,9 @@ import grpc
 import pytest
 from kubernetes import client
 
+from computedomains import waiting
 from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
-from computedomains.sim import cluster, topology
+from computedomains.sim import cluster, processes, topology
 from tests.benchmarks import report
 from tests.support import clusters, kube, plugin
 
@@ -65,11 +68,49 @@ def _claims(
     ]
 
 
-def _rss_kib(pid: int) -> int:
-    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+def _memory_kib(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process: PSS splits pages shared with other processes (libpython,
+    OpenSSL, gRPC's library) among them, so PSSs of co-located processes add up honestly."""
+    rollup = pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    fields = {line.split(":")[0]: int(line.split()[1]) for line in rollup[1:]}
+    return fields["Rss"], fields["Pss"]
+
+
+def _node_init_memory(proc: plugin.PluginProcess) -> tuple[int, int]:
+    """RSS of node-init's re-checking sidecar, started as the chart starts it, once settled."""
+    verdict = proc.log_dir / "node-init-verdict.json"
+    argv = [
+        sys.executable,
+        "-m",
+        "computedomains",
+        "node-init",
+        f"--node-name={proc.node}",
+        f"--kubeconfig={proc.sim.kubeconfig}",
+        "--fabric-backend=fake",
+        f"--fake-nvml-file={proc.tree.fake_nvml}",
+        f"--proc-root={proc.tree.root / 'proc'}",
+        f"--verdict-file={verdict}",
+        "--watch",
+        "--recheck-interval=0.2",
+    ]
+    child = processes.start(
+        "node-init", argv, log_dir=proc.log_dir, env={**os.environ, "MALLOC_ARENA_MAX": "2"}
+    )
+    try:
+        waiting.until(
+            "node-init to write its verdict", verdict.exists, timeout=30, abort=child.check_running
+        )
+        checks = 0
+
+        def settled() -> bool:  # a few re-checks, so the steady state is measured
+            nonlocal checks
+            checks += 1
+            return checks > 10
+
+        waiting.until("node-init to re-check a few times", settled, timeout=30, interval=0.2)
+        return _memory_kib(child.pid)
+    finally:
+        processes.stop_all([child])
 
 
 def test_prepare_latency_throughput_and_rss(
@@ -106,7 +147,8 @@ def test_prepare_latency_throughput_and_rss(
     burst_seconds = time.perf_counter() - started
     assert all(not a.claims[c["uid"]].error for a, c in zip(answers, burst, strict=True))
     assert proc.child is not None
-    plugin_rss = _rss_kib(proc.child.pid)
+    plugin_rss, plugin_pss = _memory_kib(proc.child.pid)
+    node_init_rss, node_init_pss = _node_init_memory(proc)
     proc.unprepare(claims)
 
     noop_s, prepare_s = report.summarize(noop), report.summarize(prepare)
@@ -122,6 +164,9 @@ def test_prepare_latency_throughput_and_rss(
             "concurrent_wall_s": round(burst_seconds, 3),
             "concurrent_claims_per_s": round(CONCURRENT / burst_seconds, 1),
             "plugin_rss_mib": round(plugin_rss / 1024, 1),
+            "node_init_watch_rss_mib": round(node_init_rss / 1024, 1),
+            "plugin_plus_node_init_rss_mib": round((plugin_rss + node_init_rss) / 1024, 1),
+            "plugin_plus_node_init_pss_mib": round((plugin_pss + node_init_pss) / 1024, 1),
         },
     )
     assert prepare_s["n"] == SEQUENTIAL

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from computedomains import settings as flags
-from computedomains.fabric import checks, classify, fake, nvml
+from computedomains.fabric import checks, classify, fake
 from computedomains.fabric.model import (
     FabricDiscoveryError,
     NodeReport,
@@ -65,6 +65,9 @@ class DiscoverySettings:
         """The backend these settings select."""
         if self.backend is BackendKind.FAKE:
             return fake.FakeBackend(self.fake_nvml_file)
+        # Imported here: the NVML bindings cost memory that simulated nodes never use.
+        from computedomains.fabric import nvml  # noqa: PLC0415
+
         return nvml.NvmlBackend(driver_root=self.driver_root, proc_root=self.proc_root)
 
 

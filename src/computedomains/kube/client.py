@@ -22,7 +22,6 @@ from typing import Any
 
 import urllib3
 import urllib3.exceptions
-import yaml
 
 SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
@@ -88,6 +87,8 @@ class Client:
     @classmethod
     def from_kubeconfig(cls, path: pathlib.Path) -> Client:
         """A client for the current context of a kubeconfig (token or client-cert users)."""
+        import yaml  # noqa: PLC0415 - in a pod there is no kubeconfig to parse
+
         document = yaml.safe_load(path.read_text())
         context_name = document["current-context"]
         context = next(c["context"] for c in document["contexts"] if c["name"] == context_name)

@@ -67,7 +67,8 @@ def run(cfg: config.PluginConfig) -> int:
     publisher = slices.Publisher(api, cfg)
     publisher.sync()
     registration = server.Registration(cfg.dra_socket)
-    dra = server.serve_dra(cfg.dra_socket, core, stats)
+    # A prepare may wait for IMEX: one thread per claim a node can hold, plus room for probes.
+    dra = server.serve_dra(cfg.dra_socket, core, stats, workers=cfg.channel_slots + 8)
     reg = server.serve_registration(cfg.registration_socket, registration)
 
     def readiness() -> tuple[bool, str]:

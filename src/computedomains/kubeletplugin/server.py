@@ -123,10 +123,10 @@ def _listen(socket_path: pathlib.Path, workers: int) -> grpc.Server:
 
 
 def serve_dra(
-    socket_path: pathlib.Path, core: driver.Driver, stats: metrics.PluginMetrics
+    socket_path: pathlib.Path, core: driver.Driver, stats: metrics.PluginMetrics, *, workers: int
 ) -> grpc.Server:
-    """Start the DRA service (v1 and v1beta1) on ``socket_path``."""
-    server = _listen(socket_path, workers=64)
+    """Start the DRA service (v1 and v1beta1) on ``socket_path`` with ``workers`` threads."""
+    server = _listen(socket_path, workers=workers)
     dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_V1(dra_v1_pb2, core, stats), server)
     dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
         _V1Beta1(dra_v1beta1_pb2, core, stats), server
