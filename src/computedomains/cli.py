@@ -17,7 +17,8 @@ class _Version(argparse.Action):
     """``--version``, resolved only when asked for (the lookup costs every command startup)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
-        parser.exit(message=f"{parser.prog} {computedomains.version()}\n")
+        print(f"{parser.prog} {computedomains.version()}")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -377,7 +377,11 @@ def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
     assert len(list(tree.cdi.glob(f"*{mine[0]['uid']}*"))) == 1
     assert _cdi_devices(sim, pod)["claims"][0]["uid"] == mine[0]["uid"]
     _delete_pod(api, namespace, "survivor")
-    assert not list(tree.cdi.glob(f"*{mine[0]['uid']}*"))
+    waiting.until(
+        "the claim's CDI spec to go with its unprepare",
+        lambda: not list(tree.cdi.glob(f"*{mine[0]['uid']}*")),
+        timeout=60,
+    )
 
 
 ALLOWED = [
