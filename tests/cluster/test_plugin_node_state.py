@@ -169,3 +169,17 @@ def _wait_node_event(api: client.ApiClient, node: str, reason: str) -> None:
         return bool(items)
 
     waiting.until(f"a {reason} Event on node {node}", seen, timeout=20)
+
+
+def test_node_without_fabric_prepares_channels_without_device_nodes(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    proc, domain = node_plugin
+    proc.write_verdict("no-fabric")  # an H100 HGX node, say: no clique, no IMEX to wait for
+    proc.write_imex(domain["metadata"]["uid"], state="STOPPED")
+    claim = _claim(api, proc, domain, namespace)
+    answer = proc.prepare([claim]).claims[claim["uid"]]
+    assert answer.error == ""
+    assert [(d.device_name, list(d.cdi_device_ids)) for d in answer.devices] == [("channel-0", [])]
+    assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""

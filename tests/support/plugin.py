@@ -214,7 +214,8 @@ class PluginProcess:
             self.verdict_file,
             nodefiles.document("FabricVerdict", {
                 "node": self.node, "verdict": verdict, "reason": "Test", "message": "by a test",
-                "clique": node.clique or "", "driverVersion": node.driver_version,
+                "clique": (node.clique or "") if verdict in ("healthy", "degraded") else "",
+                "driverVersion": node.driver_version,
                 "imexChannelCount": hosttree.IMEX_CHANNEL_COUNT, "gpus": [], "observedAt": "",
             }),
         )  # fmt: skip
