@@ -70,6 +70,17 @@ def add_parsers(subparsers: Any) -> None:
     )
     kubelet.set_defaults(func=_kubelet)
 
+    demo = subparsers.add_parser(
+        "demo", help="simulated cluster + chart + examples/: watch a ComputeDomain form"
+    )
+    demo.add_argument("--until-ready", action="store_true", help="exit 0 once the domain is Ready")
+    demo.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
+    demo.add_argument("--examples", type=pathlib.Path, default=pathlib.Path("examples"))
+    demo.add_argument("--chart", type=pathlib.Path, default=pathlib.Path("chart"))
+    demo.add_argument("--values", type=pathlib.Path, default=pathlib.Path("values/sim.yaml"))
+    demo.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
+    demo.set_defaults(func=_demo)
+
     tool = subparsers.add_parser("tools", help="build or locate the Go-built test tools")
     tool_sub = tool.add_subparsers(dest="tools_command", required=True)
     build = tool_sub.add_parser("build", help="build every missing tool into the cache")
@@ -307,6 +318,20 @@ def _kubelet(args: argparse.Namespace) -> int:
     from computedomains.sim.kubelet import main  # noqa: PLC0415
 
     return main.run(kubeconfig_path=args.kubeconfig, cluster_dir=args.cluster_dir)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from computedomains.sim import demo  # noqa: PLC0415 - only this command needs it
+
+    run = demo.Demo(
+        examples=args.examples,
+        chart=args.chart,
+        values=args.values,
+        racks=args.racks,
+        out=lambda line: print(line, flush=True),
+        interactive=sys.stdout.isatty(),
+    )
+    return run.run(until_ready=args.until_ready, timeout=args.timeout)
 
 
 def _tools_build(args: argparse.Namespace) -> int:

@@ -1,0 +1,231 @@
+"""``computedomains demo``: a simulated GB200 cluster, the chart, and a ComputeDomain forming.
+
+Steps, each timed and printed: build the tools if needed, start a 2-rack simulated cluster,
+``helm install`` the chart (values/sim.yaml), wait for every node's kubelet plugin, apply the
+manifests in ``examples/`` (the same ones a real cluster takes), then follow the workload and
+the domain live until the domain is Ready. Without a terminal it prints only changes, so the
+output reads well in a log file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.kube import apply as kube_apply
+from computedomains.kube import client as kube_client
+from computedomains.sim import cluster, tools, topology
+
+DEMO_NAMESPACE = "demo"
+DRIVER_NAMESPACE = "compute-domains"
+RELEASE = "compute-domains"
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What the demo shows about the workload and its domain at one moment."""
+
+    pods: int
+    running: int
+    members: tuple[tuple[str, int | None, str], ...]
+    """(node, slot, status) per member, from the ComputeDomain's status."""
+    status: str
+
+    @property
+    def ready_members(self) -> int:
+        """Members whose IMEX is ready."""
+        return sum(1 for _, _, s in self.members if s == "Ready")
+
+
+def render(progress: Progress, elapsed: float) -> str:
+    """One status line: pods, members and slots, domain status."""
+    slots = ",".join(str(slot) for _, slot, _ in sorted(progress.members, key=lambda m: m[1] or 0))
+    return (
+        f"[{elapsed:6.1f}s] pods {progress.running}/{progress.pods} Running | members "
+        f"{progress.ready_members}/{len(progress.members)} IMEX-ready (slots {slots or '-'}) | "
+        f"ComputeDomain {progress.status}"
+    )
+
+
+def gather(api: kube_client.Client, namespace: str, domain: str) -> Progress:
+    """Read the workload's pods and the domain's status."""
+    pods = api.get(f"/api/v1/namespaces/{namespace}/pods").get("items", [])
+    domains = f"/apis/{constants.API_VERSION}/namespaces/{namespace}/computedomains"
+    status = api.get(f"{domains}/{domain}").get("status") or {}
+    members = tuple(
+        (str(n.get("name")), n.get("index"), str(n.get("status", "NotReady")))
+        for n in status.get("nodes") or []
+    )
+    running = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+    return Progress(len(pods), running, members, str(status.get("status", "NotReady")))
+
+
+def _interrupt(signum: int, frame: types.FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@dataclasses.dataclass
+class Demo:
+    """One run of the demo."""
+
+    examples: pathlib.Path
+    chart: pathlib.Path
+    values: pathlib.Path
+    out: Callable[[str], None]
+    interactive: bool
+    racks: int = 2
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    def step(self, name: str, started: float) -> None:
+        """Record and print how long a step took."""
+        self.timings[name] = round(time.monotonic() - started, 1)
+        self.out(f"  done: {name} in {self.timings[name]:.1f}s")
+
+    def run(self, *, until_ready: bool, timeout: float) -> int:
+        """Run every step; returns the exit code."""
+        started = time.monotonic()
+        signal.signal(signal.SIGTERM, _interrupt)
+        box = tools.ToolBox.from_env()
+        box.ensure_all(["etcd", "kubernetes", "kwok", "helm3"])
+        self.step("tools", started)
+        sim = cluster.SimCluster(
+            name="demo", topology_spec=topology.Topology(racks=self.racks), toolbox=box
+        )
+        try:
+            mark = time.monotonic()
+            state = sim.start()
+            self.out(
+                f"Simulated cluster up: {state.nodes} GB200 nodes, kubeconfig {state.kubeconfig}"
+            )
+            self.step("cluster", mark)
+            api = sim.api_client()
+            self._install_chart(box, state.kubeconfig)
+            self._wait_plugins(api, len(sim.nodes))
+            domain = self._apply_examples(api)
+            self._follow(api, domain, timeout=timeout)
+            self.out(f"ComputeDomain {DEMO_NAMESPACE}/{domain} is Ready. Timings: {self.timings}")
+            if not until_ready:
+                self.out("Cluster keeps running; Ctrl-C stops it and cleans up.")
+                signal.pause()  # until Ctrl-C or SIGTERM
+            return 0
+        except KeyboardInterrupt:
+            return 0
+        except (waiting.WaitTimeout, cluster.ClusterError, tools.ToolError, RuntimeError) as exc:
+            self.out(f"error: {exc}")
+            return 1
+        finally:
+            self.out("Cleaning up the simulated cluster...")
+            sim.stop()
+
+    def _install_chart(self, box: tools.ToolBox, kubeconfig: str) -> None:
+        mark = time.monotonic()
+        self.out(
+            f"helm install {RELEASE} {self.chart} -f {self.values} (namespace {DRIVER_NAMESPACE})"
+        )
+        helm = box.path("helm3")
+        done = subprocess.run(
+            [
+                str(helm),
+                "install",
+                RELEASE,
+                str(self.chart),
+                "--namespace",
+                DRIVER_NAMESPACE,
+                "--create-namespace",
+                "--values",
+                str(self.values),
+                "--wait",
+                "--timeout",
+                "5m",
+                "--kubeconfig",
+                kubeconfig,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"helm install failed:\n{done.stdout}\n{done.stderr}")
+        self.step("helm install", mark)
+
+    def _wait_plugins(self, api: kube_client.Client, nodes: int) -> None:
+        mark = time.monotonic()
+        seen = -1
+
+        def published() -> bool:
+            nonlocal seen
+            slices = api.get("/apis/resource.k8s.io/v1/resourceslices").get("items", [])
+            count = sum(
+                1
+                for s in slices
+                if s["spec"].get("driver") == constants.DRIVER_NAME and s["spec"].get("devices")
+            )
+            if count != seen:
+                self.out(f"  kubelet plugins publishing devices: {count}/{nodes} nodes")
+                seen = count
+            return count >= nodes
+
+        waiting.until(
+            "every node's kubelet plugin to publish its devices", published, timeout=300, interval=1
+        )
+        self.step("node agents", mark)
+
+    def _apply_examples(self, api: kube_client.Client) -> str:
+        mark = time.monotonic()
+        api.request(
+            "PATCH",
+            f"/api/v1/namespaces/{DEMO_NAMESPACE}",
+            body={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": DEMO_NAMESPACE}},
+            content_type="application/apply-patch+yaml",
+            query={"fieldManager": kube_apply.FIELD_MANAGER},
+        )
+        manifests: list[dict[str, Any]] = []
+        for path in sorted(self.examples.glob("*.yaml")):
+            manifests += [m for m in yaml.safe_load_all(path.read_text()) if m]
+        domain = next(
+            m["metadata"]["name"] for m in manifests if m["kind"] == constants.COMPUTE_DOMAIN_KIND
+        )
+        # The ComputeDomain first: the controller then creates the claim template pods need.
+        manifests.sort(key=lambda m: m["kind"] != constants.COMPUTE_DOMAIN_KIND)
+        for applied in kube_apply.apply(api, manifests, namespace=DEMO_NAMESPACE):
+            self.out(f"  applied {applied}")
+        self.step("apply examples", mark)
+        return str(domain)
+
+    def _follow(self, api: kube_client.Client, domain: str, *, timeout: float) -> None:
+        mark = time.monotonic()
+        last = ""
+
+        def ready() -> bool:
+            nonlocal last
+            progress = gather(api, DEMO_NAMESPACE, domain)
+            line = render(progress, time.monotonic() - mark)
+            changed = line.split("] ", 1)[1] != last.split("] ", 1)[-1]
+            if self.interactive:
+                sys.stdout.write("\r" + line)
+                sys.stdout.flush()
+            elif changed:
+                self.out(line)
+            last = line
+            return progress.status == "Ready" and progress.running == progress.pods > 0
+
+        waiting.until(
+            f"ComputeDomain {DEMO_NAMESPACE}/{domain} to be Ready",
+            ready,
+            timeout=timeout,
+            interval=0.5,
+        )
+        if self.interactive:
+            sys.stdout.write("\n")
+        self.step("domain Ready", mark)

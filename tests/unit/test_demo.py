@@ -1,0 +1,28 @@
+"""The demo's progress line and the manifest paths it applies to."""
+
+from __future__ import annotations
+
+from computedomains.kube import apply
+from computedomains.sim import demo
+
+
+def test_progress_line_shows_pods_members_slots_and_status() -> None:
+    progress = demo.Progress(
+        pods=4,
+        running=3,
+        status="NotReady",
+        members=(("n1", 1, "Ready"), ("n0", 0, "Ready"), ("n2", 2, "NotReady")),
+    )
+    line = demo.render(progress, 12.34)
+    assert line == (
+        "[  12.3s] pods 3/4 Running | members 2/3 IMEX-ready (slots 0,1,2) | ComputeDomain NotReady"
+    )
+
+
+def test_resource_paths_for_namespaced_and_cluster_objects() -> None:
+    cd = apply.Resource("/apis/resource.nvidia.com/v1beta1", "computedomains", namespaced=True)
+    assert (
+        cd.path("a", "demo") == "/apis/resource.nvidia.com/v1beta1/namespaces/demo/computedomains/a"
+    )
+    node = apply.Resource("/api/v1", "nodes", namespaced=False)
+    assert node.path("n1", "ignored") == "/api/v1/nodes/n1"
