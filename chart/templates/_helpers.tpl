@@ -130,6 +130,105 @@ compute-domains.kubeletPlugin.serviceAccountUser
 {{- end -}}
 
 {{/*
+compute-domains.controller.labels
+  Takes: the root context.
+  Returns: the standard labels of the controller's objects (Deployment and its pods,
+  PodDisruptionBudget, Service, ServiceAccount, RBAC, admission policy), component `controller`.
+*/}}
+{{- define "compute-domains.controller.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "controller") }}
+{{- end -}}
+
+{{/*
+compute-domains.controller.selectorLabels
+  Takes: the root context.
+  Returns: the selector labels of the controller's pods.
+*/}}
+{{- define "compute-domains.controller.selectorLabels" -}}
+{{ include "compute-domains.selectorLabels" (dict "root" . "component" "controller") }}
+{{- end -}}
+
+{{/*
+compute-domains.controller.name
+  Takes: the root context.
+  Returns: the name of the controller's Deployment, PodDisruptionBudget, Service,
+  ServiceAccount, ClusterRole(Binding), Role(Binding) and leader-election Lease:
+  `<fullname>-controller`.
+*/}}
+{{- define "compute-domains.controller.name" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "controller") }}
+{{- end -}}
+
+{{/*
+compute-domains.controller.serviceAccountUser
+  Takes: the root context.
+  Returns: the user name the API server sees for the controller's requests,
+  `system:serviceaccount:<namespace>:<serviceaccount>`; its admission policy matches on it.
+*/}}
+{{- define "compute-domains.controller.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "compute-domains.controller.name" .) -}}
+{{- end -}}
+
+{{/*
+compute-domains.imexAgent.labels
+  Takes: the root context.
+  Returns: the standard labels of the IMEX agent's objects (DaemonSet and its pods,
+  ResourceClaimTemplate, Service, ServiceAccount, RBAC, admission policy), component
+  `imex-agent`. The controller finds the agent pods by this component label.
+*/}}
+{{- define "compute-domains.imexAgent.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "imex-agent") }}
+{{- end -}}
+
+{{/*
+compute-domains.imexAgent.selectorLabels
+  Takes: the root context.
+  Returns: the selector labels of the IMEX agent's pods.
+*/}}
+{{- define "compute-domains.imexAgent.selectorLabels" -}}
+{{ include "compute-domains.selectorLabels" (dict "root" . "component" "imex-agent") }}
+{{- end -}}
+
+{{/*
+compute-domains.imexAgent.name
+  Takes: the root context.
+  Returns: the name of the agent's DaemonSet, ResourceClaimTemplate, Service, ServiceAccount,
+  ClusterRole(Binding) and Role(Binding): `<fullname>-imex-agent`.
+*/}}
+{{- define "compute-domains.imexAgent.name" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "imex-agent") }}
+{{- end -}}
+
+{{/*
+compute-domains.imexAgent.serviceAccountUser
+  Takes: the root context.
+  Returns: the user name the API server sees for the agent's requests,
+  `system:serviceaccount:<namespace>:<serviceaccount>`; its admission policy matches on it.
+*/}}
+{{- define "compute-domains.imexAgent.serviceAccountUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "compute-domains.imexAgent.name" .) -}}
+{{- end -}}
+
+{{/*
+compute-domains.metrics.labels
+  Takes: the root context.
+  Returns: the standard labels of the ServiceMonitor, component `metrics`.
+*/}}
+{{- define "compute-domains.metrics.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "metrics") }}
+{{- end -}}
+
+{{/*
+compute-domains.platform.labels
+  Takes: the root context.
+  Returns: the standard labels of the objects a platform needs besides the components' own
+  (the critical-pods ResourceQuota, the OpenShift SCC grant), component `platform`.
+*/}}
+{{- define "compute-domains.platform.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "platform") }}
+{{- end -}}
+
+{{/*
 compute-domains.deviceClasses.labels
   Takes: the root context.
   Returns: the standard labels of the DeviceClasses, component `device-classes`.
@@ -180,10 +279,11 @@ compute-domains.resourceApiVersion
 {{/*
 compute-domains.paths
   Takes: the root context.
-  Returns: a YAML map of the node paths the plugin pod uses, each mounted at the same path
-  in the containers: registryDir, pluginsDir, cdiRoot, runDir, verdictFile, imexStatusFile,
-  and the container-only paths driverRoot and procRoot. The flags and the mounts both read
-  it, so they cannot disagree. Use: `$p := include "compute-domains.paths" . | fromYaml`.
+  Returns: a YAML map of the node paths the node-side pods use, each mounted at the same path
+  in the containers: registryDir, pluginsDir, cdiRoot, runDir, verdictFile, imexDir,
+  imexStatusFile, and the container-only paths driverRoot and procRoot. The flags and the
+  mounts both read it, so they cannot disagree.
+  Use: `$p := include "compute-domains.paths" . | fromYaml`.
 */}}
 {{- define "compute-domains.paths" -}}
 {{- $kubelet := .Values.kubeletPlugin.kubeletDir | trimSuffix "/" -}}
@@ -192,6 +292,7 @@ pluginsDir: {{ printf "%s/plugins" $kubelet }}
 cdiRoot: /var/run/cdi
 runDir: /var/run/compute-domains
 verdictFile: /var/run/compute-domains/fabric-verdict.json
+imexDir: /var/run/compute-domains/imex
 imexStatusFile: /var/run/compute-domains/imex/status.json
 driverRoot: /driver-root
 procRoot: /host/proc
@@ -200,10 +301,11 @@ procRoot: /host/proc
 {{/*
 compute-domains.containerSecurityContext
   Takes: the root context.
-  Returns: the securityContext of every container in the plugin pod. They run as root
-  because they write folders on the node that root owns and that must keep their owner:
-  the kubelet's plugin and registry folders (plugin socket, checkpoint), /var/run/cdi (CDI
-  specs) and /var/run/compute-domains (fabric verdict). With every capability dropped, root
+  Returns: the securityContext of every container in the node-side pods (kubelet plugin,
+  node-init, IMEX agent). They run as root because they write files on the node that root
+  owns and that must keep their owner: the kubelet's plugin and registry folders (plugin
+  socket, checkpoint), /var/run/cdi (CDI specs), /var/run/compute-domains (fabric verdict,
+  IMEX files) and, for the agent, the pod's /etc/hosts. With every capability dropped, root
   has only an owner's rights there (no CAP_DAC_OVERRIDE, no CAP_SYS_ADMIN), nothing else.
 */}}
 {{- define "compute-domains.containerSecurityContext" -}}
@@ -217,6 +319,91 @@ capabilities:
   drop: [ALL]
 seccompProfile:
   type: RuntimeDefault
+{{- end -}}
+
+{{/*
+compute-domains.nodePodSecurityContext
+  Takes: the root context.
+  Returns: the pod-level securityContext of the node-side pods (kubelet plugin with node-init,
+  IMEX agent): the runtime's default seccomp profile, and the SELinux type
+  .Values.nodePods.seLinuxType when set (hosts that enforce SELinux label the kubelet's and
+  the driver's folders so that the default container type may not write them).
+*/}}
+{{- define "compute-domains.nodePodSecurityContext" -}}
+seccompProfile:
+  type: RuntimeDefault
+{{- with .Values.nodePods.seLinuxType }}
+seLinuxOptions:
+  type: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.controller.containerSecurityContext
+  Takes: the root context.
+  Returns: the securityContext of the controller container: not root (the image's UID 65532,
+  or .Values.controller.runAsUser; null leaves the UID to the platform, as OpenShift's
+  restricted SCC requires), no privilege, no capabilities, read-only root filesystem. The
+  controller only talks to the API server and writes nothing on any node.
+*/}}
+{{- define "compute-domains.controller.containerSecurityContext" -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+{{- if not (kindIs "invalid" .Values.controller.runAsUser) }}
+runAsUser: {{ .Values.controller.runAsUser }}
+runAsGroup: {{ .Values.controller.runAsUser }}
+{{- end }}
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/*
+compute-domains.podIdentityEnv
+  Takes: nothing (pass the root context).
+  Returns: the env list items the controller and the IMEX agent get from the downward API:
+  POD_NAME (metadata.name), POD_NAMESPACE (metadata.namespace), POD_UID (metadata.uid),
+  POD_IP (status.podIP). Their flags refer to them as $(POD_NAME) and so on.
+*/}}
+{{- define "compute-domains.podIdentityEnv" -}}
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: POD_UID
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.uid
+- name: POD_IP
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+{{- end -}}
+
+{{/*
+compute-domains.tokenExtraVariable
+  Takes: (dict "name" "podName" "key" "pod-name").
+  Returns: the `variables` list item of an admission policy: `<name>`, the value of the extra
+  field authentication.kubernetes.io/<key> in the caller's pod-bound token, or '' when the
+  token carries none.
+*/}}
+{{- define "compute-domains.tokenExtraVariable" -}}
+{{- $name := required "compute-domains.tokenExtraVariable: argument \"name\" is missing" .name -}}
+{{- $key := required "compute-domains.tokenExtraVariable: argument \"key\" is missing" .key -}}
+{{- $extra := printf "authentication.kubernetes.io/%s" $key -}}
+- name: {{ $name }}
+  expression: >-
+    has(request.userInfo.extra) &&
+    '{{ $extra }}' in request.userInfo.extra &&
+    size(request.userInfo.extra['{{ $extra }}']) > 0
+    ? request.userInfo.extra['{{ $extra }}'][0] : ''
 {{- end -}}
 
 {{/*
@@ -271,12 +458,7 @@ compute-domains.kubeletPlugin.nodeNameVariable
   token names none.
 */}}
 {{- define "compute-domains.kubeletPlugin.nodeNameVariable" -}}
-- name: nodeName
-  expression: >-
-    has(request.userInfo.extra) &&
-    'authentication.kubernetes.io/node-name' in request.userInfo.extra &&
-    size(request.userInfo.extra['authentication.kubernetes.io/node-name']) > 0
-    ? request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : ''
+{{ include "compute-domains.tokenExtraVariable" (dict "name" "nodeName" "key" "node-name") }}
 {{- end -}}
 
 {{/*

@@ -13,7 +13,7 @@ compute-domains.validate
 {{- $errors = append $errors (printf "nvidiaDriverRoot is retired: set driverRoot=%v instead (same meaning: where the driver is installed on the node)" .Values.nvidiaDriverRoot) -}}
 {{- end -}}
 {{- if hasKey .Values "resources" -}}
-{{- $errors = append $errors "resources (resources.computeDomains.*, resources.gpus.*) is retired: this chart always serves ComputeDomains and never GPUs; remove the key. Container resources are kubeletPlugin.resources and nodeInit.resources" -}}
+{{- $errors = append $errors "resources (resources.computeDomains.*, resources.gpus.*) is retired: this chart always serves ComputeDomains and never GPUs; remove the key. Container resources are kubeletPlugin.resources, nodeInit.resources, controller.resources and imexAgent.resources" -}}
 {{- end -}}
 
 {{- /* Labels we own. */ -}}
@@ -43,6 +43,35 @@ compute-domains.validate
 {{- /* The node selection must leave the plugin on GPU nodes only. */ -}}
 {{- if and (empty .Values.kubeletPlugin.nodeSelector) (empty .Values.kubeletPlugin.affinity) -}}
 {{- $errors = append $errors "kubeletPlugin.nodeSelector and kubeletPlugin.affinity are both empty: the plugin would run on every node, including nodes without GPUs; select GPU nodes, e.g. kubeletPlugin.nodeSelector={\"nvidia.com/gpu.present\": \"true\"}" -}}
+{{- end -}}
+
+{{- /* The IMEX agent: Guaranteed QoS, and a hosts file it can write. */ -}}
+{{- if .Values.imexAgent.enabled -}}
+{{- $res := .Values.imexAgent.resources -}}
+{{- $limits := $res.limits | default dict -}}
+{{- $requests := $res.requests | default dict -}}
+{{- range $kind := list "cpu" "memory" -}}
+{{- if not (hasKey $limits $kind) -}}
+{{- $errors = append $errors (printf "imexAgent.resources.limits.%s is not set: the IMEX agent must be in the Guaranteed QoS class (requests equal to limits for cpu and memory), so that it is the last pod the kubelet evicts under pressure; set both, e.g. imexAgent.resources.limits.%s=%s and the same request" $kind $kind (ternary "200m" "384Mi" (eq $kind "cpu"))) -}}
+{{- else if and (hasKey $requests $kind) (ne (toString (index $requests $kind)) (toString (index $limits $kind))) -}}
+{{- $errors = append $errors (printf "imexAgent.resources.requests.%s=%v differs from imexAgent.resources.limits.%s=%v: the IMEX agent must be in the Guaranteed QoS class (requests equal to limits), so that it is the last pod the kubelet evicts; make them equal" $kind (index $requests $kind) $kind (index $limits $kind)) -}}
+{{- end -}}
+{{- end -}}
+{{- $hosts := .Values.imexAgent.hostsFile -}}
+{{- $imexDir := (include "compute-domains.paths" . | fromYaml).imexDir -}}
+{{- if not (or (eq $hosts "/etc/hosts") (and (hasPrefix (printf "%s/" $imexDir) $hosts) (not (contains "/../" (printf "%s/" $hosts))) (not (hasSuffix "/" $hosts)))) -}}
+{{- $errors = append $errors (printf "imexAgent.hostsFile=%s is neither the pod's own /etc/hosts (what real IMEX resolves peer names through) nor a file in the node's IMEX folder %s/ (where a test double may read it); everything else is the container's read-only root filesystem. Use /etc/hosts" $hosts $imexDir) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /* Optional objects that would come out empty. */ -}}
+{{- if .Values.criticalPodsQuota.enabled -}}
+{{- $classes := list .Values.kubeletPlugin.priorityClassName -}}
+{{- if .Values.controller.enabled }}{{ $classes = append $classes .Values.controller.priorityClassName }}{{ end -}}
+{{- if .Values.imexAgent.enabled }}{{ $classes = append $classes .Values.imexAgent.priorityClassName }}{{ end -}}
+{{- if not ($classes | compact) -}}
+{{- $errors = append $errors "criticalPodsQuota.enabled=true, but no component has a priorityClassName, so the quota would admit nothing: set one (e.g. kubeletPlugin.priorityClassName=system-node-critical) or set criticalPodsQuota.enabled=false" -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* The resource.k8s.io version must exist (the helper fails itself when none is found). */ -}}

@@ -14,7 +14,8 @@ from tests.support import helm
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPO / "chart"
 PROFILES = {path.stem: path for path in sorted((REPO / "values").glob("*.yaml"))}
-"""The value profiles in values/, by name (host-driver, gpu-operator, sim)."""
+"""The value profiles in values/, by name (host-driver, gpu-operator, gb200-nvl72, gke, eks,
+openshift, sim)."""
 MAJORS = ("helm3", "helm4")
 NAMESPACE = "compute-domains"
 RELEASE = "cd"
@@ -30,6 +31,37 @@ STANDARD_LABELS = (
 """Labels every rendered object carries (the CRD subchart's included)."""
 
 Obj = dict[str, Any]
+
+BASE_KINDS = {
+    "ClusterRole": 3,
+    "ClusterRoleBinding": 3,
+    "CustomResourceDefinition": 2,
+    "DaemonSet": 2,
+    "Deployment": 1,
+    "DeviceClass": 2,
+    "PodDisruptionBudget": 1,
+    "ResourceClaimTemplate": 1,
+    "Role": 3,
+    "RoleBinding": 3,
+    "Service": 3,
+    "ServiceAccount": 3,
+    "ValidatingAdmissionPolicy": 4,
+    "ValidatingAdmissionPolicyBinding": 4,
+}
+"""What the default values render: plugin, controller and agent, with their RBAC and policies."""
+PROFILE_EXTRA_KINDS = {
+    "gke": {"ResourceQuota": 1},
+    "openshift": {"Role": 1, "RoleBinding": 1},
+}
+"""What a profile renders beyond the default: GKE's priority quota, OpenShift's SCC grant."""
+
+
+def expected_kinds(profile: str | None) -> list[str]:
+    """The sorted kinds of every object the chart renders with ``profile`` (None: defaults)."""
+    counts = dict(BASE_KINDS)
+    for kind, extra in PROFILE_EXTRA_KINDS.get(profile or "", {}).items():
+        counts[kind] = counts.get(kind, 0) + extra
+    return sorted(kind for kind, n in counts.items() for _ in range(n))
 
 
 def helm_for(major: str, home: pathlib.Path, kubeconfig: pathlib.Path | None = None) -> helm.Helm:
@@ -72,24 +104,45 @@ def of_kind(objects: list[Obj], kind: str) -> list[Obj]:
     return [o for o in objects if o["kind"] == kind]
 
 
-def pod_spec(objects: list[Obj]) -> Obj:
-    """The pod spec of the kubelet plugin DaemonSet."""
-    spec: Obj = find(objects, "DaemonSet")["spec"]["template"]["spec"]
+COMPONENT = "app.kubernetes.io/component"
+WORKLOADS = {"kubelet-plugin": "DaemonSet", "imex-agent": "DaemonSet", "controller": "Deployment"}
+"""The chart's pod-running objects, by component."""
+
+
+def of_component(objects: list[Obj], component: str) -> list[Obj]:
+    """Every object labelled with ``component``."""
+    return [o for o in objects if o["metadata"].get("labels", {}).get(COMPONENT) == component]
+
+
+def workload(objects: list[Obj], component: str = "kubelet-plugin") -> Obj:
+    """The DaemonSet or Deployment of ``component``; fails when not exactly one."""
+    kind = WORKLOADS[component]
+    matches = [o for o in of_component(objects, component) if o["kind"] == kind]
+    assert len(matches) == 1, f"expected one {kind} of {component}, found {len(matches)}"
+    return matches[0]
+
+
+def pod_spec(objects: list[Obj], component: str = "kubelet-plugin") -> Obj:
+    """The pod spec of a component's workload (the kubelet plugin DaemonSet by default)."""
+    spec: Obj = workload(objects, component)["spec"]["template"]["spec"]
     return spec
 
 
 def container(objects: list[Obj], name: str) -> Obj:
-    """A container (or init container) of the plugin pod, by name."""
-    spec = pod_spec(objects)
-    for c in [*spec.get("initContainers", []), *spec["containers"]]:
-        if c["name"] == name:
-            return dict(c)
-    raise AssertionError(f"no container {name} in the plugin pod")
+    """A container (or init container) of any of the chart's pods, by its (unique) name."""
+    for component, kind in WORKLOADS.items():
+        if not [o for o in of_component(objects, component) if o["kind"] == kind]:
+            continue
+        spec = pod_spec(objects, component)
+        for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            if c["name"] == name:
+                return dict(c)
+    raise AssertionError(f"no container {name} in the chart's pods")
 
 
-def all_containers(objects: list[Obj]) -> Iterator[Obj]:
-    """Every init container and container of the plugin pod."""
-    spec = pod_spec(objects)
+def all_containers(objects: list[Obj], component: str = "kubelet-plugin") -> Iterator[Obj]:
+    """Every init container and container of a component's pod."""
+    spec = pod_spec(objects, component)
     yield from spec.get("initContainers", [])
     yield from spec["containers"]
 
@@ -102,12 +155,17 @@ def flag(c: Obj, name: str) -> str | None:
     return values[0] if values else None
 
 
-def volume(objects: list[Obj], name: str) -> Obj:
-    """A volume of the plugin pod, by name."""
-    for v in pod_spec(objects)["volumes"]:
+def volume(objects: list[Obj], name: str, component: str = "kubelet-plugin") -> Obj:
+    """A volume of a component's pod (the plugin's by default), by name."""
+    for v in pod_spec(objects, component)["volumes"]:
         if v["name"] == name:
             return dict(v)
-    raise AssertionError(f"no volume {name} in the plugin pod")
+    raise AssertionError(f"no volume {name} in the {component} pod")
+
+
+def env(c: Obj) -> dict[str, Obj]:
+    """A container's env entries by name."""
+    return {e["name"]: e for e in c.get("env", [])}
 
 
 def mount(c: Obj, name: str) -> Obj | None:

@@ -1,7 +1,9 @@
 """The chart installs with `helm install --wait` (helm 3, then helm 4), works, and uninstalls.
 
 Uses values/sim.yaml on the simulated cluster (or --chart-path / --app-config-file-path on an
-existing one). It needs nothing from the plugin program yet: kwok marks the plugin pods Ready.
+existing one). It needs nothing from the controller or agent programs: kwok marks their pods
+Ready (an agent pod once the kubelet plugin prepared its daemon claim), whatever the processes
+the simulated kubelet starts for them do.
 The CRDs are cluster-scoped and kept on uninstall, so when an earlier install (this test's
 other helm major, or another test) left them, this install leaves them alone with
 crds.enabled=false, as the crds subchart documents for CRDs another release owns.
@@ -57,9 +59,17 @@ def _release_objects(api: client.ApiClient, namespace: str, release: str) -> lis
     selector = f"app.kubernetes.io/instance={release}"
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     rbac, admission = client.RbacAuthorizationV1Api(api), client.AdmissionregistrationV1Api(api)
-    resource = client.ResourceV1Api(api)
+    resource, policy = client.ResourceV1Api(api), client.PolicyV1Api(api)
     listings: dict[str, Any] = {
         "DaemonSet": apps.list_namespaced_daemon_set(namespace, label_selector=selector),
+        "Deployment": apps.list_namespaced_deployment(namespace, label_selector=selector),
+        "PodDisruptionBudget": policy.list_namespaced_pod_disruption_budget(
+            namespace, label_selector=selector
+        ),
+        "Service": core.list_namespaced_service(namespace, label_selector=selector),
+        "ResourceClaimTemplate": resource.list_namespaced_resource_claim_template(
+            namespace, label_selector=selector
+        ),
         "Pod": core.list_namespaced_pod(namespace, label_selector=selector),
         "ServiceAccount": core.list_namespaced_service_account(namespace, label_selector=selector),
         "Role": rbac.list_namespaced_role(namespace, label_selector=selector),
@@ -141,7 +151,7 @@ def _check_admission_policies(api: client.ApiClient, release: str) -> None:
     selector = f"app.kubernetes.io/instance={release}"
     policies = admission.list_validating_admission_policy(label_selector=selector).items
     bindings = admission.list_validating_admission_policy_binding(label_selector=selector).items
-    assert len(policies) == 2
+    assert len(policies) == 4
     assert {b.spec.policy_name for b in bindings} == {p.metadata.name for p in policies}
 
     def type_checked() -> list[Any] | None:
@@ -258,6 +268,165 @@ def _check_writes_are_confined_to_the_own_node(
     assert refusal is not None and "this request's token names no node" in refusal
 
 
+def _component_pods(
+    api: client.ApiClient, namespace: str, release: str, component: str
+) -> list[Any]:
+    return list(
+        client.CoreV1Api(api)
+        .list_namespaced_pod(
+            namespace,
+            label_selector=f"app.kubernetes.io/instance={release},"
+            f"app.kubernetes.io/component={component}",
+        )
+        .items
+    )
+
+
+def _check_controller_runs_two_replicas(
+    api: client.ApiClient, namespace: str, release: str
+) -> None:
+    apps = client.AppsV1Api(api)
+    [deployment] = apps.list_namespaced_deployment(
+        namespace,
+        label_selector=f"app.kubernetes.io/instance={release},app.kubernetes.io/component=controller",
+    ).items
+    assert deployment.spec.replicas == 2
+    assert deployment.status.ready_replicas == 2, "helm --wait waited for both"
+    [pdb] = (
+        client.PolicyV1Api(api)
+        .list_namespaced_pod_disruption_budget(
+            namespace, label_selector=f"app.kubernetes.io/instance={release}"
+        )
+        .items
+    )
+    assert pdb.spec.max_unavailable == 1
+
+
+def _check_agents_claim_their_nodes_daemon_device(
+    api: client.ApiClient, namespace: str, release: str
+) -> None:
+    """One Ready agent pod per clique node: each one's daemon claim was allocated and prepared.
+
+    The clique labels come from node-init after the install, so this waits for them.
+    """
+    core = client.CoreV1Api(api)
+
+    def every_clique_node_has_a_ready_agent() -> dict[str, str] | None:
+        nodes = {
+            str(n.metadata.name)
+            for n in core.list_node(label_selector=constants.CLIQUE_LABEL).items
+        }
+        pods = _component_pods(api, namespace, release, "imex-agent")
+        ready = {
+            str(p.spec.node_name): str(p.metadata.name)
+            for p in pods
+            if (c := kube.pod_condition(p, "Ready")) is not None and c.status == "True"
+        }
+        return ready if nodes and set(ready) == nodes and len(pods) == len(nodes) else None
+
+    ready = waiting.until(
+        "an IMEX agent pod Ready on every node of a clique",
+        every_clique_node_has_a_ready_agent,
+        timeout=240,
+        interval=2,
+    )
+    pod = core.read_namespaced_pod(next(iter(ready.values())), namespace)
+    [status] = pod.status.resource_claim_statuses or []
+    claim = client.ResourceV1Api(api).read_namespaced_resource_claim(
+        status.resource_claim_name, namespace
+    )
+    [result] = claim.status.allocation.devices.results or []
+    assert (result.driver, result.pool, result.device) == (
+        constants.DRIVER_NAME,
+        pod.spec.node_name,
+        "daemon-0",
+    )
+
+
+def _check_agent_and_controller_writes_are_confined(
+    cluster: clusters.TestCluster,
+    api: client.ApiClient,
+    namespace: str,
+    release: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    """An agent may update its own pod's status only; the controller only the domain label.
+
+    Every write is a dry run: admission runs, nothing is stored.
+    """
+    agents = sorted(
+        _component_pods(api, namespace, release, "imex-agent"), key=lambda p: str(p.metadata.name)
+    )
+    [controller, *_] = _component_pods(api, namespace, release, "controller")
+
+    def bound(pod: Any) -> client.ApiClient:
+        sa = pod.spec.service_account_name
+        path = kubeconfig.for_service_account(
+            cluster.kubeconfig,
+            tmp_path / f"{pod.metadata.name}.kubeconfig",
+            namespace=namespace,
+            service_account=sa,
+            bound_pod=(pod.metadata.name, pod.metadata.uid),
+        )
+        return clusters.typed_client(path)
+
+    agent, other = agents[0], agents[1]
+    as_agent = client.CoreV1Api(bound(agent))
+    condition = {
+        "status": {
+            "conditions": [
+                {
+                    "type": "computedomains.io/IMEXReady",
+                    "status": "False",
+                    "reason": "Idle",
+                    "message": "domain : ",
+                }
+            ]
+        }
+    }
+
+    def patch_status(name: str) -> str | None:
+        return _refusal(
+            lambda: as_agent.patch_namespaced_pod_status(
+                name,
+                namespace,
+                condition,
+                dry_run="All",
+                _content_type="application/strategic-merge-patch+json",
+            )
+        )
+
+    def refused_by_policy() -> str | None:
+        refusal = patch_status(other.metadata.name)
+        return (
+            refusal if refusal and "may only update the status of its own pod" in refusal else None
+        )
+
+    refusal = waiting.until(
+        "the admission policy to refuse an agent writing another pod's status",
+        refused_by_policy,
+        timeout=60,
+        interval=0.5,
+    )
+    assert f"of pod {other.metadata.name}" in refusal
+    assert patch_status(agent.metadata.name) is None
+
+    as_controller = client.CoreV1Api(bound(controller))
+    node = str(agent.spec.node_name)
+
+    def label_node(key: str) -> str | None:
+        patch = {"metadata": {"labels": {key: None}}}
+        return _refusal(
+            lambda: as_controller.patch_node(
+                node, patch, dry_run="All", _content_type="application/merge-patch+json"
+            )
+        )
+
+    node_refusal = label_node(constants.CLIQUE_LABEL)
+    assert node_refusal is not None and "may change only the label" in node_refusal, node_refusal
+    assert label_node(constants.COMPUTE_DOMAIN_LABEL) is None
+
+
 @pytest.mark.parametrize("major", r.MAJORS)
 def test_helm_install_wait_check_and_uninstall(
     major: str,
@@ -284,6 +453,12 @@ def test_helm_install_wait_check_and_uninstall(
         _check_rbac_and_device_classes(api, namespace, release, sa)
         _check_admission_policies(api, release)
         _check_writes_are_confined_to_the_own_node(cluster, api, namespace, ds, tmp_path)
+        _check_controller_runs_two_replicas(api, namespace, release)
+        if cluster.simulated:
+            _check_agents_claim_their_nodes_daemon_device(api, namespace, release)
+            _check_agent_and_controller_writes_are_confined(
+                cluster, api, namespace, release, tmp_path
+            )
         assert all(_crd_exists(api, name) for name in CRDS)
 
         h.run("uninstall", release, "--namespace", namespace, "--wait", "--timeout", "2m")

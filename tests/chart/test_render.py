@@ -57,24 +57,7 @@ def test_lint_strict_and_template_pass(h: helm.Helm, profile: str | None) -> Non
     h.run("lint", "--strict", str(r.CHART), *args)
     objects = r.template(h, *args[2:])
     kinds = sorted(o["kind"] for o in objects)
-    assert kinds == sorted(
-        [
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "CustomResourceDefinition",
-            "CustomResourceDefinition",
-            "DaemonSet",
-            "DeviceClass",
-            "DeviceClass",
-            "Role",
-            "RoleBinding",
-            "ServiceAccount",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
-            "ValidatingAdmissionPolicyBinding",
-        ]
-    )
+    assert kinds == r.expected_kinds(profile)
 
 
 @pytest.mark.parametrize("profile", [None, *r.PROFILES])
@@ -139,7 +122,7 @@ def test_default_render_matches_the_snapshot(tmp_path: pathlib.Path) -> None:
 def test_pods_are_named_compute_domains_even_with_a_name_override(h4: helm.Helm) -> None:
     """The simulated kubelet runs the pods labelled app.kubernetes.io/name=compute-domains."""
     objects = _rendered(h4, nameOverride="cd")
-    ds = r.find(objects, "DaemonSet")
+    ds = r.workload(objects)
     assert ds["metadata"]["name"] == "cd-kubelet-plugin"
     assert ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == (
         "compute-domains"
@@ -154,19 +137,19 @@ def test_names_fit_in_63_characters_with_the_longest_release_name(h: helm.Helm) 
     kinds_and_names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(set(kinds_and_names)) == len(kinds_and_names)
     policies = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
-    assert len(set(policies)) == 2, "shortening the release name must keep the suffixes apart"
+    assert len(set(policies)) == 4, "shortening the release name must keep the suffixes apart"
 
 
 def test_fullname_override_names_the_objects(h4: helm.Helm) -> None:
     objects = _rendered(h4, fullnameOverride="gb200")
-    assert r.find(objects, "DaemonSet")["metadata"]["name"] == "gb200-kubelet-plugin"
+    assert r.workload(objects)["metadata"]["name"] == "gb200-kubelet-plugin"
 
 
 def test_common_labels_reach_every_object_and_the_pods(h4: helm.Helm) -> None:
     objects = _rendered(h4, **{"commonLabels.team": "gpu-platform"})
     chart_objects = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
     assert all(o["metadata"]["labels"]["team"] == "gpu-platform" for o in chart_objects)
-    ds = r.find(objects, "DaemonSet")
+    ds = r.workload(objects)
     assert ds["spec"]["template"]["metadata"]["labels"]["team"] == "gpu-platform"
     assert "team" not in ds["spec"]["selector"]["matchLabels"]
 
@@ -336,14 +319,18 @@ def test_node_init_runs_once_then_watches(h4: helm.Helm) -> None:
     assert watch["args"] == [*once["args"], "--watch", "--recheck-interval=60"]
 
 
+def _every_container(objects: list[r.Obj]) -> list[r.Obj]:
+    return [c for component in r.WORKLOADS for c in r.all_containers(objects, component)]
+
+
 def test_image_tag_defaults_to_app_version_and_digest_wins(h4: helm.Helm) -> None:
-    images = {c["image"] for c in r.all_containers(r.template(h4))}
+    images = {c["image"] for c in _every_container(r.template(h4))}
     assert images == {"ghcr.io/compute-domains/compute-domains:0.1.0"}
     digest = "sha256:" + "a" * 64
     objects = _rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
-    assert {c["image"] for c in r.all_containers(objects)} == {f"reg.example/cd@{digest}"}
+    assert {c["image"] for c in _every_container(objects)} == {f"reg.example/cd@{digest}"}
     objects = _rendered(h4, **{"image.tag": "0.2.0-rc.1"})
-    assert {c["image"] for c in r.all_containers(objects)} == {
+    assert {c["image"] for c in _every_container(objects)} == {
         "ghcr.io/compute-domains/compute-domains:0.2.0-rc.1"
     }
 
@@ -352,8 +339,9 @@ def test_image_pull_policy_and_secrets(h4: helm.Helm) -> None:
     objects = r.template(
         h4, "--set", "image.pullPolicy=Always", "--set", "imagePullSecrets[0].name=regcred"
     )
-    assert {c["imagePullPolicy"] for c in r.all_containers(objects)} == {"Always"}
-    assert r.pod_spec(objects)["imagePullSecrets"] == [{"name": "regcred"}]
+    assert {c["imagePullPolicy"] for c in _every_container(objects)} == {"Always"}
+    for component in r.WORKLOADS:
+        assert r.pod_spec(objects, component)["imagePullSecrets"] == [{"name": "regcred"}]
 
 
 def test_resources(h4: helm.Helm) -> None:
@@ -374,23 +362,25 @@ def test_pod_and_service_account_annotations(h4: helm.Helm) -> None:
             "kubeletPlugin.serviceAccount.annotations.owner": "gpu",
         },
     )
-    ds = r.find(objects, "DaemonSet")
+    ds = r.workload(objects)
     assert ds["spec"]["template"]["metadata"]["annotations"] == {"scrape": "yes"}
-    assert r.find(objects, "ServiceAccount")["metadata"]["annotations"] == {"owner": "gpu"}
+    sa = r.find(objects, "ServiceAccount", "cd-compute-domains-kubelet-plugin")
+    assert sa["metadata"]["annotations"] == {"owner": "gpu"}
+    others = [o for o in r.of_kind(objects, "ServiceAccount") if o is not sa]
+    assert others and all("annotations" not in o["metadata"] for o in others)
 
 
 def test_update_strategy(h4: helm.Helm) -> None:
-    ds = r.find(r.template(h4, "--values", str(r.PROFILES["sim"])), "DaemonSet")
+    ds = r.workload(r.template(h4, "--values", str(r.PROFILES["sim"])))
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
-    ds = r.find(
+    ds = r.workload(
         _rendered(
             h4,
             **{
                 "kubeletPlugin.updateStrategy.type": "OnDelete",
                 "kubeletPlugin.updateStrategy.rollingUpdate": "null",
             },
-        ),
-        "DaemonSet",
+        )
     )
     assert ds["spec"]["updateStrategy"] == {"type": "OnDelete"}
 
@@ -548,8 +538,10 @@ def test_plugin_flags_name_the_node_files_of_the_contract(h4: helm.Helm) -> None
 
 
 def _documented_flags(command: str) -> set[str]:
-    """The flags docs/node-side.md lists for ``computedomains <command>``."""
-    text = (r.REPO / "docs" / "node-side.md").read_text()
+    """The flags docs/node-side.md or docs/control-side.md list for ``computedomains <command>``."""
+    text = "\n".join(
+        (r.REPO / "docs" / page).read_text() for page in ("node-side.md", "control-side.md")
+    )
     row = next(
         line for line in text.splitlines() if line.startswith(f"| `computedomains {command}`")
     )
@@ -563,6 +555,8 @@ def _documented_flags(command: str) -> set[str]:
         ("node-init", "node-init"),
         ("node-init-watch", "node-init"),
         ("kubelet-plugin", "kubelet-plugin"),
+        ("controller", "controller"),
+        ("imex-agent", "imex-agent"),
     ],
 )
 def test_every_flag_the_chart_passes_is_documented(
@@ -606,7 +600,7 @@ ALLOWED_CLUSTER_WRITES = {
 
 
 def test_no_object_grants_more_than_the_plugin_needs(h: helm.Helm) -> None:
-    objects = r.template(h)
+    objects = r.of_component(r.template(h), "kubelet-plugin")
     roles = r.of_kind(objects, "ClusterRole") + r.of_kind(objects, "Role")
     assert [o["metadata"]["name"] for o in roles] == ["cd-compute-domains-kubelet-plugin"] * 2
     for role in roles:
@@ -627,11 +621,18 @@ def test_no_object_grants_more_than_the_plugin_needs(h: helm.Helm) -> None:
                 assert rule["resourceNames"] == [DRIVER]
 
 
-def test_role_bindings_bind_only_the_plugin_service_account(h: helm.Helm) -> None:
-    objects = r.template(h)
+@pytest.mark.parametrize("component", list(r.WORKLOADS))
+def test_role_bindings_bind_only_the_component_service_account(
+    h: helm.Helm, component: str
+) -> None:
+    rendered = r.template(h)
+    objects = r.of_component(rendered, component)
     sa = r.find(objects, "ServiceAccount")["metadata"]["name"]
-    assert r.pod_spec(objects)["serviceAccountName"] == sa
-    for binding in r.of_kind(objects, "ClusterRoleBinding") + r.of_kind(objects, "RoleBinding"):
+    assert sa == f"cd-compute-domains-{component}"
+    assert r.pod_spec(rendered, component)["serviceAccountName"] == sa
+    bindings = r.of_kind(objects, "ClusterRoleBinding") + r.of_kind(objects, "RoleBinding")
+    assert len(bindings) == 2
+    for binding in bindings:
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": sa, "namespace": r.NAMESPACE}
         ]
@@ -640,7 +641,7 @@ def test_role_bindings_bind_only_the_plugin_service_account(h: helm.Helm) -> Non
 
 def test_admission_policies_match_the_plugin_service_account(h: helm.Helm) -> None:
     """The incumbent's policy names a ServiceAccount its pods do not use; ours must not."""
-    objects = r.template(h)
+    objects = r.of_component(r.template(h), "kubelet-plugin")
     sa = r.pod_spec(objects)["serviceAccountName"]
     user = f"system:serviceaccount:{r.NAMESPACE}:{sa}"
     policies = {p["metadata"]["name"]: p for p in r.of_kind(objects, "ValidatingAdmissionPolicy")}
@@ -711,19 +712,34 @@ def _leaf_paths(values: object, prefix: str = "") -> set[str]:
     return paths
 
 
-def _schema_paths(schema: dict[str, object], prefix: str = "") -> set[str]:
+def _resolve(sub: object, root: dict[str, object]) -> object:
+    """``sub`` with a local ``$ref`` (``#/definitions/x``) replaced by what it names."""
+    while isinstance(sub, dict) and "$ref" in sub:
+        ref = sub["$ref"]
+        assert isinstance(ref, str) and ref.startswith("#/definitions/"), ref
+        definitions = root["definitions"]
+        assert isinstance(definitions, dict)
+        sub = definitions[ref.removeprefix("#/definitions/")]
+    return sub
+
+
+def _schema_paths(
+    schema: dict[str, object], prefix: str = "", root: dict[str, object] | None = None
+) -> set[str]:
+    root = root or schema
     paths: set[str] = set()
     properties = schema.get("properties")
     assert isinstance(properties, dict)
-    for key, sub in properties.items():
+    for key, declared in properties.items():
         path = f"{prefix}.{key}" if prefix else key
         paths.add(path)
+        sub = _resolve(declared, root)
         if (
             isinstance(sub, dict)
             and sub.get("additionalProperties") is False
             and "properties" in sub
         ):
-            paths |= _schema_paths(sub, path)
+            paths |= _schema_paths(sub, path, root)
     return paths
 
 

@@ -14,12 +14,13 @@ import pathlib
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, dynamic
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.chart import rendering as r
-from tests.support import clusters
+from tests.support import clusters, plugin
 
 pytestmark = pytest.mark.cluster
 
@@ -101,5 +102,58 @@ def test_every_rendered_object_passes_server_side_validation(
         if (failure := _dry_run(dyn, o, namespace)) is not None
     }
 
-    assert len(objects) == 14
+    assert sorted(o["kind"] for o in objects) == r.expected_kinds(profile)
+    assert not failures, "\n".join(f"{what}: {why}" for what, why in failures.items())
+
+
+def test_optional_objects_pass_server_side_validation(
+    cluster: clusters.TestCluster, api: client.ApiClient, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    """What no profile turns on (the ServiceMonitor's CRD is absent, so it is left out)."""
+    version = client.VersionApi(api).get_code().git_version
+    objects = r.template(
+        r.helm_for("helm4", tmp_path),
+        *r.set_args(
+            {
+                "criticalPodsQuota.enabled": "true",
+                "nodePods.securityContextConstraints": "privileged",
+                "nodePods.seLinuxType": "spc_t",
+                "crds.enabled": "false",
+            }
+        ),
+        "--set-json",
+        "controller.runAsUser=null",
+        "--kube-version",
+        version,
+        release="optional",
+        namespace=namespace,
+    )
+    dyn = DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    failures = {
+        f"{o['kind']} {o['metadata']['name']}": failure
+        for o in objects
+        if (failure := _dry_run(dyn, o, namespace)) is not None
+    }
+    assert {"ResourceQuota", "Role"} <= {o["kind"] for o in objects}
+    assert not failures, "\n".join(f"{what}: {why}" for what, why in failures.items())
+
+
+def test_examples_pass_server_side_validation(
+    cluster: clusters.TestCluster, api: client.ApiClient, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    """examples/*.yaml are valid as they are (the ComputeDomain against the CRDs)."""
+    plugin.install_crds(api)
+    objects = [
+        doc
+        for path in sorted((r.REPO / "examples").glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+    dyn = DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
+    failures = {
+        f"{o['kind']} {o['metadata']['name']}": failure
+        for o in objects
+        if (failure := _dry_run(dyn, o, namespace)) is not None
+    }
+    assert {o["kind"] for o in objects} >= {"ComputeDomain", "StatefulSet"}
     assert not failures, "\n".join(f"{what}: {why}" for what, why in failures.items())

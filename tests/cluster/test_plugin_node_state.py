@@ -183,3 +183,35 @@ def test_node_without_fabric_prepares_channels_without_device_nodes(
     assert [(d.device_name, list(d.cdi_device_ids)) for d in answer.devices] == [("channel-0", [])]
     assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
     assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+
+
+def test_daemon_claim_with_a_domain_config_gets_the_domain_identity(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    """Incumbent-style per-domain daemon claims (ComputeDomainDaemonConfig) still work."""
+    proc, domain = node_plugin
+    uid = domain["metadata"]["uid"]
+    parameters = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.DAEMON_CONFIG_KIND,
+        "domainID": uid,
+    }
+    claim = plugin.allocated_claim(
+        api,
+        namespace,
+        node=proc.node,
+        device="daemon-0",
+        parameters=parameters,
+        request="daemon",
+        device_class=constants.DAEMON_DEVICE_CLASS,
+    )
+    answer = proc.prepare([claim]).claims[claim["uid"]]
+    assert answer.error == ""
+    spec = json.loads(cdi.spec_path(proc.tree.cdi, claim["uid"]).read_text())
+    edits = spec["devices"][0]["containerEdits"]
+    assert f"COMPUTE_DOMAIN_UUID={uid}" in edits["env"]
+    assert f"COMPUTE_DOMAIN_NAME={domain['metadata']['name']}" in edits["env"]
+    assert f"COMPUTE_DOMAIN_NAMESPACE={namespace}" in edits["env"]
+    assert edits["deviceNodes"][0]["path"] == "/dev/nvidia-caps/nvidia-cap1"
+    assert _node_label(api, proc.node) is None  # a daemon claim never joins the node to a domain
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""

@@ -14,7 +14,6 @@ import pathlib
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,73 +23,16 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes, topology
-from tests.chart import rendering
-from tests.support import clusters, kube, plugin
+from tests.cluster.conftest import driver_slices
+from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster
 
-RELEASE = "cd-e2e"
 CHANNEL_NODE, MULTI_NODE, DAEMON_NODE, KILL_NODE, ALL_NODE = (f"gb200-r0-n1{i}" for i in range(5))
 
 
-@pytest.fixture(scope="module")
-def chart(
-    cluster: clusters.TestCluster,
-    sim: sim_cluster.SimCluster,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[str]:
-    """The chart installed for the module; yields its namespace once every node published."""
-    api = cluster.api()
-    namespace = f"cd-system-{uuid.uuid4().hex[:4]}"
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
-    h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
-    crds_exist = bool(
-        client.ApiextensionsV1Api(api)
-        .list_custom_resource_definition(
-            field_selector=f"metadata.name={constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"
-        )
-        .items
-    )
-    args = [
-        "--namespace",
-        namespace,
-        "--values",
-        str(rendering.PROFILES["sim"]),
-        "--wait",
-        "--timeout",
-        "5m",
-    ]
-    h.run(
-        "install",
-        RELEASE,
-        str(rendering.CHART),
-        *args,
-        *(["--set", "crds.enabled=false"] if crds_exist else []),
-        timeout=400,
-    )
-    try:
-        waiting.until(
-            "every simulated node's plugin to publish its ResourceSlice",
-            lambda: _published_nodes(api) >= {n.name for n in sim.nodes},
-            timeout=240,
-            interval=1,
-        )
-        yield namespace
-    finally:
-        h.run("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
-        client.CoreV1Api(api).delete_namespace(namespace)
-
-
 def _slices(api: client.ApiClient) -> list[Any]:
-    return [
-        s
-        for s in client.ResourceV1Api(api).list_resource_slice().items
-        if s.spec.driver == constants.DRIVER_NAME
-    ]
-
-
-def _published_nodes(api: client.ApiClient) -> set[str]:
-    return {s.spec.node_name for s in _slices(api) if s.spec.devices}
+    return driver_slices(api)
 
 
 def _domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
@@ -313,17 +255,19 @@ def test_claims_from_another_namespace_or_with_unknown_fields_are_refused_with_t
     assert "allocatonMode" in _warning(api, namespace, "typo", "invalid opaque config")
 
 
-def test_daemon_claim_gets_the_management_device_and_domain_identity(
-    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+def test_imex_agent_daemon_claim_gets_the_management_device(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient
 ) -> None:
-    domain = _domain(api, namespace)
-    _template(api, namespace, "agent", daemon=True, domainID=domain["metadata"]["uid"])
-    _pod(api, namespace, "agent", node=DAEMON_NODE, template="agent")
-    edits = _cdi_devices(sim, _running(api, namespace, "agent"))["containerEdits"]
-    assert f"COMPUTE_DOMAIN_UUID={domain['metadata']['uid']}" in edits["env"]
-    assert f"COMPUTE_DOMAIN_NAME={domain['metadata']['name']}" in edits["env"]
+    pods = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(chart, label_selector="app.kubernetes.io/component=imex-agent")
+        .items
+    )
+    agent = next(p for p in pods if p.spec.node_name == DAEMON_NODE)
+    edits = _cdi_devices(sim, _running(api, chart, agent.metadata.name))["containerEdits"]
     node = next(n for n in sim.nodes if n.name == DAEMON_NODE)
     assert f"CLIQUE_ID={node.clique}" in edits["env"]
+    assert not any(e.startswith("COMPUTE_DOMAIN_UUID=") for e in edits["env"])  # long-lived agent
     assert edits["deviceNodes"] == [
         {
             "path": "/dev/nvidia-caps/nvidia-cap1",
@@ -416,7 +360,13 @@ DENIED = [
 def test_plugin_service_account_has_what_it_needs_and_nothing_more(
     chart: str, api: client.ApiClient
 ) -> None:
-    daemonset = client.AppsV1Api(api).list_namespaced_daemon_set(chart).items[0]
+    daemonset = (
+        client.AppsV1Api(api)
+        .list_namespaced_daemon_set(
+            chart, label_selector="app.kubernetes.io/component=kubelet-plugin"
+        )
+        .items[0]
+    )
     user = f"system:serviceaccount:{chart}:{daemonset.spec.template.spec.service_account_name}"
     authz = client.AuthorizationV1Api(api)
 

@@ -59,7 +59,14 @@ def create_domain(api: client.ApiClient, namespace: str, name: str = "cd") -> di
 
 
 def allocated_claim(
-    api: client.ApiClient, namespace: str, *, node: str, device: str, parameters: dict[str, Any]
+    api: client.ApiClient,
+    namespace: str,
+    *,
+    node: str,
+    device: str,
+    parameters: dict[str, Any],
+    request: str = "channel",
+    device_class: str = constants.CHANNEL_DEVICE_CLASS,
 ) -> dict[str, str]:
     """A ResourceClaim allocated by hand (as the scheduler would) to ``device`` on ``node``."""
     resource = client.ResourceV1Api(api)
@@ -72,8 +79,8 @@ def allocated_claim(
                 "devices": {
                     "requests": [
                         {
-                            "name": "channel",
-                            "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS},
+                            "name": request,
+                            "exactly": {"deviceClassName": device_class},
                         }
                     ]
                 }
@@ -85,7 +92,7 @@ def allocated_claim(
             "devices": {
                 "results": [
                     {
-                        "request": "channel",
+                        "request": request,
                         "driver": constants.DRIVER_NAME,
                         "pool": node,
                         "device": device,
@@ -94,7 +101,7 @@ def allocated_claim(
                 "config": [
                     {
                         "source": "FromClaim",
-                        "requests": ["channel"],
+                        "requests": [request],
                         "opaque": {"driver": constants.DRIVER_NAME, "parameters": parameters},
                     }
                 ],

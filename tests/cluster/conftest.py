@@ -1,0 +1,75 @@
+"""Fixtures shared by the cluster tests."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.sim import cluster as sim_cluster
+from tests.chart import rendering
+from tests.support import clusters
+
+RELEASE = "cd-e2e"
+
+
+def driver_slices(api: client.ApiClient) -> list[object]:
+    """The ResourceSlices of our driver."""
+    return [
+        s
+        for s in client.ResourceV1Api(api).list_resource_slice().items
+        if s.spec.driver == constants.DRIVER_NAME
+    ]
+
+
+@pytest.fixture(scope="package")
+def chart(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[str]:
+    """The chart (values/sim.yaml) installed once for the cluster tests that need it.
+
+    The simulated kubelet runs node-init, the kubelet plugin, the IMEX agent and the controller
+    as real processes with their own tokens and the chart's arguments. Yields the release
+    namespace once every node's plugin has published its devices; uninstalled before the
+    chart tests (which install their own releases) run.
+    """
+    api = cluster.api()
+    namespace = f"cd-system-{uuid.uuid4().hex[:4]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
+    crd = f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"
+    crds_exist = bool(
+        client.ApiextensionsV1Api(api)
+        .list_custom_resource_definition(field_selector=f"metadata.name={crd}")
+        .items
+    )
+    args = [
+        "--namespace",
+        namespace,
+        "--values",
+        str(rendering.PROFILES["sim"]),
+        "--wait",
+        "--timeout",
+        "5m",
+    ]
+    if crds_exist:
+        args += ["--set", "crds.enabled=false"]
+    h.run("install", RELEASE, str(rendering.CHART), *args, timeout=400)
+    try:
+        wanted = {n.name for n in sim.nodes}
+        waiting.until(
+            "every simulated node's plugin to publish its ResourceSlice",
+            lambda: {s.spec.node_name for s in driver_slices(api) if s.spec.devices} >= wanted,  # type: ignore[attr-defined]
+            timeout=240,
+            interval=1,
+        )
+        yield namespace
+    finally:
+        h.run("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
+        client.CoreV1Api(api).delete_namespace(namespace)
