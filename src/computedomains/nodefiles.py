@@ -44,12 +44,23 @@ def write_json(
     writing process. ``fsync`` adds survival of a power loss or kernel crash, which
     ``boot_scoped`` files do without: their owner discards them after a reboot anyway.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     if compact:
         data = json.dumps(document, separators=(",", ":")).encode()
     else:
         data = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
+    write_bytes(path, data, mode=mode, boot_scoped=boot_scoped)
+
+
+def write_bytes(
+    path: pathlib.Path, data: bytes, *, mode: int = 0o644, boot_scoped: bool = False
+) -> None:
+    """Atomically replace ``path`` with ``data``; durability as for :func:`write_json`.
+
+    For node files that are not JSON documents, such as configuration rendered for another
+    program.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.write(fd, data)

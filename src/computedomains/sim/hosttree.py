@@ -15,6 +15,7 @@ from typing import Any
 
 from computedomains.fabric import fake as fake_nvml
 from computedomains.sim import topology
+from computedomains.sim.fakeimex import install as fake_imex
 
 FAKE_NVML_FORMAT = fake_nvml.FAKE_NVML_FORMAT
 """The fabric backend's file format, which the host trees are written in."""
@@ -156,4 +157,6 @@ def write(root: pathlib.Path, node: topology.SimNode) -> HostTree:
     params.write_text(f"ImexChannelCount: {IMEX_CHANNEL_COUNT}\n")
     tree.fake_nvml.parent.mkdir(parents=True, exist_ok=True)
     tree.fake_nvml.write_text(json.dumps(fake_nvml_document(node), indent=2) + "\n")
+    # Where the driver installs them; the IMEX agent runs <driver root>/usr/bin/nvidia-imex.
+    fake_imex.install(root / "usr/bin")
     return tree

@@ -1,0 +1,303 @@
+"""The IMEX agent: watch the node and its clique, decide, act on IMEX, report; until SIGTERM.
+
+One loop thread does everything that changes state, so decisions never race: it wakes when
+a watched object changes, when IMEX exits, or when something it scheduled falls due (a
+backoff, a reload, a health check, a condition retry), and otherwise sleeps.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pathlib
+import signal
+import threading
+import time
+import types
+from collections.abc import Callable
+from typing import Any
+
+import prometheus_client
+
+from computedomains import httpserver, nodefiles
+from computedomains.api import constants, models
+from computedomains.api.schema import ValidationError
+from computedomains.fabric import verdictfile
+from computedomains.imexagent import config, decide, metrics, report, supervisor
+from computedomains.kube import client as kube_client
+from computedomains.kube.informer import Informer
+
+log = logging.getLogger(__name__)
+FABRIC_REREAD = 10.0
+"""Seconds between reads of the fabric verdict (node-init rewrites it when the fabric changes)."""
+MAX_SLEEP = 30.0
+ERROR_PAUSE = 2.0
+HEARTBEAT_LIMIT = 120.0
+"""Seconds without a loop pass after which /healthz fails: far above the longest pass."""
+
+
+def cliques_path(namespace: str) -> str:
+    """The ComputeDomainClique collection of the driver namespace."""
+    return f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{constants.CLIQUE_PLURAL}"
+
+
+def read_fabric(path: pathlib.Path) -> tuple[str, str]:
+    """The node's clique from the fabric verdict ("" when none) and, without one, why not."""
+    try:
+        verdict = verdictfile.read(path)
+    except nodefiles.CorruptNodeFile as exc:
+        return "", f"the fabric verdict is unreadable ({exc.reason})"
+    if verdict is None:
+        return "", "node-init has written no fabric verdict yet"
+    if not verdict.clique:
+        return "", f"fabric verdict {verdict.verdict.value}: {verdict.message}"
+    return verdict.clique, ""
+
+
+def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
+    """The ``daemons`` of a clique object; None when it does not parse."""
+    try:
+        clique = models.ComputeDomainClique.from_dict(obj, strict=False)
+    except ValidationError as exc:
+        log.warning("ignoring clique %s: %s", obj.get("metadata", {}).get("name"), exc)
+        return None
+    return tuple(decide.Daemon(d.node_name, d.ip_address, d.index) for d in clique.daemons)
+
+
+class _Watch:
+    """An informer that wakes the agent on every change and remembers its first list."""
+
+    def __init__(
+        self,
+        api: kube_client.Client,
+        wake: Callable[[], None],
+        *,
+        path: str,
+        label_selector: str = "",
+        field_selector: str = "",
+    ) -> None:
+        self.listed = threading.Event()
+
+        def relisted() -> None:
+            self.listed.set()
+            wake()
+
+        self.informer = Informer(
+            api,
+            path=path,
+            on_change=lambda kind, obj: wake(),
+            on_relist=relisted,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
+        self.informer.start()
+
+
+class Agent:
+    """The agent of one node."""
+
+    def __init__(
+        self,
+        cfg: config.AgentConfig,
+        *,
+        api: kube_client.Client,
+        stats: metrics.AgentMetrics,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cfg = cfg
+        self._api = api
+        self._clock = clock
+        self._wake = threading.Event()
+        self._supervisor = supervisor.Supervisor(
+            binary=cfg.imex_binary,
+            ctl=cfg.imex_ctl,
+            config_file=cfg.config_file,
+            start_timeout=cfg.imex_start_timeout,
+            stop_timeout=cfg.imex_stop_timeout,
+            stats=stats,
+            on_exit=self._wake.set,
+        )
+        self._files = report.ImexFiles(cfg)
+        self._reporter = report.Reporter(api, cfg)
+        self._node: _Watch | None = None
+        self._cliques: _Watch | None = None
+        self._cliques_of = ""
+        self._fabric = ("", "")
+        self._fabric_due = -math.inf
+        self.heartbeat = clock()
+        stats.track(self._state)
+
+    def wake(self) -> None:
+        """Make the loop pass now (a stop request, say)."""
+        self._wake.set()
+
+    # -- probes -------------------------------------------------------------------------
+
+    def liveness(self) -> tuple[bool, str]:
+        """The loop made a pass recently."""
+        age = self._clock() - self.heartbeat
+        return age < HEARTBEAT_LIMIT, f"last loop pass {age:.0f}s ago"
+
+    def readiness(self) -> tuple[bool, str]:
+        """Ready once the node's state is reported, whether IMEX runs or not."""
+        current = self._reporter.current
+        if current is None:
+            return False, "no report yet (waiting for the first list of the node and clique)"
+        return True, f"{current.state.value} ({current.message})"
+
+    # -- loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until ``stop`` is set, then stop IMEX."""
+        self._node = _Watch(
+            self._api,
+            self._wake.set,
+            path="/api/v1/nodes",
+            field_selector=f"metadata.name={self._cfg.node_name}",
+        )
+        try:
+            while not stop.is_set():
+                self._wake.clear()
+                try:
+                    due = self._iterate()
+                except Exception:
+                    log.exception("agent loop failed; retrying in %gs", ERROR_PAUSE)
+                    due = self._clock() + ERROR_PAUSE
+                self._wake.wait(max(0.0, min(due - self._clock(), MAX_SLEEP)))
+        finally:
+            self._shutdown()
+
+    def _iterate(self) -> float:
+        now = self._clock()
+        self.heartbeat = now
+        if now >= self._fabric_due:
+            self._fabric = read_fabric(self._cfg.fabric_verdict_file)
+            self._fabric_due = now + FABRIC_REREAD
+        self._follow_clique(self._fabric[0])
+        if not self._listed():
+            return min(now + 0.5, self._fabric_due)
+        self._supervisor.reap(now=now)
+        target = decide.target(self._snapshot())
+        planned = decide.step(target, self._supervisor.running(), self._supervisor.gates(), now=now)
+        if planned.at <= now:
+            self._act(planned.action, target.membership)
+        self._supervisor.check(now=self._clock())
+        observed = self._supervisor.observed()
+        retry = self._reporter.publish(decide.report(target, observed), now=self._clock())
+        later = planned.at if planned.at > now else math.inf
+        return min(later, retry, self._supervisor.next_check(), self._fabric_due)
+
+    def _act(self, action: decide.Action, membership: decide.Membership | None) -> None:
+        if action in (decide.Action.STOP, decide.Action.RESTART):
+            self._supervisor.stop()
+        if action == decide.Action.STOP:
+            self._files.clear_hosts()
+            return
+        if membership is None or action == decide.Action.NONE:
+            return
+        if action == decide.Action.RELOAD:
+            self._files.write(membership)  # a failure here is retried by the loop
+            self._supervisor.reload(membership, now=self._clock())
+            return
+        try:
+            self._files.write(membership)
+        except OSError as exc:
+            text = f"cannot write the IMEX files: {exc}"
+            self._supervisor.start_failed(membership, text, now=self._clock())
+            return
+        cause = "domain" if action == decide.Action.RESTART else ""
+        self._supervisor.start(membership, now=self._clock(), cause=cause)
+
+    def _shutdown(self) -> None:
+        for watch in (self._node, self._cliques):
+            if watch is not None:
+                watch.informer.stop()
+        running = self._supervisor.running()
+        self._supervisor.stop()
+        if running is None:
+            return
+        self._files.clear_hosts()
+        stopped = decide.Report(
+            decide.ImexState.NOT_READY,
+            running.domain_uid,
+            decide.Reason.STARTING,
+            "the IMEX agent stopped, and IMEX with it",
+        )
+        self._reporter.publish(stopped, now=self._clock())
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def _follow_clique(self, clique_id: str) -> None:
+        """Watch the clique objects of the node's (current) clique only."""
+        if clique_id == self._cliques_of:
+            return
+        if self._cliques is not None:
+            self._cliques.informer.stop()
+            self._cliques = None
+        self._cliques_of = clique_id
+        if clique_id:
+            selector = f"{constants.CLIQUE_ID_LABEL}={clique_id}"
+            self._cliques = _Watch(
+                self._api, self._wake.set, path=cliques_path(self._cfg.namespace),
+                label_selector=selector,
+            )  # fmt: skip
+
+    def _listed(self) -> bool:
+        watches = [w for w in (self._node, self._cliques) if w is not None]
+        return all(w.listed.is_set() for w in watches)
+
+    def _snapshot(self) -> decide.Snapshot:
+        cfg = self._cfg
+        assert self._node is not None
+        node = next(iter(self._node.informer.items()), {})
+        domain = str(
+            node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL, "")
+        )
+        clique_id, note = self._fabric
+        daemons = None
+        if domain and self._cliques is not None:
+            name = f"{domain}.{clique_id}"
+            obj = next(
+                (o for o in self._cliques.informer.items() if o["metadata"].get("name") == name),
+                None,
+            )
+            daemons = daemons_of(obj) if obj is not None else None
+        return decide.Snapshot(
+            node_name=cfg.node_name,
+            pod_ip=cfg.pod_ip,
+            max_nodes=cfg.max_nodes_per_clique,
+            clique_id=clique_id,
+            fabric_note=note,
+            domain_uid=domain,
+            daemons=daemons,
+        )
+
+    def _state(self) -> str:
+        current = self._reporter.current
+        return current.state.value if current is not None else decide.ImexState.NOT_READY.value
+
+
+def run(cfg: config.AgentConfig) -> int:
+    """Serve until SIGTERM/SIGINT; returns the exit code."""
+    stop = threading.Event()
+    api = kube_client.connect(cfg.kubeconfig)
+    stats = metrics.AgentMetrics(prometheus_client.CollectorRegistry())
+    agent = Agent(cfg, api=api, stats=stats)
+
+    def on_signal(signum: int, frame: types.FrameType | None) -> None:
+        stop.set()
+        agent.wake()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    http = httpserver.serve(
+        cfg.http_bind,
+        registry=stats.registry,
+        probes={"/healthz": agent.liveness, "/readyz": agent.readiness},
+    )
+    log.info("IMEX agent for node %s (pod %s, %s) running", cfg.node_name, cfg.pod_name, cfg.pod_ip)
+    # The loop runs in this, the main, thread: IMEX is started from it and dies with it.
+    agent.run(stop)
+    http.shutdown()
+    log.info("IMEX agent stopped")
+    return 0

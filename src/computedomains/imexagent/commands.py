@@ -1,0 +1,27 @@
+"""``computedomains imex-agent``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from typing import Any
+
+from computedomains.imexagent import config
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register the ``imex-agent`` subcommand."""
+    parser = subparsers.add_parser(
+        "imex-agent", help="run the node's IMEX daemon for the node's ComputeDomain"
+    )
+    config.add_arguments(parser)
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from computedomains.imexagent import agent  # noqa: PLC0415 - keeps `--help` fast
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    return agent.run(config.from_args(args))

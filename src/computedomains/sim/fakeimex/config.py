@@ -1,0 +1,192 @@
+"""What the fake IMEX reads, parsed without I/O: config, ``nodes.cfg``, hosts, faults.
+
+The config format is the real one: ``KEY=VALUE`` lines, ``#`` comments, blank lines; keys
+the fake has no use for are accepted and ignored, as IMEX accepts keys of other versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import ipaddress
+import pathlib
+import re
+
+DEFAULT_CONFIG = pathlib.Path("/etc/nvidia-imex/config.cfg")
+HOSTS_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_HOSTS"
+"""Hosts file the fake resolves ``nodes.cfg`` names through (real IMEX uses /etc/hosts)."""
+DEFAULT_HOSTS = pathlib.Path("/etc/hosts")
+FAIL_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_FAIL"
+FAIL_FILE = "fail"
+"""Name of the fault file, looked up next to the config file."""
+_LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
+
+
+class ConfigError(ValueError):
+    """A file IMEX reads is malformed; the message says where."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImexConfig:
+    """The keys of ``imexd.cfg`` the fake acts on."""
+
+    server_port: int
+    node_config_file: pathlib.Path
+    bind_ip: str
+    """``BIND_INTERFACE_IP``; empty means "the address of this node in nodes.cfg"."""
+    cmd_enabled: bool
+    cmd_bind_ip: str
+    cmd_port: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """One line of ``nodes.cfg`` and the address it resolves to (None: unresolved)."""
+
+    index: int
+    name: str
+    address: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Faults:
+    """Failures to inject, from ``COMPUTE_DOMAINS_FAKE_IMEX_FAIL`` or the ``fail`` file."""
+
+    bind: bool = False
+    """Fail to bind the server port, as when another IMEX holds it."""
+    crash_after: float | None = None
+    """Seconds after start at which the daemon dies with an error."""
+    refuse: frozenset[str] = frozenset()
+    """``nodes.cfg`` names whose connections are refused, both ways."""
+
+    def merged(self, other: Faults) -> Faults:
+        """Both sets of faults at once (``other``'s crash time wins when both set one)."""
+        return Faults(
+            bind=self.bind or other.bind,
+            crash_after=other.crash_after if other.crash_after is not None else self.crash_after,
+            refuse=self.refuse | other.refuse,
+        )
+
+
+def parse_key_values(text: str) -> dict[str, str]:
+    """``KEY=VALUE`` lines into a dict; later keys win, as in IMEX."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"line {number}: expected KEY=VALUE, got {raw.strip()!r}")
+        values[key.strip()] = value.strip()
+    return values
+
+
+def _port(values: dict[str, str], key: str, default: int) -> int:
+    raw = values.get(key) or str(default)
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"{key}={raw!r}: expected a TCP port 1..65535")
+    return int(raw)
+
+
+def _address(values: dict[str, str], key: str) -> str:
+    raw = values.get(key, "")
+    if raw:
+        try:
+            ipaddress.ip_address(raw)
+        except ValueError:
+            raise ConfigError(f"{key}={raw!r}: not an IP address") from None
+    return raw
+
+
+def parse_config(text: str) -> ImexConfig:
+    """The config file; raises :class:`ConfigError` naming the bad key."""
+    values = parse_key_values(text)
+    enabled = values.get("IMEX_CMD_ENABLED", "0")
+    if enabled not in ("0", "1"):
+        raise ConfigError(f"IMEX_CMD_ENABLED={enabled!r}: expected 0 or 1")
+    node_file = values.get("IMEX_NODE_CONFIG_FILE", "")
+    if not node_file:
+        raise ConfigError("IMEX_NODE_CONFIG_FILE is not set")
+    return ImexConfig(
+        server_port=_port(values, "SERVER_PORT", 50000),
+        node_config_file=pathlib.Path(node_file),
+        bind_ip=_address(values, "BIND_INTERFACE_IP"),
+        cmd_enabled=enabled == "1",
+        cmd_bind_ip=_address(values, "IMEX_CMD_BIND_INTERFACE_IP"),
+        cmd_port=_port(values, "IMEX_CMD_PORT", 50005),
+    )
+
+
+def parse_nodes(text: str) -> tuple[str, ...]:
+    """The entries of ``nodes.cfg`` (host names or addresses), one per line, in order."""
+    entries = []
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            entries.append(line)
+    return tuple(entries)
+
+
+def parse_hosts(text: str) -> dict[str, str]:
+    """Name → address from a hosts file; the first line naming a host wins, as in glibc."""
+    table: dict[str, str] = {}
+    for raw in text.splitlines():
+        fields = raw.split("#", 1)[0].split()
+        if len(fields) < 2:
+            continue
+        for name in fields[1:]:
+            table.setdefault(name, fields[0])
+    return table
+
+
+def resolve(entries: tuple[str, ...], hosts: dict[str, str]) -> tuple[Node, ...]:
+    """Each entry with its address: an address literal stands for itself."""
+    nodes = []
+    for index, entry in enumerate(entries):
+        try:
+            address: str | None = str(ipaddress.ip_address(entry))
+        except ValueError:
+            address = hosts.get(entry)
+        nodes.append(Node(index=index, name=entry, address=address))
+    return tuple(nodes)
+
+
+def dialable(address: str | None) -> bool:
+    """True only for IPv4 loopback addresses: the fake never connects anywhere else."""
+    if address is None:
+        return False
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return isinstance(parsed, ipaddress.IPv4Address) and parsed in _LOOPBACK
+
+
+def domain_tag(entries: tuple[str, ...]) -> str:
+    """A short digest of the node list: two daemons with different lists are different domains."""
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+
+
+_FAULT = re.compile(r"^(bind|crash-after=(?P<after>\d+(\.\d+)?)|refuse=(?P<name>\S+))$")
+
+
+def parse_faults(text: str) -> Faults:
+    """Faults: ``bind``, ``crash-after=<seconds>``, ``refuse=<name>``, comma or space separated.
+
+    Anything else raises :class:`ConfigError`: a typo must not pass silently.
+    """
+    faults = Faults()
+    for item in text.replace(",", " ").split():
+        match = _FAULT.match(item)
+        if match is None:
+            raise ConfigError(
+                f"unknown fault {item!r}: expected bind, crash-after=<seconds> or refuse=<name>"
+            )
+        if item == "bind":
+            faults = dataclasses.replace(faults, bind=True)
+        elif match["after"] is not None:
+            faults = dataclasses.replace(faults, crash_after=float(match["after"]))
+        else:
+            faults = dataclasses.replace(faults, refuse=faults.refuse | {match["name"]})
+    return faults

@@ -1,0 +1,35 @@
+"""Install ``nvidia-imex`` and ``nvidia-imex-ctl`` into a simulated node's host tree.
+
+Each is a two-line shell script that execs this Python on the fake, so the agent starts it
+by path exactly as it starts the real binary under the driver root.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import shlex
+import sys
+
+PROGRAMS = (("nvidia-imex", "daemon"), ("nvidia-imex-ctl", "ctl"))
+"""(program name, role argument of ``python -m computedomains.sim.fakeimex``)."""
+
+
+def script(role: str, python: str) -> str:
+    """The script text for ``role``."""
+    return (
+        "#!/bin/sh\n"
+        "# Simulated cluster: the fake IMEX of compute-domains (computedomains.sim.fakeimex).\n"
+        f'exec {shlex.quote(python)} -m computedomains.sim.fakeimex {role} "$@"\n'
+    )
+
+
+def install(bin_dir: pathlib.Path, *, python: str = sys.executable) -> list[pathlib.Path]:
+    """Write both scripts into ``bin_dir`` (created if needed); returns their paths."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for program, role in PROGRAMS:
+        path = bin_dir / program
+        path.write_text(script(role, python))
+        path.chmod(0o755)
+        written.append(path)
+    return written
