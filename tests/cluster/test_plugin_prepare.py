@@ -165,12 +165,14 @@ def test_channel_claim_waits_for_imex_then_gets_channel_zero_and_unprepare_clean
     domain = _domain(api, namespace)
     uid = domain["metadata"]["uid"]
     _template(api, namespace, "imex", domainID=uid)
+    fault = _inject_imex_fault(sim, CHANNEL_NODE, "bind")
     _pod(api, namespace, "worker", node=CHANNEL_NODE, template="imex")
     message = _warning(api, namespace, "worker", "is not ready on node")
     assert domain["metadata"]["name"] in message
-    assert _node_domain(api, CHANNEL_NODE) == uid  # the node joined the domain; IMEX may start
+    assert "FAILED" in message  # IMEX's own state and error text reach the user
+    assert _node_domain(api, CHANNEL_NODE) == uid  # the node joined the domain; IMEX started
 
-    plugin.write_imex_status(sim.host_trees[CHANNEL_NODE], CHANNEL_NODE, uid)
+    fault.unlink()  # IMEX can bind again: the agent's next restart succeeds
     pod = _running(api, namespace, "worker")
     nodes = _cdi_devices(sim, pod)["containers"]["main"]["containerEdits"]["deviceNodes"]
     assert nodes == [
@@ -195,7 +197,6 @@ def test_allocation_mode_all_injects_every_channel(
 ) -> None:
     domain = _domain(api, namespace)
     uid = domain["metadata"]["uid"]
-    plugin.write_imex_status(sim.host_trees[ALL_NODE], ALL_NODE, uid)
     _template(api, namespace, "imex-all", domainID=uid, allocationMode="All")
     _pod(api, namespace, "all", node=ALL_NODE, template="imex-all")
     nodes = _cdi_devices(sim, _running(api, namespace, "all"))["containerEdits"]["deviceNodes"]
@@ -207,7 +208,6 @@ def test_several_pods_of_one_domain_share_a_node_and_another_domain_is_refused(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
     first, second = _domain(api, namespace), _domain(api, namespace)
-    plugin.write_imex_status(sim.host_trees[MULTI_NODE], MULTI_NODE, first["metadata"]["uid"])
     _template(api, namespace, "first", domainID=first["metadata"]["uid"])
     _template(api, namespace, "second", domainID=second["metadata"]["uid"])
     for i in range(3):
@@ -230,7 +230,6 @@ def test_several_pods_of_one_domain_share_a_node_and_another_domain_is_refused(
     for i in range(3):
         _delete_pod(api, namespace, f"rank-{i}")
     # Once the first domain's pods are gone, the second one gets the node.
-    plugin.write_imex_status(sim.host_trees[MULTI_NODE], MULTI_NODE, second["metadata"]["uid"])
     _running(api, namespace, "intruder")
     _delete_pod(api, namespace, "intruder")
 
@@ -280,6 +279,14 @@ def test_imex_agent_daemon_claim_gets_the_management_device(
     assert edits["mounts"][0]["containerPath"] == "/imexd"
 
 
+def _inject_imex_fault(sim: sim_cluster.SimCluster, node: str, fault: str) -> pathlib.Path:
+    """Make the node's (fake) nvidia-imex fail as told until the returned file is removed."""
+    path = sim.host_trees[node].root / "var/run/compute-domains/imex/fail"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{fault}\n")
+    return path
+
+
 def _plugin_pid(node: str) -> int | None:
     for proc in pathlib.Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -299,10 +306,10 @@ def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
     domain = _domain(api, namespace)
     uid = domain["metadata"]["uid"]
     tree = sim.host_trees[KILL_NODE]
-    plugin.write_imex_status(tree, KILL_NODE, uid, state="NOT_READY", message="connecting to peers")
+    fault = _inject_imex_fault(sim, KILL_NODE, "bind")
     _template(api, namespace, "imex", domainID=uid)
     _pod(api, namespace, "survivor", node=KILL_NODE, template="imex")
-    _warning(api, namespace, "survivor", "connecting to peers")
+    _warning(api, namespace, "survivor", "is not ready on node")
     killed = _plugin_pid(KILL_NODE)
     assert killed is not None
     processes.stop_pids([killed], grace=0)  # SIGTERM then SIGKILL, by PID
@@ -311,7 +318,7 @@ def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
         lambda: (pid := _plugin_pid(KILL_NODE)) is not None and pid != killed,
         timeout=60,
     )
-    plugin.write_imex_status(tree, KILL_NODE, uid)
+    fault.unlink()
     pod = _running(api, namespace, "survivor")
     checkpoint = json.loads(
         (tree.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json").read_text()
