@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 
 import computedomains
+from computedomains.controller import commands as controller_commands
 from computedomains.fabric import commands as fabric_commands
+from computedomains.imexagent import commands as imexagent_commands
 from computedomains.kubeletplugin import commands as kubeletplugin_commands
 from computedomains.nodeinit import commands as nodeinit_commands
 from computedomains.sim import commands as sim_commands
@@ -31,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     sim_commands.add_parsers(subparsers)
     kubeletplugin_commands.add_parsers(subparsers)
+    controller_commands.add_parsers(subparsers)
+    imexagent_commands.add_parsers(subparsers)
     fabric_commands.add_parsers(subparsers)
     nodeinit_commands.add_parsers(subparsers)
     return parser

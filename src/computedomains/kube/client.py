@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import urllib3
@@ -28,6 +28,9 @@ SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
 """Set only by the simulated cluster, which cannot mount the token at the usual path."""
 _TOKEN_REREAD = 60.0
 """Seconds between re-reads of a projected token file (the kubelet rotates it)."""
+
+RequestObserver = Callable[[str, str, int], None]
+"""Called after each request with (method, path, HTTP status; 0 when none came back)."""
 
 
 class ApiError(Exception):
@@ -81,6 +84,8 @@ class Client:
         if cert is not None:
             context.load_cert_chain(str(cert[0]), str(cert[1]))
         self._pool = urllib3.PoolManager(num_pools=2, maxsize=max_connections, ssl_context=context)
+        self.observer: RequestObserver | None = None
+        """Set by a component that counts its API requests (metrics); None counts nothing."""
 
     # -- construction ---------------------------------------------------------------------
 
@@ -141,10 +146,16 @@ class Client:
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body).encode()
-        response = self._pool.request(
-            method, self._url(path, query), body=data, headers=headers,
-            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False,
-        )  # fmt: skip
+        status = 0
+        try:
+            response = self._pool.request(
+                method, self._url(path, query), body=data, headers=headers,
+                timeout=urllib3.Timeout(connect=5, read=timeout), retries=False,
+            )  # fmt: skip
+            status = response.status
+        finally:
+            if self.observer is not None:
+                self.observer(method, path, status)
         if not 200 <= response.status <= 299:
             raise _error(response)
         decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
@@ -183,6 +194,8 @@ class Client:
             "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
             timeout=urllib3.Timeout(connect=5, read=timeout), retries=False, preload_content=False,
         )  # fmt: skip
+        if self.observer is not None:
+            self.observer("WATCH", path, response.status)
         try:
             if not 200 <= response.status <= 299:
                 response.read()

@@ -29,10 +29,26 @@ class Informer:
         *,
         path: str,
         on_change: Callable[[str, dict[str, Any]], None] | None = None,
+        label_selector: str = "",
+        field_selector: str = "",
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        on_relist: Callable[[], None] | None = None,
     ) -> None:
+        """Cache the objects under ``path``, optionally narrowed and trimmed.
+
+        ``label_selector`` and ``field_selector`` narrow what is cached; ``transform`` trims
+        each object before it is stored (a controller caching every Node needs only its
+        labels); ``on_relist`` runs after every full list, since changes that happened while
+        no watch was open (deletions above all) reach nobody through ``on_change``.
+        """
         self._api = api
         self._path = path
         self._on_change = on_change
+        self._query = {"labelSelector": label_selector} if label_selector else {}
+        # One node's agent watches its own Node: metadata.name is a field, not a label.
+        self._query |= {"fieldSelector": field_selector} if field_selector else {}
+        self._transform = transform
+        self._on_relist = on_relist
         self._objects: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._synced = threading.Event()
@@ -63,12 +79,17 @@ class Informer:
 
     def refresh(self) -> str:
         """List now and replace the cache; returns the list's resourceVersion."""
-        listing = self._api.get(self._path)
-        objects = {o["metadata"]["uid"]: o for o in listing.get("items", [])}
+        listing = self._api.get(self._path, query=self._query)
+        objects = {o["metadata"]["uid"]: self._stored(o) for o in listing.get("items", [])}
         with self._lock:
             self._objects = objects
         self._synced.set()
+        if self._on_relist is not None:
+            self._on_relist()
         return str(listing["metadata"]["resourceVersion"])
+
+    def _stored(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._transform(obj) if self._transform is not None else obj
 
     def _run(self) -> None:
         backoff = 0.2
@@ -88,6 +109,7 @@ class Informer:
         """Follow changes until the stream ends or says the version is too old (410)."""
         while not self._stop.is_set():
             query = {
+                **self._query,
                 "resourceVersion": version,
                 "allowWatchBookmarks": "true",
                 "timeoutSeconds": str(_WATCH_SECONDS),
@@ -100,6 +122,7 @@ class Informer:
                 if kind == "BOOKMARK":
                     continue
                 uid = obj["metadata"]["uid"]
+                obj = self._stored(obj)
                 with self._lock:
                     if kind == "DELETED":
                         self._objects.pop(uid, None)

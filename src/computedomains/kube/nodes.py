@@ -96,6 +96,33 @@ def patch_labels(api: client.Client, name: str, labels: Mapping[str, str | None]
     api.patch(path(name), {"metadata": {"labels": dict(labels)}})
 
 
+def remove_label_if(api: client.Client, name: str, key: str, value: str) -> bool:
+    """Remove label ``key`` from node ``name`` only while it still reads ``value``.
+
+    The patch carries the resourceVersion the check was made on, so a label that another
+    writer changed meanwhile is left alone; a conflict reads the node again. Returns True
+    when the label was removed, False when it (or the node) was gone or changed.
+    """
+    for attempt in range(_CONFLICT_RETRIES):
+        try:
+            node = api.get(path(name))
+        except client.ApiError as exc:
+            if exc.status == client.NOT_FOUND:
+                return False
+            raise
+        if (node["metadata"].get("labels") or {}).get(key) != value:
+            return False
+        body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"],
+                             "labels": {key: None}}}  # fmt: skip
+        try:
+            api.patch(path(name), body)
+            return True
+        except client.ApiError as exc:
+            if exc.status != client.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
+                raise
+    return False
+
+
 def set_condition(
     api: client.Client, name: str, condition_type: str, status: str, *, reason: str, message: str
 ) -> None:

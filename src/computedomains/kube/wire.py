@@ -30,6 +30,8 @@ class ObjectMeta(TypedDict, total=False):
     annotations: dict[str, str]
     deletionTimestamp: str
     ownerReferences: list[OwnerReference]
+    creationTimestamp: str
+    finalizers: list[str]
 
 
 class ObjectFieldSelector(TypedDict, total=False):
@@ -134,6 +136,16 @@ class PodResourceClaimStatus(TypedDict, total=False):
     resourceClaimName: str
 
 
+class PodCondition(TypedDict, total=False):
+    """``status.conditions[]`` of a Pod."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    lastTransitionTime: str
+
+
 class PodStatus(TypedDict, total=False):
     """``status`` of a Pod."""
 
@@ -141,6 +153,7 @@ class PodStatus(TypedDict, total=False):
     podIP: str
     hostIP: str
     resourceClaimStatuses: list[PodResourceClaimStatus]
+    conditions: list[PodCondition]
 
 
 class Pod(TypedDict, total=False):
@@ -193,3 +206,37 @@ class ResourceClaim(TypedDict, total=False):
 
     metadata: ObjectMeta
     status: ResourceClaimStatus
+
+
+class Node(TypedDict, total=False):
+    """A Node, as far as its identity and labels go."""
+
+    metadata: ObjectMeta
+
+
+class ResourceClaimTemplate(TypedDict, total=False):
+    """A resource.k8s.io/v1 ResourceClaimTemplate (its spec is never read back)."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: dict[str, object]
+
+
+class LeaseSpec(TypedDict, total=False):
+    """``spec`` of a coordination.k8s.io/v1 Lease."""
+
+    holderIdentity: str
+    leaseDurationSeconds: int
+    acquireTime: str
+    renewTime: str
+    leaseTransitions: int
+
+
+class Lease(TypedDict, total=False):
+    """A coordination.k8s.io/v1 Lease."""
+
+    apiVersion: str
+    kind: str
+    metadata: ObjectMeta
+    spec: LeaseSpec

@@ -1,0 +1,1 @@
+"""The ComputeDomain controller: templates, slots, cliques, status and Events (control-side.md)."""

@@ -1,0 +1,87 @@
+"""The controller's settings, resolved once from flags (each with an env twin)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+import socket
+
+from computedomains import settings as flags
+from computedomains.kube import leaderelection
+
+DEFAULT_LEASE_NAME = "compute-domains-controller"
+
+
+@dataclasses.dataclass(frozen=True)
+class ControllerConfig:
+    """Everything the controller needs to know, validated."""
+
+    namespace: str
+    """The driver's namespace: cliques, agent pods and the Lease live there."""
+    kubeconfig: pathlib.Path | None
+    """None in a pod: the ServiceAccount is used."""
+    pod_name: str
+    """This replica's pod name; the Lease holder identity is ``<pod>-<random>``."""
+    leader_elect: bool
+    """Compete for the Lease before acting (the chart runs two replicas)."""
+    lease_name: str
+    election: leaderelection.Timing
+    """Lease duration, renew deadline and retry period, in seconds."""
+    max_nodes_per_clique: int
+    """Slots per clique: IMEX's limit on GB200/GB300 NVL72 is 18 nodes."""
+    gc_interval: float
+    """Seconds between collections of what vanished domains left behind."""
+    http_bind: str
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Register the controller's flags."""
+    flags.add(parser, "--namespace", default="default", help="the driver's namespace")
+    flags.add(parser, "--kubeconfig", default=None, type=flags.path,
+              help="kubeconfig (default: the pod's ServiceAccount)")  # fmt: skip
+    flags.add(parser, "--pod-name", default=None,
+              help="this replica's pod name (default: the host name)")  # fmt: skip
+    flags.add_switch(parser, "--leader-elect", default=True, negatable=True,
+                     help="act only while holding the leader Lease")  # fmt: skip
+    flags.add(parser, "--lease-name", default=DEFAULT_LEASE_NAME,
+              help="name of the leader-election Lease in --namespace")  # fmt: skip
+    flags.add(parser, "--lease-duration", default="15", type=float,
+              help="seconds before a standby takes a silent leader's Lease")  # fmt: skip
+    flags.add(parser, "--renew-deadline", default="10", type=float,
+              help="seconds the leader keeps trying to renew before it stops leading")  # fmt: skip
+    flags.add(parser, "--retry-period", default="2", type=float,
+              help="seconds between attempts to take or renew the Lease")  # fmt: skip
+    flags.add(parser, "--max-nodes-per-clique", default="18", type=int,
+              help="slots per clique (IMEX domain size limit)")  # fmt: skip
+    flags.add(parser, "--gc-interval", default="60", type=float,
+              help="seconds between collections of deleted domains' leftovers")  # fmt: skip
+    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+
+
+def from_args(args: argparse.Namespace) -> ControllerConfig:
+    """Resolve parsed flags into the config, validating what argparse cannot."""
+    if not 1 <= args.max_nodes_per_clique <= 9999:
+        # nodes.cfg names slots with four digits.
+        raise SystemExit(f"--max-nodes-per-clique must be 1..9999, got {args.max_nodes_per_clique}")
+    if args.gc_interval <= 0:
+        raise SystemExit(f"--gc-interval must be positive, got {args.gc_interval}")
+    try:
+        timing = leaderelection.Timing(
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+        )
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from exc
+    return ControllerConfig(
+        namespace=args.namespace,
+        kubeconfig=args.kubeconfig,
+        pod_name=args.pod_name or socket.gethostname(),
+        leader_elect=args.leader_elect,
+        lease_name=args.lease_name,
+        election=timing,
+        max_nodes_per_clique=args.max_nodes_per_clique,
+        gc_interval=args.gc_interval,
+        http_bind=args.http_bind,
+    )

@@ -1,0 +1,128 @@
+"""The pure core of a reconcile: snapshot in, plan out (slots, cliques, status, Events).
+
+Nothing here reads or writes the API; :mod:`computedomains.controller.reconciler` carries the
+plan out. A plan lists only what differs from the snapshot, so an idle domain plans nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from computedomains.api import models
+from computedomains.controller import eventplan, membership, status
+from computedomains.controller.views import CliqueID, NodeName, Snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What one reconcile of one domain writes and records."""
+
+    add_finalizer: bool
+    create_template: bool
+    delete_template: bool
+    cliques: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
+    """Clique objects to write; an empty tuple deletes the object."""
+    status: models.ComputeDomainStatus | None
+    """The status to write, or None when it is already shown."""
+    events: tuple[eventplan.EventSpec, ...]
+    """Events recorded with the clique writes (freed slots, a waiting deletion)."""
+    status_events: tuple[eventplan.EventSpec, ...]
+    """Events describing the status change, recorded once the status is written."""
+    reported: frozenset[str]
+    """Warning keys to pass to the next round (see :mod:`eventplan`)."""
+    assigned: tuple[NodeName, ...]
+    """Nodes that got a slot now (formation latency starts)."""
+    became_ready: tuple[NodeName, ...]
+    """Nodes whose IMEX turned ready now (formation latency ends)."""
+    holding_nodes: tuple[NodeName, ...]
+    """While deleting: nodes that still carry the domain label."""
+    remove_finalizer: bool
+    """Deleting, and nothing holds the domain any more: release the object."""
+    domain_ready: bool
+    """The domain is Ready with at least one node (written now or already shown)."""
+    deferred: bool
+    """Status, Events or readiness-only clique changes were held back (no ``flush``)."""
+
+    @property
+    def writes(self) -> bool:
+        """True when carrying out the plan writes anything."""
+        return bool(
+            self.add_finalizer or self.create_template or self.delete_template or self.cliques
+            or self.status is not None or self.events or self.status_events
+            or self.remove_finalizer
+        )  # fmt: skip
+
+
+def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: bool = True) -> Plan:
+    """Decide one round for the domain of ``snapshot`` (max ``limit`` slots per clique).
+
+    Without ``flush``, only what agents wait for is planned (finalizer, template, slot and
+    address changes of cliques, freed slots); the status, its Events and readiness-only
+    clique changes are held back and ``deferred`` says whether anything was.
+    """
+    domain = snapshot.domain
+    cliques = membership.plan(snapshot, limit=limit)
+    desired = status.aggregate(snapshot, cliques)
+    status_events, keep = eventplan.plan(snapshot, cliques, desired, limit=limit, reported=reported)
+    holding = tuple(m.name for m in snapshot.members()) if domain.deleting else ()
+    events = eventplan.freed(cliques)
+    if holding:
+        key = f"{eventplan.Reason.DELETION_WAITING}/{len(holding)}"
+        keep |= {key}
+        if key not in reported:
+            message = (
+                f"deletion waits for {len(holding)} node(s) still running pods of this domain "
+                f"(their computeDomain label goes with the last pod): {eventplan.listing(holding)}"
+            )
+            events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
+    writes = membership.changed(snapshot.cliques, cliques.daemons)
+    release = domain.deleting and domain.finalized and not holding
+    if release:
+        # Nobody runs the domain any more: its cliques go, whatever their agents still say.
+        writes = {clique: () for clique in snapshot.cliques}
+    new_status = desired if status.differs(domain.status, desired) and not release else None
+    urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot.cliques.get(c), d)}
+    held_back = bool(new_status is not None or status_events or len(urgent) < len(writes))
+    if not flush and not release:
+        writes, new_status, keep = urgent, None, _immediate_keys(keep) | reported
+        status_events = []
+    return Plan(
+        add_finalizer=not domain.deleting and not domain.finalized,
+        create_template=not domain.deleting
+        and bool(domain.template)
+        and not snapshot.template_present,
+        delete_template=domain.deleting and snapshot.template_present,
+        cliques=writes,
+        status=new_status,
+        events=tuple(events),
+        status_events=tuple(status_events),
+        reported=keep,
+        assigned=tuple(n for r in cliques.slots.values() for n in r.assigned),
+        became_ready=_became_ready(snapshot, cliques),
+        holding_nodes=holding,
+        remove_finalizer=release,
+        domain_ready=desired.status is models.Status.READY and bool(desired.nodes),
+        deferred=held_back and not flush and not release,
+    )
+
+
+def _immediate_keys(keys: frozenset[str]) -> frozenset[str]:
+    """The remembered keys of Events that are never held back (deletion waiting)."""
+    return frozenset(k for k in keys if k.startswith(f"{eventplan.Reason.DELETION_WAITING}/"))
+
+
+def _became_ready(snapshot: Snapshot, cliques: membership.CliquesPlan) -> tuple[NodeName, ...]:
+    """Nodes whose IMEX is ready now but not in the stored clique (formation latency ends)."""
+    was_ready = {
+        d.node_name
+        for ds in snapshot.cliques.values()
+        for d in ds
+        if d.status is models.Status.READY
+    }
+    return tuple(
+        NodeName(d.node_name)
+        for ds in cliques.daemons.values()
+        for d in ds
+        if d.status is models.Status.READY and d.node_name not in was_ready
+    )

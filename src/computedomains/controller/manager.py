@@ -1,0 +1,243 @@
+"""Run the controller: caches, metrics and probes always; workers only while leading.
+
+Both replicas keep their caches synced, so a standby that wins the Lease starts reconciling
+at once. Leading means: every known domain is queued, workers reconcile, a housekeeping
+thread collects leftovers and re-queues every domain now and then (a safety net for changes
+no watch event announced; an idle domain costs a read of the caches, no write). Losing the
+Lease ends the process (the pod restarts as a standby), as the incumbent does: a replica
+that may have missed writes should start from fresh caches.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+import types
+from collections.abc import Callable
+
+import prometheus_client
+
+from computedomains import httpserver, waiting
+from computedomains.api import models
+from computedomains.controller import collector, config, metrics
+from computedomains.controller.caches import Caches
+from computedomains.controller.reconciler import Reconciler
+from computedomains.kube import client as kube_client
+from computedomains.kube import events, leaderelection, workqueue
+
+log = logging.getLogger(__name__)
+COMPONENT = "compute-domains-controller"
+BATCH_SECONDS = 0.2
+"""Changes to one domain within this window are reconciled together: 18 nodes labelled
+in a burst cost one clique write, not eighteen."""
+RESYNC_SECONDS = 30.0
+WORKERS = 4
+"""Reconciles are mostly waiting on the API server; one domain never uses two workers."""
+SYNC_TIMEOUT = 30.0
+STOP_GRACE = 10.0
+"""Seconds workers get to finish the reconcile they are in when the replica stops."""
+
+
+def _error_reason(exc: Exception) -> str:
+    """One of :data:`metrics.ERROR_REASONS`."""
+    if isinstance(exc, kube_client.ApiError):
+        return {kube_client.CONFLICT: "Conflict", kube_client.NOT_FOUND: "NotFound"}.get(
+            exc.status, "APIError"
+        )
+    if isinstance(exc, kube_client.API_ERRORS):
+        return "Unreachable"
+    return "Internal"
+
+
+class Workers:
+    """The reconcile workers and the housekeeping thread of a leading replica."""
+
+    def __init__(
+        self, *, queue: workqueue.WorkQueue, reconcile: Callable[[str], float | None],
+        caches: Caches, collect: Callable[[], object], stats: metrics.ControllerMetrics,
+        gc_interval: float,
+    ) -> None:  # fmt: skip
+        self._queue = queue
+        self._reconcile = reconcile
+        self._caches = caches
+        self._collect = collect
+        self._stats = stats
+        self._gc_interval = gc_interval
+        self._halt = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        """Queue every domain and start the threads."""
+        for uid in self._caches.domain_uids():
+            self._queue.add(uid)
+        self._threads = [
+            threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+            for i in range(WORKERS)
+        ]
+        self._threads.append(threading.Thread(target=self._housekeep, name="housekeeping",
+                                              daemon=True))  # fmt: skip
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        """Stop handing out work and wait (bounded) for the reconciles in progress."""
+        self._queue.shutdown()
+        self._halt.set()
+        deadline = time.monotonic() + STOP_GRACE
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0))
+        hung = [t.name for t in self._threads if t.is_alive()]
+        if hung:
+            log.error("threads still busy after %.0fs: %s", STOP_GRACE, ", ".join(hung))
+
+    def alive(self) -> bool:
+        """Every started thread still runs (or none was started)."""
+        return all(t.is_alive() for t in self._threads) or self._halt.is_set()
+
+    def _work(self) -> None:
+        while (uid := self._queue.get()) is not None:
+            try:
+                with self._stats.reconcile():
+                    later = self._reconcile(uid)
+                self._queue.forget(uid)
+                if later is not None:
+                    self._queue.add_after(uid, later)
+            except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
+                self._stats.reconcile_errors.labels(_error_reason(exc)).inc()
+                delay = self._queue.add_rate_limited(uid)
+                log.warning("reconcile of domain %s failed (attempt %d), retrying in %.1fs: %s",
+                            uid, self._queue.failures(uid), delay, exc)  # fmt: skip
+            finally:
+                self._queue.done(uid)
+
+    def _housekeep(self) -> None:
+        next_gc = next_resync = time.monotonic()
+        while not self._halt.wait(max(min(next_gc, next_resync) - time.monotonic(), 0)):
+            now = time.monotonic()
+            if now >= next_gc:
+                try:
+                    self._collect()
+                except Exception:
+                    log.exception("collecting leftovers failed; retrying next round")
+                next_gc = now + self._gc_interval
+            if now >= next_resync:
+                for uid in self._caches.domain_uids():
+                    self._queue.add(uid)
+                next_resync = now + RESYNC_SECONDS
+
+
+def _domain_counts(caches: Caches) -> dict[str, int]:
+    counts = {s.value: 0 for s in models.Status}
+    for raw in caches.domains.items():
+        shown = (raw.get("status") or {}).get("status") or models.Status.NOT_READY.value
+        counts[shown] = counts.get(shown, 0) + 1
+    return counts
+
+
+class Controller:
+    """One replica: its caches, reconciler, workers, elector and HTTP endpoint."""
+
+    def __init__(self, cfg: config.ControllerConfig) -> None:
+        self.cfg = cfg
+        self.stop = threading.Event()
+        self.synced = threading.Event()
+        self.leading = threading.Event()
+        self.api = kube_client.connect(cfg.kubeconfig)
+        self.stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
+        self.api.observer = self.stats.observe_request
+        self.queue = workqueue.WorkQueue()
+        self.caches = Caches(
+            self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted
+        )
+        self.recorder = events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name)
+        reconciler = Reconciler(
+            self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
+            formation=metrics.FormationClock(self.stats),
+        )  # fmt: skip
+        self.workers = Workers(
+            queue=self.queue, reconcile=reconciler.reconcile, caches=self.caches,
+            stats=self.stats, collect=lambda: collector.collect(self.api, self.caches),
+            gc_interval=cfg.gc_interval,
+        )  # fmt: skip
+        self.elector = leaderelection.LeaderElector(
+            self.api, namespace=cfg.namespace, name=cfg.lease_name,
+            me=leaderelection.identity(cfg.pod_name), timing=cfg.election,
+            on_started_leading=self._started, on_stopped_leading=self._stopped,
+        )  # fmt: skip
+        self.stats.track(domains=lambda: _domain_counts(self.caches), depth=lambda: len(self.queue),
+                         leader=self.leading.is_set)  # fmt: skip
+
+    def _changed(self, uid: str) -> None:
+        self.queue.add_after(uid, BATCH_SECONDS)
+
+    def _relisted(self) -> None:
+        for uid in self.caches.domain_uids():
+            self.queue.add_after(uid, BATCH_SECONDS)
+
+    def _started(self) -> None:
+        self.leading.set()
+        if self.cfg.leader_elect:
+            lease = events.ObjectRef(kind="Lease", name=self.cfg.lease_name,
+                                     namespace=self.cfg.namespace,
+                                     api_version="coordination.k8s.io/v1")  # fmt: skip
+            self.recorder.emit(lease, reason="LeaderElection",
+                               message=f"{self.elector.identity} became leader")  # fmt: skip
+        self.workers.start()
+
+    def _stopped(self) -> None:
+        self.workers.stop()
+        self.leading.clear()
+
+    def healthz(self) -> tuple[bool, str]:
+        """Live: lease renewal on time (when leading) and every worker thread running."""
+        renewing = self.elector.healthy()
+        role = "leader" if self.leading.is_set() else "standby"
+        detail = f"{self.elector.identity}: {role}, lease renewal {'ok' if renewing else 'overdue'}"
+        return renewing and self.workers.alive(), detail
+
+    def readyz(self) -> tuple[bool, str]:
+        """Ready once the caches are synced, leader or standby."""
+        return self.synced.is_set(), f"caches synced: {self.synced.is_set()}"
+
+    def serve(self) -> int:
+        """Sync the caches, then lead (or wait to); 0 after a stop, 1 when the Lease is lost."""
+        while not self.stop.is_set():
+            try:
+                self.caches.wait_synced(SYNC_TIMEOUT)
+                break
+            except waiting.WaitTimeout as exc:
+                log.warning("caches not synced yet: %s", exc)
+        if self.stop.is_set():
+            return 0
+        self.synced.set()
+        log.info("caches synced; %s", "competing for the lease" if self.cfg.leader_elect
+                 else "leading without election")  # fmt: skip
+        if self.cfg.leader_elect:
+            return 0 if self.elector.run(self.stop) else 1
+        self._started()
+        self.stop.wait()
+        self._stopped()
+        return 0
+
+
+def run(cfg: config.ControllerConfig) -> int:
+    """Serve until SIGTERM/SIGINT (0) or until the Lease is lost (1)."""
+    controller = Controller(cfg)
+
+    def on_signal(signum: int, frame: types.FrameType | None) -> None:
+        controller.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    http = httpserver.serve(
+        cfg.http_bind, registry=controller.stats.registry,
+        probes={"/healthz": controller.healthz, "/readyz": controller.readyz},
+    )  # fmt: skip
+    controller.caches.start()
+    try:
+        return controller.serve()
+    finally:
+        controller.caches.stop()
+        http.shutdown()

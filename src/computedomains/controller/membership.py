@@ -1,0 +1,137 @@
+"""Which node is in which clique of a domain, and what each clique object should list.
+
+Membership comes from the node labels: the kubelet plugin's ``computeDomain`` label says the
+node is in the domain, node-init's clique label says where. A member whose clique label
+vanished (a fabric re-check in progress) stays where its slot is rather than losing it; a
+member with no clique label and no slot has no NVLink fabric and needs no IMEX.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+from computedomains.api import models
+from computedomains.controller import slots
+from computedomains.controller.views import CliqueID, NodeName, Snapshot
+
+
+@dataclasses.dataclass(frozen=True)
+class CliquesPlan:
+    """Slots and clique contents of one domain after one round."""
+
+    slots: Mapping[CliqueID, slots.SlotPlan]
+    daemons: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
+    """What each clique object should list (empty: the object should not exist)."""
+    no_fabric: tuple[NodeName, ...]
+    """Members without a clique: in the domain, but with no IMEX to form."""
+    clique_of: Mapping[NodeName, CliqueID]
+    """The clique of every member that has one."""
+
+
+def may_free(snapshot: Snapshot, node: NodeName, clique: CliqueID) -> bool:
+    """True when ``node``'s slot in ``clique`` may be given up (control-side.md, Slots).
+
+    The node is gone; or it is in another clique now (it cannot serve this one any more); or
+    it left the domain and its agent confirms it stopped IMEX for it (or serves another
+    domain, idles, or has no pod any more).
+    """
+    uid = snapshot.domain.uid
+    info = snapshot.nodes.get(node)
+    if info is None:
+        return True
+    if info.domain == uid:
+        return bool(info.clique) and info.clique != clique
+    agent = snapshot.agents.get(node)
+    return agent is None or agent.released(uid)
+
+
+def _existing_clique_of(snapshot: Snapshot) -> dict[NodeName, CliqueID]:
+    placed: dict[NodeName, CliqueID] = {}
+    for clique, daemons in sorted(snapshot.cliques.items()):
+        for daemon in daemons:
+            placed.setdefault(NodeName(daemon.node_name), clique)
+    return placed
+
+
+def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
+    """Assign slots in every clique of the domain and derive each clique's daemon list."""
+    uid = snapshot.domain.uid
+    placed = _existing_clique_of(snapshot)
+    clique_of: dict[NodeName, CliqueID] = {}
+    no_fabric: list[NodeName] = []
+    for member in snapshot.members():
+        if member.clique:
+            clique_of[member.name] = CliqueID(member.clique)
+        elif member.name in placed:
+            clique_of[member.name] = placed[member.name]
+        else:
+            no_fabric.append(member.name)
+    plans: dict[CliqueID, slots.SlotPlan] = {}
+    daemons: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
+    for clique in sorted(set(snapshot.cliques) | set(clique_of.values())):
+        listed = {NodeName(d.node_name): d for d in snapshot.cliques.get(clique, ())}
+        members = sorted(n for n, c in clique_of.items() if c == clique)
+        releasable = {n for n in listed if n not in members and may_free(snapshot, n, clique)}
+        result = slots.assign(
+            existing={n: d.index for n, d in listed.items()},
+            members=members,
+            releasable=releasable,
+            limit=limit,
+        )
+        plans[clique] = result
+        entries = []
+        for node, index in sorted(result.slots.items(), key=lambda item: item[1]):
+            agent = snapshot.agents.get(node)
+            old = listed.get(node)
+            ip = agent.ip if agent is not None and agent.ip else (old.ip_address if old else "")
+            ready = agent is not None and agent.ready_for(uid)
+            entries.append(
+                models.CliqueDaemon(
+                    node_name=node,
+                    ip_address=ip,
+                    clique_id=clique,
+                    index=index,
+                    status=models.Status.READY if ready else models.Status.NOT_READY,
+                )
+            )
+        daemons[clique] = tuple(entries)
+    return CliquesPlan(
+        slots=plans, daemons=daemons, no_fabric=tuple(no_fabric), clique_of=clique_of
+    )
+
+
+def _order(daemons: tuple[models.CliqueDaemon, ...]) -> list[models.CliqueDaemon]:
+    return sorted(daemons, key=lambda d: (d.index if d.index is not None else -1, d.node_name))
+
+
+def changed(
+    current: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]],
+    desired: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]],
+) -> dict[CliqueID, tuple[models.CliqueDaemon, ...]]:
+    """The cliques whose object must be written (empty tuple: deleted), nothing else."""
+    out: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
+    for clique in set(current) | set(desired):
+        want = desired.get(clique, ())
+        if not want:
+            if clique in current:
+                out[clique] = ()
+        elif clique not in current or _order(current[clique]) != _order(want):
+            out[clique] = want
+    return out
+
+
+def urgent(
+    current: tuple[models.CliqueDaemon, ...] | None, desired: tuple[models.CliqueDaemon, ...]
+) -> bool:
+    """True when agents need this clique write now: members, slots or addresses changed.
+
+    A change of ``status`` alone only informs people, and can wait for the next status write.
+    """
+    if current is None or not desired:
+        return True
+
+    def wiring(daemons: tuple[models.CliqueDaemon, ...]) -> list[tuple[str, int | None, str]]:
+        return [(d.node_name, d.index, d.ip_address) for d in _order(daemons)]
+
+    return wiring(current) != wiring(desired)

@@ -1,0 +1,127 @@
+"""The objects the controller creates, built in code from the domain (no templates).
+
+Paths and label selectors live here too, so the reconciler, the garbage collector and the
+caches agree on where everything is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from computedomains.api import constants, models
+from computedomains.controller.views import CliqueID, Domain, DomainUID
+from computedomains.kube import wire
+
+DOMAINS = f"/apis/{constants.API_VERSION}/{constants.COMPUTE_DOMAIN_PLURAL}"
+"""Every ComputeDomain in every namespace."""
+TEMPLATES = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
+"""Every ResourceClaimTemplate in every namespace."""
+TEMPLATE_SELECTOR = (
+    f"{constants.COMPUTE_DOMAIN_LABEL},"
+    f"{constants.COMPUTE_DOMAIN_TARGET_LABEL}={constants.WORKLOAD_TARGET}"
+)
+"""Our workload templates: labelled with a domain, target Workload."""
+AGENT_SELECTOR = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
+NODES = "/api/v1/nodes"
+
+
+def domain_path(namespace: str, name: str, subresource: str = "") -> str:
+    """The API path of a ComputeDomain (or of its subresource)."""
+    plural = constants.COMPUTE_DOMAIN_PLURAL
+    path = f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{plural}/{name}"
+    return f"{path}/{subresource}" if subresource else path
+
+
+def cliques_path(namespace: str, name: str = "") -> str:
+    """The ComputeDomainCliques of the driver namespace, or one of them."""
+    base = f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{constants.CLIQUE_PLURAL}"
+    return f"{base}/{name}" if name else base
+
+
+def templates_path(namespace: str, name: str = "") -> str:
+    """The ResourceClaimTemplates of ``namespace``, or one of them."""
+    base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
+    return f"{base}/{name}" if name else base
+
+
+def agents_path(namespace: str) -> str:
+    """The pods of the driver namespace (the agents are selected by label)."""
+    return f"/api/v1/namespaces/{namespace}/pods"
+
+
+def clique_name(uid: DomainUID, clique: CliqueID) -> str:
+    """``<cdUID>.<cliqueID>``, the incumbent's name."""
+    return f"{uid}.{clique}"
+
+
+def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
+    """The ResourceClaimTemplate workload pods reference to join ``domain``.
+
+    Owned by the domain (same namespace), so the garbage collector removes it even if the
+    controller never sees the deletion; the controller deletes it itself in order first.
+    """
+    config = models.ChannelConfig(domain_id=domain.uid, allocation_mode=domain.allocation_mode)
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": domain.template,
+            "namespace": domain.namespace,
+            "labels": {
+                constants.COMPUTE_DOMAIN_LABEL: domain.uid,
+                constants.COMPUTE_DOMAIN_TARGET_LABEL: constants.WORKLOAD_TARGET,
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": constants.API_VERSION,
+                    "kind": constants.COMPUTE_DOMAIN_KIND,
+                    "name": domain.name,
+                    "uid": domain.uid,
+                }
+            ],
+        },
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": constants.CHANNEL_REQUEST,
+                            "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS},
+                        }
+                    ],
+                    "config": [
+                        {
+                            "requests": [constants.CHANNEL_REQUEST],
+                            "opaque": {
+                                "driver": constants.DRIVER_NAME,
+                                "parameters": config.to_dict(),
+                            },
+                        }
+                    ],
+                }
+            }
+        },
+    }
+
+
+def clique_object(
+    *, namespace: str, uid: DomainUID, clique: CliqueID, daemons: Sequence[models.CliqueDaemon]
+) -> dict[str, Any]:
+    """A new ComputeDomainClique listing ``daemons``."""
+    body = models.ComputeDomainClique(
+        metadata={
+            "name": clique_name(uid, clique),
+            "namespace": namespace,
+            "labels": {constants.COMPUTE_DOMAIN_LABEL: uid, constants.CLIQUE_ID_LABEL: clique},
+        },
+        daemons=tuple(daemons),
+    ).to_dict()
+    body.setdefault("daemons", [])
+    return body
+
+
+def owned_by(obj: dict[str, Any] | wire.ResourceClaimTemplate, uid: str) -> bool:
+    """True when ``obj`` carries the domain label of ``uid``."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return bool(labels.get(constants.COMPUTE_DOMAIN_LABEL) == uid)

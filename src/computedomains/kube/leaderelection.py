@@ -1,0 +1,280 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, as client-go's Lease lock does it.
+
+Replicas race for one Lease. The holder writes ``renewTime`` every retry period; the others
+only read it. A standby judges expiry by its *own* clock: the lease is free once its content
+has not changed for ``leaseDurationSeconds`` since this replica first saw that content, so
+clock skew between machines cannot hand the lease to two holders. Every write carries the
+resourceVersion it was computed from, so of two replicas taking a free lease at once, one
+gets a 409 and stays standby.
+
+The decision ("may I take or renew this lease?") is the pure :func:`decide`; the elector
+only reads, writes and keeps time. A leader that cannot renew within the renew deadline
+stops leading; on shutdown it releases the lease (empty holder) so a standby takes over at
+once instead of waiting for expiry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import cast
+
+from computedomains.kube import client, wire
+
+log = logging.getLogger(__name__)
+
+
+def lease_path(namespace: str, name: str = "") -> str:
+    """The API path of the Leases in ``namespace``, or of Lease ``name``."""
+    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+    return f"{base}/{name}" if name else base
+
+
+def identity(pod_name: str) -> str:
+    """A holder identity ``<pod>-<random>``: unique even when a pod restarts under its name."""
+    return f"{pod_name}-{uuid.uuid4()}"
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseRecord:
+    """The Lease's spec, as far as election reads it."""
+
+    holder: str
+    duration: float
+    """``leaseDurationSeconds``."""
+    acquire_time: str = ""
+    renew_time: str = ""
+    transitions: int = 0
+
+    @classmethod
+    def from_lease(cls, lease: wire.Lease) -> LeaseRecord:
+        """The record of a Lease read from the API."""
+        spec = lease.get("spec", {})
+        return cls(
+            holder=spec.get("holderIdentity") or "",
+            duration=float(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=spec.get("acquireTime") or "",
+            renew_time=spec.get("renewTime") or "",
+            transitions=int(spec.get("leaseTransitions") or 0),
+        )
+
+    def to_spec(self) -> wire.LeaseSpec:
+        """The Lease spec that stores this record."""
+        spec: wire.LeaseSpec = {
+            "holderIdentity": self.holder,
+            "leaseDurationSeconds": max(int(self.duration), 1),
+            "leaseTransitions": self.transitions,
+        }
+        if self.acquire_time:
+            spec["acquireTime"] = self.acquire_time
+        if self.renew_time:
+            spec["renewTime"] = self.renew_time
+        return spec
+
+
+class Action(enum.StrEnum):
+    """What a replica does with the Lease it observed."""
+
+    CREATE = "Create"
+    """No Lease exists: create it, holding it."""
+    TAKE = "Take"
+    """Free (released or expired): take it over, one more transition."""
+    RENEW = "Renew"
+    """We hold it: renew it."""
+    WAIT = "Wait"
+    """Another replica holds a live lease."""
+
+
+def decide(record: LeaseRecord | None, *, me: str, observed_at: float, now: float) -> Action:
+    """Whether replica ``me`` may take or renew the lease described by ``record``.
+
+    ``observed_at`` is when this replica first saw the record's current content, on the
+    same clock as ``now``; expiry is measured from it, never from the remote ``renewTime``.
+    """
+    if record is None:
+        return Action.CREATE
+    if record.holder == me:
+        return Action.RENEW
+    if not record.holder or now >= observed_at + record.duration:
+        return Action.TAKE
+    return Action.WAIT
+
+
+def next_record(
+    current: LeaseRecord | None, action: Action, *, me: str, duration: float, now: str
+) -> LeaseRecord:
+    """The record to write for ``action`` (anything but WAIT), at wall time ``now``."""
+    if action is Action.RENEW and current is not None:
+        return dataclasses.replace(current, duration=duration, renew_time=now)
+    transitions = current.transitions + 1 if current is not None else 0
+    return LeaseRecord(me, duration, acquire_time=now, renew_time=now, transitions=transitions)
+
+
+def micro_time(moment: datetime.datetime) -> str:
+    """A Kubernetes MicroTime."""
+    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _wall_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """How long a lease lives, how long a leader tries to renew, how often replicas try."""
+
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def __post_init__(self) -> None:
+        # As client-go requires: a standby must not take a lease the leader may still renew.
+        if not self.lease_duration > self.renew_deadline > self.retry_period * 1.2 > 0:
+            raise ValueError(
+                "leader election needs lease duration > renew deadline > 1.2 x retry period > 0, "
+                f"got {self.lease_duration:g} / {self.renew_deadline:g} / {self.retry_period:g}"
+            )
+
+
+class LeaderElector:
+    """Competes for one Lease and calls back when this replica starts and stops leading."""
+
+    def __init__(
+        self,
+        api: client.Client,
+        *,
+        namespace: str,
+        name: str,
+        me: str,
+        timing: Timing,
+        on_started_leading: Callable[[], None],
+        on_stopped_leading: Callable[[], None],
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime.datetime] = _wall_now,
+    ) -> None:
+        self.identity = me
+        self._api = api
+        self._namespace = namespace
+        self._name = name
+        self._timing = timing
+        self._started = on_started_leading
+        self._stopped = on_stopped_leading
+        self._clock = clock
+        self._wall = wall
+        self._observed: tuple[LeaseRecord | None, float] = (None, 0.0)
+        self._last_renew: float | None = None
+        self._rng = random.Random()  # noqa: S311 - jitter, not secrecy
+
+    @property
+    def leading(self) -> bool:
+        """True while this replica holds the lease."""
+        return self._last_renew is not None
+
+    def healthy(self) -> bool:
+        """False when leading but renewing is overdue (the process is stuck)."""
+        last = self._last_renew
+        return last is None or self._clock() - last < self._timing.lease_duration
+
+    def run(self, stop: threading.Event) -> bool:
+        """Acquire, lead, renew; return when ``stop`` is set (True) or leadership is lost (False).
+
+        ``on_started_leading`` runs once the lease is ours; ``on_stopped_leading`` runs
+        before returning, if it ever led, and must not return before this replica's writers
+        have stopped: only then is the lease released (on ``stop``), so two leaders never
+        write at once.
+        """
+        while not self._try():
+            if stop.wait(self._timing.retry_period * (1 + 0.2 * self._rng.random())):
+                return True
+        log.info("%s became the leader (lease %s/%s)", self.identity, self._namespace, self._name)
+        kept = False
+        try:
+            self._started()
+            kept = self._renew_until(stop)
+        finally:
+            self._stopped()
+            if kept:
+                self._release()
+        return kept
+
+    def _renew_until(self, stop: threading.Event) -> bool:
+        """Renew every retry period; False once renewing failed for the renew deadline."""
+        while not stop.wait(self._timing.retry_period):
+            if self._try():
+                continue
+            assert self._last_renew is not None
+            if self._clock() - self._last_renew >= self._timing.renew_deadline:
+                log.error("%s could not renew its lease in time; stopping", self.identity)
+                self._last_renew = None
+                return False
+        return True
+
+    def _try(self) -> bool:
+        """One attempt to take or renew the lease; True when we hold it afterwards."""
+        try:
+            lease = cast(wire.Lease, self._api.get(lease_path(self._namespace, self._name)))
+        except client.ApiError as exc:
+            if exc.status != client.NOT_FOUND:
+                log.warning("reading lease %s failed: %s", self._name, exc)
+                return False
+            lease = None
+        except client.API_ERRORS as exc:
+            log.warning("reading lease %s failed: %s", self._name, exc)
+            return False
+        record = LeaseRecord.from_lease(lease) if lease is not None else None
+        if record != self._observed[0]:
+            self._observed = (record, self._clock())
+        action = decide(record, me=self.identity, observed_at=self._observed[1], now=self._clock())
+        if action is Action.WAIT:
+            return False
+        wanted = next_record(
+            record, action, me=self.identity, duration=self._timing.lease_duration,
+            now=micro_time(self._wall()),
+        )  # fmt: skip
+        if not self._write(lease, wanted):
+            return False
+        self._observed = (wanted, self._clock())
+        self._last_renew = self._clock()
+        return True
+
+    def _write(self, lease: wire.Lease | None, record: LeaseRecord) -> bool:
+        body: wire.Lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self._name, "namespace": self._namespace},
+            "spec": record.to_spec(),
+        }
+        try:
+            if lease is None:
+                self._api.create(lease_path(self._namespace), body)
+            else:
+                body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
+                self._api.replace(lease_path(self._namespace, self._name), body)
+        except client.API_ERRORS as exc:
+            # A 409 here is another replica winning the same free lease: we stay standby.
+            log.info("lease %s not written (%s)", self._name, exc)
+            return False
+        return True
+
+    def _release(self) -> None:
+        """Give the lease up so that a standby need not wait for it to expire."""
+        self._last_renew = None
+        try:
+            lease = cast(wire.Lease, self._api.get(lease_path(self._namespace, self._name)))
+            record = LeaseRecord.from_lease(lease)
+            if record.holder != self.identity:
+                return
+            released = dataclasses.replace(
+                record, holder="", duration=1, renew_time=micro_time(self._wall())
+            )
+            self._write(lease, released)
+            log.info("%s released the lease %s", self.identity, self._name)
+        except client.API_ERRORS as exc:
+            log.warning("releasing lease %s failed: %s", self._name, exc)

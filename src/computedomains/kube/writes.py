@@ -1,0 +1,133 @@
+"""Conflict-safe writes: read-modify-write on resourceVersion, and a cache of our own writes.
+
+Every update carries the resourceVersion its content was computed from, so a write based on
+a stale read is refused (409) instead of silently undoing someone else's change; on a 409
+the object is read again and the change recomputed from the fresh copy.
+
+A controller computes its writes from an informer cache, which trails the API server by a
+watch event. Without help, the write after our own write would start from the older cached
+copy and earn a 409 every time. :class:`MutationCache` remembers what our writes returned
+(and what we deleted) until the informer has caught up, so as a single writer we see our own
+writes at once and never conflict with ourselves.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from computedomains.kube import client
+
+DEFAULT_ATTEMPTS = 5
+"""Read-modify-write rounds before a conflict is given up (to the caller's retry)."""
+DEFAULT_TTL = 120.0
+"""Seconds a remembered write outlives a silent informer: longer than any watch gap."""
+
+Mutation = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""Given a copy of the current object, the object to write, or None when nothing changes."""
+
+
+def read_modify_write(
+    api: client.Client,
+    path: str,
+    mutate: Mutation,
+    *,
+    current: dict[str, Any] | None = None,
+    subresource: str = "",
+    attempts: int = DEFAULT_ATTEMPTS,
+) -> dict[str, Any] | None:
+    """Replace the object at ``path`` by ``mutate(object)``, retrying on conflicts.
+
+    ``current`` is the caller's (cached) copy: the first attempt starts from it without a
+    read. ``subresource`` (``"status"``) sends the PUT there. Returns the object the server
+    stored, or None when ``mutate`` found nothing to change (nothing is written then).
+    Raises :class:`client.ApiError` for anything but a conflict, or when conflicts persist.
+    """
+    obj = current if current is not None else api.get(path)
+    target = f"{path}/{subresource}" if subresource else path
+    for attempt in range(attempts):
+        desired = mutate(copy.deepcopy(obj))
+        if desired is None:
+            return None
+        desired.setdefault("metadata", {})["resourceVersion"] = obj["metadata"]["resourceVersion"]
+        try:
+            return api.replace(target, desired)
+        except client.ApiError as exc:
+            if exc.status != client.CONFLICT or attempt == attempts - 1:
+                raise
+        obj = api.get(path)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _version(obj: dict[str, Any]) -> int | None:
+    """The resourceVersion as a number: etcd revisions, comparable for one object."""
+    try:
+        return int(obj.get("metadata", {}).get("resourceVersion", ""))
+    except ValueError:
+        return None
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("uid", ""))
+
+
+class MutationCache:
+    """Our recent writes, overlaid on an informer's view until the informer catches up."""
+
+    def __init__(self, *, ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.monotonic):
+        self._ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._written: dict[str, tuple[dict[str, Any], float]] = {}
+        self._deleted: dict[str, float] = {}
+
+    def wrote(self, obj: dict[str, Any]) -> None:
+        """Remember an object as a create or update returned it."""
+        with self._lock:
+            self._written[_uid(obj)] = (obj, self._clock())
+            self._deleted.pop(_uid(obj), None)
+
+    def deleted(self, uid: str) -> None:
+        """Remember that we deleted the object ``uid``."""
+        with self._lock:
+            self._written.pop(uid, None)
+            self._deleted[uid] = self._clock()
+
+    def overlay(self, cached: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``cached`` with our newer writes in place, our creations added, our deletions gone.
+
+        ``cached`` is everything an informer holds (filter afterwards): objects we created
+        that it lacks are added as they are.
+        """
+        with self._lock:
+            self._expire()
+            seen: set[str] = set()
+            out: list[dict[str, Any]] = []
+            for obj in cached:
+                uid = _uid(obj)
+                seen.add(uid)
+                if uid in self._deleted:
+                    continue
+                out.append(self._newer(uid, obj))
+            out += [o for uid, (o, _) in self._written.items() if uid not in seen]
+            return out
+
+    def _newer(self, uid: str, cached: dict[str, Any]) -> dict[str, Any]:
+        entry = self._written.get(uid)
+        if entry is None:
+            return cached
+        ours, theirs = _version(entry[0]), _version(cached)
+        if ours is not None and theirs is not None and ours > theirs:
+            return entry[0]
+        del self._written[uid]  # the informer has our write, or something newer
+        return cached
+
+    def _expire(self) -> None:
+        limit = self._clock() - self._ttl
+        for uid in [u for u, (_, at) in self._written.items() if at < limit]:
+            del self._written[uid]
+        for uid in [u for u, at in self._deleted.items() if at < limit]:
+            del self._deleted[uid]

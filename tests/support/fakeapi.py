@@ -1,0 +1,73 @@
+"""An in-memory stand-in for :class:`computedomains.kube.client.Client` in unit tests.
+
+Objects are stored by path with a resourceVersion that grows on every write; a PUT or a
+merge patch carrying a stale resourceVersion gets a 409, as from the API server. Every call
+is recorded, so tests count reads and writes.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+from computedomains.kube import client
+
+
+@dataclasses.dataclass
+class FakeApi:
+    """Objects by path (``<collection>/<name>``), and the calls made."""
+
+    objects: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    calls: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    version: int = 100
+    conflicts_to_inject: int = 0
+    """The next writes answer 409 this many times (someone else wrote in between)."""
+
+    def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        obj.setdefault("metadata", {})["resourceVersion"] = str(self.version)
+        return obj
+
+    def _check_version(self, path: str, body: dict[str, Any]) -> None:
+        if self.conflicts_to_inject:
+            self.conflicts_to_inject -= 1
+            self.objects[path] = self._bump(self.objects[path])
+            raise client.ApiError(409, "Conflict", "injected")
+        sent = body.get("metadata", {}).get("resourceVersion")
+        stored = self.objects[path]["metadata"]["resourceVersion"]
+        if sent is not None and sent != stored:
+            raise client.ApiError(409, "Conflict", f"{sent} is not {stored}")
+
+    def get(self, path: str, **_: Any) -> dict[str, Any]:
+        self.calls.append(("GET", path))
+        if path not in self.objects:
+            raise client.ApiError(404, "NotFound", path)
+        return copy.deepcopy(self.objects[path])
+
+    def create(self, path: str, body: Any, **_: Any) -> dict[str, Any]:
+        self.calls.append(("POST", path))
+        full = f"{path}/{body['metadata']['name']}"
+        if full in self.objects:
+            raise client.ApiError(409, "AlreadyExists", full)
+        self.objects[full] = self._bump(copy.deepcopy(body))
+        return copy.deepcopy(self.objects[full])
+
+    def replace(self, path: str, body: Any, **_: Any) -> dict[str, Any]:
+        self.calls.append(("PUT", path))
+        target = path.removesuffix("/status")
+        if target not in self.objects:
+            raise client.ApiError(404, "NotFound", path)
+        self._check_version(target, body)
+        self.objects[target] = self._bump(copy.deepcopy(body))
+        return copy.deepcopy(self.objects[target])
+
+    def delete(self, path: str, **_: Any) -> dict[str, Any]:
+        self.calls.append(("DELETE", path))
+        if self.objects.pop(path, None) is None:
+            raise client.ApiError(404, "NotFound", path)
+        return {}
+
+    def writes(self) -> list[tuple[str, str]]:
+        """The calls that changed something (or tried to)."""
+        return [c for c in self.calls if c[0] != "GET"]

@@ -1,0 +1,69 @@
+"""Build controller snapshots in a line each, for the decide tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from computedomains.api import models
+from computedomains.controller.views import (
+    Agent,
+    AgentReason,
+    CliqueID,
+    Domain,
+    DomainUID,
+    NodeInfo,
+    NodeName,
+    Snapshot,
+)
+
+UID = DomainUID("uid-1")
+C1 = CliqueID("rack-1.32766")
+C2 = CliqueID("rack-2.32766")
+
+
+def domain(
+    *, deleting: bool = False, finalized: bool = True, num_nodes: int = 0,
+    status: models.ComputeDomainStatus | None = None,
+) -> Domain:  # fmt: skip
+    return Domain(
+        uid=UID, name="cd", namespace="ns", template="cd-channel",
+        allocation_mode=models.AllocationMode.SINGLE, num_nodes=num_nodes, deleting=deleting,
+        finalized=finalized, status=status,
+    )  # fmt: skip
+
+
+def node(name: str, *, domain: str = UID, clique: str = C1) -> NodeInfo:
+    return NodeInfo(name=NodeName(name), domain=domain, clique=clique)
+
+
+def agent(name: str, reason: str = AgentReason.READY, *, domain: str = UID, ip: str = "") -> Agent:
+    return Agent(
+        node=NodeName(name), ip=ip or f"10.0.0.{sum(map(ord, name)) % 250}", domain=domain,
+        reason=reason, ready=reason == AgentReason.READY, detail="",
+    )  # fmt: skip
+
+
+def daemon(
+    name: str, index: int | None, *, ready: bool = False, clique: str = C1, ip: str = ""
+) -> models.CliqueDaemon:
+    return models.CliqueDaemon(
+        node_name=name, ip_address=ip, clique_id=clique, index=index,
+        status=models.Status.READY if ready else models.Status.NOT_READY,
+    )  # fmt: skip
+
+
+def snapshot(
+    *,
+    nodes: Sequence[NodeInfo] = (),
+    agents: Sequence[Agent] = (),
+    cliques: dict[CliqueID, tuple[models.CliqueDaemon, ...]] | None = None,
+    dom: Domain | None = None,
+    template: bool = True,
+) -> Snapshot:
+    return Snapshot(
+        domain=dom or domain(),
+        nodes={n.name: n for n in nodes},
+        agents={a.node: a for a in agents},
+        cliques=cliques or {},
+        template_present=template,
+    )

@@ -1,0 +1,238 @@
+"""The controller's pure decisions: membership, slot release, clique contents, the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from computedomains.api import models
+from computedomains.controller import decide, membership
+from computedomains.controller.views import (
+    Agent,
+    AgentReason,
+    NodeInfo,
+    NodeName,
+    agent_of,
+    parse_condition_message,
+    pick_agent_pods,
+)
+from computedomains.kube import wire
+from tests.support.snapshots import C1, C2, UID, agent, daemon, domain, node, snapshot
+
+R = AgentReason
+
+
+@pytest.mark.parametrize(
+    ("nodes", "agents", "expected"),
+    [
+        pytest.param([], [], True, id="node deleted"),
+        pytest.param([node("a")], [agent("a", R.STARTING)], False, id="still a member"),
+        pytest.param([node("a", clique=C2)], [agent("a")], True, id="moved clique"),
+        pytest.param([node("a", clique="")], [agent("a")], False, id="clique label gone"),
+        pytest.param([node("a", domain="")], [agent("a")], False, id="left, IMEX still ready"),
+        pytest.param([node("a", domain="")], [agent("a", R.STARTING)], False, id="left, starting"),
+        pytest.param([node("a", domain="")], [agent("a", R.FAILED)], False, id="left, failed"),
+        pytest.param([node("a", domain="")], [agent("a", R.STOPPED)], True, id="left, stopped"),
+        pytest.param([node("a", domain="")], [agent("a", R.IDLE, domain="")], True, id="idle"),
+        pytest.param([node("a", domain="other")], [agent("a", domain="other")], True,
+                     id="serves another domain"),
+        pytest.param([node("a", domain="")], [], True, id="no agent pod"),
+    ],
+)  # fmt: skip
+def test_may_free(nodes: list[NodeInfo], agents: list[Agent], expected: bool) -> None:
+    snap = snapshot(nodes=nodes, agents=agents, cliques={C1: (daemon("a", 0),)})
+    assert membership.may_free(snap, NodeName("a"), C1) is expected
+
+
+def test_members_fill_their_cliques_with_agent_ips_and_readiness() -> None:
+    snap = snapshot(
+        nodes=[node("a"), node("b"), node("c", clique=C2), node("d", clique="")],
+        agents=[agent("a", ip="10.1.0.1"), agent("b", R.STARTING, ip="10.1.0.2")],
+    )
+    result = membership.plan(snap, limit=18)
+    assert result.daemons == {
+        C1: (
+            daemon("a", 0, ready=True, ip="10.1.0.1"),
+            daemon("b", 1, ip="10.1.0.2"),
+        ),
+        C2: (daemon("c", 0, clique=C2),),
+    }
+    assert result.no_fabric == ("d",)
+
+
+def test_a_member_whose_clique_label_vanished_keeps_its_slot() -> None:
+    snap = snapshot(nodes=[node("a", clique=""), node("b")], cliques={C1: (daemon("a", 5),)})
+    result = membership.plan(snap, limit=18)
+    assert result.slots[C1].slots == {"a": 5, "b": 0}
+    assert result.no_fabric == ()
+
+
+def test_a_member_that_moved_cliques_leaves_the_old_one_and_joins_the_new() -> None:
+    snap = snapshot(nodes=[node("a", clique=C2)], cliques={C1: (daemon("a", 3),)})
+    result = membership.plan(snap, limit=18)
+    assert result.daemons[C1] == ()
+    assert result.slots[C1].freed == {"a": 3}
+    assert result.slots[C2].assigned == {"a": 0}
+
+
+def test_an_empty_clique_is_deleted_and_an_unchanged_one_not_written() -> None:
+    current = {C1: (daemon("a", 0),), C2: (daemon("b", 0, clique=C2),)}
+    desired = {C1: (daemon("a", 0),), C2: ()}
+    assert membership.changed(current, desired) == {C2: ()}
+    assert membership.changed({C1: ()}, {}) == {C1: ()}
+    assert membership.changed({}, {C1: ()}) == {}
+
+
+def ready_status(ip: str) -> models.ComputeDomainStatus:
+    """What the domain shows with node a ready in slot 0."""
+    return models.ComputeDomainStatus(
+        status=models.Status.READY,
+        nodes=(models.ComputeDomainNode(name="a", ip_address=ip, clique_id=C1, index=0,
+                                        status=models.Status.READY),),
+        nodes_ready="1/1",
+    )  # fmt: skip
+
+
+def test_an_idle_domain_plans_no_write() -> None:
+    snap = snapshot(
+        dom=domain(status=ready_status("10.1.0.1")),
+        nodes=[node("a")],
+        agents=[agent("a", ip="10.1.0.1")],
+        cliques={C1: (daemon("a", 0, ready=True, ip="10.1.0.1"),)},
+    )
+    plan = decide.plan(snap, limit=18, reported=frozenset())
+    assert not plan.writes
+    assert plan.domain_ready
+
+
+def test_a_new_domain_gets_its_finalizer_template_and_status() -> None:
+    plan = decide.plan(
+        snapshot(dom=domain(finalized=False), template=False), limit=18, reported=frozenset()
+    )
+    assert plan.add_finalizer
+    assert plan.create_template
+    assert plan.status == models.ComputeDomainStatus(
+        status=models.Status.READY, nodes=(), nodes_ready="0/0"
+    )
+    assert plan.events == plan.status_events == ()  # nothing to tell before a node joins
+
+
+def test_formation_in_one_round_assigns_and_writes_each_clique_once() -> None:
+    members = [node(f"n{i:02d}") for i in range(18)]
+    plan = decide.plan(snapshot(nodes=members), limit=18, reported=frozenset())
+    assert set(plan.cliques) == {C1}
+    assert sorted(d.index for d in plan.cliques[C1] if d.index is not None) == list(range(18))
+    assert len(plan.assigned) == 18
+    assert plan.status is not None
+    assert plan.status.nodes_ready == "0/18"
+
+
+def test_deletion_waits_while_nodes_hold_the_domain() -> None:
+    snap = snapshot(
+        dom=domain(deleting=True, status=ready_status(agent("a").ip)), nodes=[node("a")],
+        agents=[agent("a")],
+        cliques={C1: (daemon("a", 0, ready=True, ip=agent("a").ip),)},
+    )  # fmt: skip
+    plan = decide.plan(snap, limit=18, reported=frozenset())
+    assert plan.delete_template
+    assert not plan.create_template
+    assert plan.holding_nodes == ("a",)
+    assert not plan.remove_finalizer
+    assert plan.cliques == {}
+    assert [e.reason for e in plan.events] == ["DeletionWaiting"]
+    assert plan.status_events == ()
+    again = decide.plan(snap, limit=18, reported=plan.reported)
+    assert again.events == ()  # reported once
+
+
+def test_deletion_releases_once_no_node_holds_it_even_with_slots_unconfirmed() -> None:
+    snap = snapshot(
+        dom=domain(deleting=True),
+        nodes=[node("a", domain="")],
+        agents=[agent("a")],  # still says READY for the domain
+        cliques={C1: (daemon("a", 0, ready=True),)},
+        template=False,
+    )
+    plan = decide.plan(snap, limit=18, reported=frozenset())
+    assert plan.remove_finalizer
+    assert plan.cliques == {C1: ()}
+    assert plan.status is None
+
+
+def test_agent_condition_parsing() -> None:
+    assert parse_condition_message(f"domain {UID}: READY") == (UID, "READY")
+    assert parse_condition_message("domain : idle") == ("", "idle")
+    assert parse_condition_message("garbage") == ("", "garbage")
+    pod: wire.Pod = {
+        "spec": {"nodeName": "a"},
+        "status": {
+            "podIP": "10.2.0.1",
+            "conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "computedomains.io/IMEXReady", "status": "False", "reason": "Failed",
+                 "message": f"domain {UID}: bind: cannot assign requested address"},
+            ],
+        },
+    }  # fmt: skip
+    parsed = agent_of(pod)
+    assert (parsed.node, parsed.ip, parsed.domain, parsed.reason) == (
+        "a",
+        "10.2.0.1",
+        UID,
+        "Failed",
+    )
+    assert parsed.failed_for(UID)
+    assert parsed.detail == "bind: cannot assign requested address"
+    assert not agent_of({"spec": {"nodeName": "a"}}).ready_for(UID)
+
+
+def test_the_live_newest_agent_pod_speaks_for_its_node() -> None:
+    def pod(name: str, created: str, deleting: bool = False) -> wire.Pod:
+        meta: wire.ObjectMeta = {"name": name, "creationTimestamp": created}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:09Z"
+        return {"metadata": meta, "spec": {"nodeName": "a"}}
+
+    chosen = pick_agent_pods([
+        pod("old", "2026-01-01T00:00:01Z"),
+        pod("newest-terminating", "2026-01-01T00:00:03Z", deleting=True),
+        pod("new", "2026-01-01T00:00:02Z"),
+    ])  # fmt: skip
+    assert chosen[NodeName("a")]["metadata"]["name"] == "new"
+
+
+def test_between_status_writes_only_what_agents_wait_for_is_written() -> None:
+    members = [node("a"), node("b")]
+    held = decide.plan(snapshot(nodes=members), limit=18, reported=frozenset(), flush=False)
+    assert set(held.cliques) == {C1}  # slots: written at once
+    assert held.status is None
+    assert held.events == held.status_events == ()
+    assert held.deferred
+    assert held.assigned == ("a", "b")
+
+    # Only readiness changed: nothing is written until the next status write.
+    stored = {C1: (daemon("a", 0, ip=agent("a").ip), daemon("b", 1, ip=agent("b").ip))}
+    ready = snapshot(nodes=members, agents=[agent("a"), agent("b")], cliques=stored)
+    held = decide.plan(ready, limit=18, reported=frozenset(), flush=False)
+    assert held.cliques == {}
+    assert held.deferred
+    assert held.became_ready == ("a", "b")  # latency is measured when seen, not when written
+    flushed = decide.plan(ready, limit=18, reported=frozenset(), flush=True)
+    assert {d.status for d in flushed.cliques[C1]} == {models.Status.READY}
+    assert flushed.status is not None
+    assert [e.reason for e in flushed.status_events] == [
+        "MemberJoined", "IMEXReady", "DomainReady",
+    ]  # fmt: skip
+    assert (
+        flushed.status_events[0].message
+        == f"2 nodes joined: a (slot 0 in {C1}), b (slot 1 in {C1})"
+    )
+    assert not flushed.deferred
+
+
+def test_an_address_change_is_written_at_once() -> None:
+    stored = {C1: (daemon("a", 0, ip="10.9.9.9"),)}
+    held = decide.plan(
+        snapshot(nodes=[node("a")], agents=[agent("a", R.STARTING)], cliques=stored),
+        limit=18, reported=frozenset(), flush=False,
+    )  # fmt: skip
+    assert held.cliques[C1][0].ip_address == agent("a").ip

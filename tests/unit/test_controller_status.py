@@ -1,0 +1,129 @@
+"""Status aggregation and Event planning of a ComputeDomain, as tables and as rounds."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pytest
+
+from computedomains.api import models
+from computedomains.controller import decide, membership, status
+from computedomains.controller.views import Agent, AgentReason, NodeInfo, Snapshot
+from tests.support.snapshots import C1, agent, daemon, domain, node, snapshot
+
+R = AgentReason
+READY, NOT_READY = models.Status.READY, models.Status.NOT_READY
+
+
+def aggregate(snap: Snapshot, limit: int = 18) -> models.ComputeDomainStatus:
+    return status.aggregate(snap, membership.plan(snap, limit=limit))
+
+
+@pytest.mark.parametrize(
+    ("nodes", "agents", "num_nodes", "overall", "shown"),
+    [
+        pytest.param([], [], 0, READY, "0/0", id="empty domain is Ready, as the incumbent's"),
+        pytest.param([], [], 2, NOT_READY, "0/2", id="numNodes not reached"),
+        pytest.param([node("a"), node("b")], [agent("a"), agent("b")], 0, READY, "2/2",
+                     id="all ready"),
+        pytest.param([node("a"), node("b")], [agent("a"), agent("b", R.STARTING)], 0, NOT_READY,
+                     "1/2", id="one starting"),
+        pytest.param([node("a"), node("b")], [agent("a"), agent("b")], 3, NOT_READY, "2/3",
+                     id="ready but fewer than numNodes"),
+        pytest.param([node("a")], [agent("a", domain="other")], 0, NOT_READY, "0/1",
+                     id="agent ready for another domain"),
+        pytest.param([node("a", clique="")], [], 0, READY, "1/1", id="no fabric: nothing to form"),
+        pytest.param([node("a"), node("b", domain="")], [agent("a"), agent("b")], 0, READY, "1/1",
+                     id="a node that left is not listed"),
+    ],
+)  # fmt: skip
+def test_aggregate(
+    nodes: list[NodeInfo], agents: list[Agent], num_nodes: int, overall: models.Status, shown: str
+) -> None:
+    snap = snapshot(
+        dom=domain(num_nodes=num_nodes), nodes=nodes, agents=agents,
+        cliques={C1: (daemon("b", 1),)},
+    )  # fmt: skip
+    result = aggregate(snap)
+    assert (result.status, result.nodes_ready) == (overall, shown)
+
+
+def test_listed_nodes_carry_slot_ip_clique_and_overflow_shows_without_slot() -> None:
+    snap = snapshot(
+        nodes=[node("a"), node("b"), node("c"), node("z", clique="")],
+        agents=[agent("a", ip="10.0.0.1"), agent("b", ip="10.0.0.2")],
+    )
+    result = aggregate(snap, limit=2)
+    assert result.nodes == (
+        models.ComputeDomainNode(name="z", ip_address="", clique_id="", index=-1, status=READY),
+        models.ComputeDomainNode(name="a", ip_address="10.0.0.1", clique_id=C1, index=0,
+                                 status=READY),
+        models.ComputeDomainNode(name="b", ip_address="10.0.0.2", clique_id=C1, index=1,
+                                 status=READY),
+        models.ComputeDomainNode(name="c", ip_address="", clique_id=C1, index=None,
+                                 status=NOT_READY),
+    )  # fmt: skip
+    assert result.status is NOT_READY
+    assert not status.differs(result, dataclasses.replace(result, nodes=result.nodes[::-1]))
+    assert status.differs(None, result)
+
+
+class Rounds:
+    """Runs plans one after another, storing what each wrote, as the API server would."""
+
+    def __init__(self, limit: int = 18) -> None:
+        self.limit = limit
+        self.snap = snapshot()
+        self.reported: frozenset[str] = frozenset()
+
+    def step(self, nodes: Sequence[NodeInfo], agents: Sequence[Agent]) -> list[str]:
+        """One round; returns the Event reasons, in the order they are recorded."""
+        self.snap = dataclasses.replace(
+            self.snap, nodes={n.name: n for n in nodes}, agents={a.node: a for a in agents}
+        )
+        plan = decide.plan(self.snap, limit=self.limit, reported=self.reported)
+        cliques = dict(self.snap.cliques)
+        for clique, daemons in plan.cliques.items():
+            if daemons:
+                cliques[clique] = daemons
+            else:
+                cliques.pop(clique, None)
+        shown = plan.status or self.snap.domain.status
+        self.snap = dataclasses.replace(
+            self.snap, cliques=cliques, domain=dataclasses.replace(self.snap.domain, status=shown)
+        )
+        self.reported = plan.reported
+        return [str(e.reason) for e in (*plan.events, *plan.status_events)]
+
+
+def test_event_story_of_a_domain() -> None:
+    rounds = Rounds(limit=2)
+    assert rounds.step([], []) == []
+    a, b, c = node("a"), node("b"), node("c")
+    assert rounds.step([a, b], [agent("a", R.STARTING), agent("b", R.STARTING)]) == [
+        "MemberJoined",  # with their slots
+    ]
+    assert rounds.step([a, b], [agent("a", R.STARTING), agent("b", R.STARTING)]) == []
+    assert rounds.step([a, b], [agent("a"), agent("b")]) == ["IMEXReady", "DomainReady"]
+    assert rounds.step([a, b, c], [agent("a"), agent("b")]) == ["MemberJoined", "CliqueFull"]
+    assert rounds.step([a, b, c], [agent("a"), agent("b")]) == []  # reported once
+    failing = dataclasses.replace(agent("b", R.FAILED), detail="bind failed")
+    assert rounds.step([a, b, c], [agent("a"), failing]) == ["IMEXFailed", "MemberLost"]
+    assert rounds.step([a, b, c], [agent("a"), failing]) == []
+    gone_b = node("b", domain="")
+    assert rounds.step([a, gone_b, c], [agent("a"), agent("b", R.STOPPED)]) == [
+        "SlotFreed", "SlotAssigned", "MemberLeft",
+    ]  # fmt: skip
+    # c's Node object is deleted: its slot goes at once, and a alone is a Ready domain.
+    assert rounds.step([a, gone_b], [agent("a"), agent("b", R.STOPPED)]) == [
+        "SlotFreed", "MemberLost", "DomainReady",
+    ]  # fmt: skip
+
+
+def test_a_restarted_controller_repeats_no_event() -> None:
+    rounds = Rounds()
+    members, agents = [node("a"), node("b")], [agent("a"), agent("b")]
+    rounds.step(members, agents)
+    rounds.reported = frozenset()  # a new process remembers nothing but the objects
+    assert rounds.step(members, agents) == []
