@@ -1,4 +1,8 @@
-"""Fixtures shared by the cluster tests."""
+"""Cluster tests that run against the installed chart.
+
+They live in their own package so they run after the other cluster tests, several of which
+play the controller or the IMEX agent themselves and must not meet the chart's.
+"""
 
 from __future__ import annotations
 

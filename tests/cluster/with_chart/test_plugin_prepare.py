@@ -23,7 +23,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes, topology
-from tests.cluster.conftest import driver_slices
+from tests.cluster.with_chart.conftest import driver_slices
 from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster
@@ -185,11 +185,12 @@ def test_channel_claim_waits_for_imex_then_gets_channel_zero_and_unprepare_clean
         }
     ]
 
+    claim_uid = _cdi_devices(sim, pod)["claims"][0]["uid"]
     _delete_pod(api, namespace, "worker")
     waiting.until(
         "the node to leave the domain", lambda: _node_domain(api, CHANNEL_NODE) is None, timeout=60
     )
-    assert not list((sim.host_trees[CHANNEL_NODE].cdi).glob("*claim_*"))
+    assert not list(sim.host_trees[CHANNEL_NODE].cdi.glob(f"*{claim_uid}*"))
 
 
 def test_allocation_mode_all_injects_every_channel(
@@ -429,11 +430,12 @@ def test_slice_follows_the_fabric_verdict(
 
 
 def test_metrics_and_probes_are_served(chart: str, api: client.ApiClient) -> None:
-    pod = next(
-        p
-        for p in client.CoreV1Api(api).list_namespaced_pod(chart).items
-        if p.spec.node_name == CHANNEL_NODE
+    plugins = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(chart, label_selector="app.kubernetes.io/component=kubelet-plugin")
+        .items
     )
+    pod = next(p for p in plugins if p.spec.node_name == CHANNEL_NODE)
     port = next(
         p.container_port for c in pod.spec.containers for p in c.ports or [] if p.name == "http"
     )
