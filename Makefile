@@ -51,8 +51,8 @@ test: lint tools ## lint, then every test: unit, packaging and cluster (real con
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 .PHONY: demo
-demo: tools ## a simulated rack of 18 GB200 nodes on a real control plane (Ctrl-C stops it)
-	$(PY) -m computedomains sim up --racks 1 --show-nodes
+demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDomain form (Ctrl-C stops)
+	$(PY) -m computedomains demo
 
 .PHONY: bench
 bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/
