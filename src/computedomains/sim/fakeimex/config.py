@@ -17,6 +17,8 @@ HOSTS_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_HOSTS"
 """Hosts file the fake resolves ``nodes.cfg`` names through (real IMEX uses /etc/hosts)."""
 DEFAULT_HOSTS = pathlib.Path("/etc/hosts")
 FAIL_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_FAIL"
+START_DELAY_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_START_DELAY"
+"""Seconds the daemon takes to start before it listens (real IMEX needs a moment too)."""
 FAIL_FILE = "fail"
 """Name of the fault file, looked up next to the config file."""
 _LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")

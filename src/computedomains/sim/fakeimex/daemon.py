@@ -128,6 +128,9 @@ class Daemon:
         signal.signal(signal.SIGINT, self._on_stop)
         signal.signal(signal.SIGUSR1, self._on_reload)
         cfg, faults = self._inputs.imex, self._inputs.faults
+        delay = float(self._environ.get(config.START_DELAY_ENV) or 0)
+        if delay > 0:
+            time.sleep(delay)  # the simulated start-up work itself, not a wait for some state
         try:
             view = load_view(cfg, faults, self._environ)
             address = view.self_node.address or ""

@@ -1,0 +1,310 @@
+"""Formation of an 18-node ComputeDomain with every component real, against a no-claim baseline.
+
+Per run: the same 18 pods (one per node of rack 1), once without claims (baseline: scheduler +
+kwok) and once with the domain's channel claim (plus prepare, slots, IMEX start with a 0.5 s
+fake start-up delay, peers); measured from pod creation to all pods Ready. Also: API writes of
+the controller per formation and while idle, HTTP 409/429 on our writes, and the controller's
+memory and CPU while 20 domains churn on 36 nodes.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.sim import cluster, topology
+from tests.benchmarks import report
+from tests.chart import rendering
+from tests.support import clusters, kube
+
+RUNS = 20
+NODES = [f"gb200-r1-n{i:02d}" for i in range(18)]
+NAMESPACE = "bench"
+
+
+@pytest.fixture(scope="module")
+def installed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[cluster.SimCluster, Any, str]]:
+    sim = cluster.SimCluster(
+        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=topology.Topology(), log=lambda _: None
+    )
+    with sim:
+        api = clusters.typed_client(sim.kubeconfig)
+        h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=sim.kubeconfig)
+        h.run(
+            "install",
+            "cd",
+            str(rendering.CHART),
+            "-n",
+            "cd-system",
+            "--create-namespace",
+            "-f",
+            str(rendering.PROFILES["sim"]),
+            "--set-json",
+            'imexAgent.extraEnv=[{"name":"COMPUTE_DOMAINS_FAKE_IMEX_HOSTS","value":"/var/run/compute-domains/imex/hosts"},{"name":"COMPUTE_DOMAINS_FAKE_IMEX_START_DELAY","value":"0.5"}]',
+            "--wait",
+            "--timeout",
+            "5m",
+            timeout=400,
+        )
+        slices = client.ResourceV1Api(api)
+        waiting.until(
+            "every plugin to publish",
+            lambda: (
+                len(
+                    [
+                        s
+                        for s in slices.list_resource_slice().items
+                        if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
+                    ]
+                )
+                >= 36
+            ),
+            timeout=300,
+            interval=1,
+        )
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        kube.wait_for_default_service_account(api, NAMESPACE)
+        yield sim, api, "cd-system"
+
+
+def _pods(api: Any, template: str | None, tag: str) -> float:
+    core = client.CoreV1Api(api)
+    started = time.monotonic()
+    for node in NODES:
+        spec: dict[str, Any] = {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "containers": [{"name": "main", "image": "busybox:1.37", "command": ["sleep", "3600"]}],
+        }
+        if template:
+            spec["resourceClaims"] = [{"name": "imex", "resourceClaimTemplateName": template}]
+            spec["containers"][0]["resources"] = {"claims": [{"name": "imex"}]}
+        core.create_namespaced_pod(
+            NAMESPACE,
+            {"metadata": {"name": f"{tag}-{node[-3:]}", "labels": {"run": tag}}, "spec": spec},
+        )
+
+    def ready() -> bool:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"run={tag}").items
+        return len(pods) == len(NODES) and all(
+            kube.pod_condition(p, "Ready") and kube.pod_condition(p, "Ready").status == "True"
+            for p in pods
+        )
+
+    waiting.until(f"18 pods of {tag} Ready", ready, timeout=180, interval=0.05)
+    return time.monotonic() - started
+
+
+def _delete(api: Any, tag: str) -> None:
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(NAMESPACE, label_selector=f"run={tag}")
+    waiting.until(
+        f"pods of {tag} gone",
+        lambda: not core.list_namespaced_pod(NAMESPACE, label_selector=f"run={tag}").items,
+        timeout=120,
+        interval=0.2,
+    )
+
+
+def _domain(api: Any, name: str) -> str:
+    body = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+    }
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, NAMESPACE, constants.COMPUTE_DOMAIN_PLURAL, body
+    )
+    resource = client.ResourceV1Api(api)
+    waiting.until(
+        "the claim template",
+        lambda: resource.read_namespaced_resource_claim_template(f"{name}-channel", NAMESPACE),
+        timeout=30,
+        retry_on=(client.exceptions.ApiException,),
+    )
+    return f"{name}-channel"
+
+
+def _undomain(api: Any, name: str) -> None:
+    client.CustomObjectsApi(api).delete_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, NAMESPACE, constants.COMPUTE_DOMAIN_PLURAL, name
+    )
+    core = client.CoreV1Api(api)
+    waiting.until(
+        "no node in a domain",
+        lambda: not core.list_node(label_selector=constants.COMPUTE_DOMAIN_LABEL).items,
+        timeout=120,
+        interval=0.2,
+    )
+
+
+def _status(api: Any, name: str) -> str:
+    found = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        constants.GROUP, constants.VERSION, NAMESPACE, constants.COMPUTE_DOMAIN_PLURAL, name
+    )
+    return str((found.get("status") or {}).get("status", ""))
+
+
+def _leader(api: Any, driver_ns: str) -> Any:
+    pods = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(driver_ns, label_selector="app.kubernetes.io/component=controller")
+        .items
+    )
+    for pod in pods:
+        text = _scrape(pod)
+        if re.search(r"^computedomains_controller_leader 1", text, re.M):
+            return pod
+    raise AssertionError("no leading controller")
+
+
+def _scrape(pod: Any) -> str:
+    port = next(
+        p.container_port
+        for c in pod.spec.containers
+        for p in c.ports or []
+        if p.name in ("http", "metrics")
+    )
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{port}/metrics", timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def _writes(text: str) -> tuple[int, int]:
+    """(writes, 409/429 answers) the controller made, from its request counter."""
+    writes = conflicts = 0
+    for line in text.splitlines():
+        if not line.startswith("computedomains_controller_api_requests_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        count = int(float(line.rsplit(" ", 1)[1]))
+        if labels.get("resource") == "leases":
+            continue  # the elector's renewals: a fixed rate, not the controller's work
+        if labels.get("verb", "").upper() in ("POST", "PUT", "PATCH", "DELETE"):
+            writes += count
+            if labels.get("code") in ("409", "429"):
+                conflicts += count
+    return writes, conflicts
+
+
+def _process(pod_ip: str) -> tuple[int, float]:
+    """(RSS KiB, CPU seconds) of the controller process serving ``pod_ip``."""
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            stat = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if b"controller" in argv and any(pod_ip.encode() in a for a in argv):
+            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+            return rss, (int(stat[11]) + int(stat[12])) / 100
+    raise AssertionError(f"no controller process on {pod_ip}")
+
+
+def test_formation_latency_api_writes_and_controller_footprint(
+    installed: tuple[cluster.SimCluster, Any, str],
+) -> None:
+    _, api, driver_ns = installed
+    baseline, formation, writes_per = [], [], []
+    conflicts_total = 0
+    for run in range(RUNS):
+        baseline.append(_pods(api, None, f"base{run}"))
+        _delete(api, f"base{run}")
+        leader = _leader(api, driver_ns)
+        before, c0 = _writes(_scrape(leader))
+        template = _domain(api, f"cd{run}")
+        formation.append(_pods(api, template, f"cd{run}"))
+        waiting.until(
+            f"ComputeDomain cd{run} Ready",
+            lambda n=f"cd{run}": _status(api, n) == "Ready",
+            timeout=30,
+        )
+        after, c1 = _writes(_scrape(leader))
+        writes_per.append(after - before)
+        conflicts_total += c1 - c0
+        _delete(api, f"cd{run}")
+        _undomain(api, f"cd{run}")
+    leader = _leader(api, driver_ns)
+    last: list[int] = []
+
+    def quiet() -> bool:  # the last deletion's clean-up writes are done: 3 s without a write
+        last.append(_writes(_scrape(leader))[0])
+        return len(last) > 3 and len(set(last[-4:])) == 1
+
+    waiting.until("the controller to finish the last clean-up", quiet, timeout=60, interval=1)
+    idle_before, _ = _writes(_scrape(leader))
+    idle_started = time.monotonic()
+    waiting.until(
+        "a 10 s idle window", lambda: time.monotonic() - idle_started >= 10, timeout=15, interval=1
+    )
+    idle_after, _ = _writes(_scrape(leader))
+    rss, cpu = _churn(api, leader)
+    base, form = report.summarize(baseline), report.summarize(formation)
+    report.save(
+        "formation",
+        {
+            "runs": RUNS,
+            "baseline_no_claims_s": base,
+            "formation_18_nodes_s": form,
+            "ratio_p50": round(form["p50"] / base["p50"], 3),
+            "controller_writes_per_formation": report.summarize([float(w) for w in writes_per]),
+            "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
+            "http_409_429_on_our_writes": conflicts_total,
+            "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
+            "controller_cpu_fraction_20_domains_churning": cpu,
+        },
+    )
+    assert form["n"] == RUNS
+
+
+def _churn(api: Any, leader: Any) -> tuple[int, float]:
+    """20 domains of 1-2 nodes each (36 nodes), pods created and deleted for 30 s."""
+    rss0, cpu0 = _process(leader.status.pod_ip)
+    templates = [_domain(api, f"churn{i}") for i in range(20)]
+    nodes = [n.metadata.name for n in sim_nodes(api)]
+    core = client.CoreV1Api(api)
+    started = time.monotonic()
+    cycle = 0
+    while time.monotonic() - started < 30:
+        for i, template in enumerate(templates):
+            node = nodes[(i + cycle) % len(nodes)]
+            core.create_namespaced_pod(
+                NAMESPACE,
+                {
+                    "metadata": {"generateName": f"churn{i}-", "labels": {"run": "churn"}},
+                    "spec": {
+                        "nodeSelector": {"kubernetes.io/hostname": node},
+                        "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": template}],
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox:1.37",
+                                "resources": {"claims": [{"name": "imex"}]},
+                            }
+                        ],
+                    },
+                },
+            )
+        cycle += 1
+        time.sleep(3)  # the churn's own pace: a new wave every 3 s, not a wait for state
+        core.delete_collection_namespaced_pod(NAMESPACE, label_selector="run=churn")
+    rss, cpu1 = _process(leader.status.pod_ip)
+    return max(rss, rss0), round((cpu1 - cpu0) / (time.monotonic() - started), 3)
+
+
+def sim_nodes(api: Any) -> list[Any]:
+    return client.CoreV1Api(api).list_node(label_selector="compute-domains.sim/node=true").items
