@@ -8,6 +8,7 @@ chosen nodes and reference the claim template the controller creates for their d
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import uuid
 from typing import Any
@@ -19,6 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import processes
 from tests.support import kube
 
 pytestmark = pytest.mark.cluster
@@ -330,3 +332,89 @@ def test_controller_and_agent_rbac_is_least_privilege(
 
     assert [a for a in allowed if not may(*a)] == []
     assert [d for d in denied if may(*d)] == []
+
+
+def _members(api: client.ApiClient, driver_ns: str, uid: str) -> dict[str, tuple[int, str]]:
+    return {
+        m["nodeName"]: (m["index"], m["status"])
+        for c in _cliques(api, driver_ns, uid)
+        for m in c["daemons"]
+    }
+
+
+def _agent_pid(node: str) -> int | None:
+    for proc in pathlib.Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue
+        if b"imex-agent" in argv and f"--node-name={node}".encode() in argv:
+            return int(proc.name)
+    return None
+
+
+def test_churn_frees_slots_safely_and_survivors_stay_ready(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    nodes = RACK1[10:14]
+    domain = _create_domain(api, namespace)
+    uid, name = domain["metadata"]["uid"], domain["metadata"]["name"]
+    pods = _workers(api, namespace, domain, nodes)
+    _wait_ready(api, namespace, domain, pods)
+    before = _members(api, chart, uid)
+    assert sorted(i for i, _ in before.values()) == [0, 1, 2, 3]
+
+    # Scale down: the pod on the slot-1 node goes; its slot is freed once its IMEX stopped.
+    leaving = next(n for n, (i, _) in before.items() if i == 1)
+    client.CoreV1Api(api).delete_namespaced_pod(
+        next(p for p in pods if p.endswith(f"{leaving[-6:]}-0")), namespace
+    )
+    waiting.until(
+        f"{leaving} to leave the clique",
+        lambda: leaving not in _members(api, chart, uid),
+        timeout=90,
+        interval=1,
+    )
+    after = _members(api, chart, uid)
+    assert {n: i for n, (i, _) in after.items()} == {
+        n: i for n, (i, _) in before.items() if n != leaving
+    }  # nobody moved
+    status = json.loads(
+        (sim.host_trees[leaving].root / "var/run/compute-domains/imex/status.json").read_text()
+    )
+    assert status["state"] == "STOPPED" and status["domainUID"] == uid
+
+    # Scale up on a new node: it takes the lowest free slot, 1; survivors stayed Ready throughout.
+    newcomer = RACK1[14]
+    _workers(api, namespace, domain, [newcomer])
+    waiting.until(
+        f"{newcomer} to join with slot 1 and the domain to be Ready again",
+        lambda: (
+            _members(api, chart, uid).get(newcomer) == (1, "Ready")
+            and _domain(api, namespace, name)["status"]["status"] == "Ready"
+        ),
+        timeout=120,
+        interval=1,
+    )
+
+    # Kill one member's IMEX agent: the simulated kubelet restarts it and the domain recovers.
+    victim = nodes[0]
+    pid = _agent_pid(victim)
+    assert pid is not None
+    processes.stop_pids([pid], grace=0)
+    waiting.until(
+        "the agent to be restarted",
+        lambda: (p := _agent_pid(victim)) is not None and p != pid,
+        timeout=60,
+    )
+    waiting.until(
+        "the domain to be Ready with all members again",
+        lambda: (
+            len(_members(api, chart, uid)) == 4
+            and all(s == "Ready" for _, s in _members(api, chart, uid).values())
+            and _domain(api, namespace, name)["status"]["status"] == "Ready"
+        ),
+        timeout=120,
+        interval=1,
+    )
+    _delete_pods(api, namespace, name)
