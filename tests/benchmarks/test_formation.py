@@ -15,7 +15,8 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from functools import partial
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -151,10 +152,17 @@ def _undomain(api: Any, name: str) -> None:
 
 
 def _status(api: Any, name: str) -> str:
-    found = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, NAMESPACE, constants.COMPUTE_DOMAIN_PLURAL, name
+    found = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, NAMESPACE, constants.COMPUTE_DOMAIN_PLURAL, name
+        ),
     )
     return str((found.get("status") or {}).get("status", ""))
+
+
+def _ready(api: Any, name: str) -> bool:
+    return _status(api, name) == "Ready"
 
 
 def _leader(api: Any, driver_ns: str) -> Any:
@@ -210,7 +218,9 @@ def _process(pod_ip: str) -> tuple[int, float]:
         except OSError:
             continue
         if b"controller" in argv and any(pod_ip.encode() in a for a in argv):
-            rss = int(re.search(r"VmRSS:\s+(\d+)", status).group(1))  # type: ignore[union-attr]
+            found = re.search(r"VmRSS:\s+(\d+)", status)
+            assert found is not None
+            rss = int(found.group(1))
             return rss, (int(stat[11]) + int(stat[12])) / 100
     raise AssertionError(f"no controller process on {pod_ip}")
 
@@ -228,11 +238,8 @@ def test_formation_latency_api_writes_and_controller_footprint(
         before, c0 = _writes(_scrape(leader))
         template = _domain(api, f"cd{run}")
         formation.append(_pods(api, template, f"cd{run}"))
-        waiting.until(
-            f"ComputeDomain cd{run} Ready",
-            lambda n=f"cd{run}": _status(api, n) == "Ready",
-            timeout=30,
-        )
+        name = f"cd{run}"
+        waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
         after, c1 = _writes(_scrape(leader))
         writes_per.append(after - before)
         conflicts_total += c1 - c0

@@ -11,7 +11,7 @@ import json
 import pathlib
 import subprocess
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -37,8 +37,11 @@ def _create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
     }
-    created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+    created = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+        ),
     )
     resource = client.ResourceV1Api(api)
     waiting.until(
@@ -51,8 +54,11 @@ def _create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
 
 
 def _domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = client.CustomObjectsApi(api).get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+    found = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+        ),
     )
     return found
 
