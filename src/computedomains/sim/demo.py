@@ -38,6 +38,8 @@ class Progress:
 
     pods: int
     running: int
+    nodes: int
+    """Nodes the workload's pods run on."""
     members: tuple[tuple[str, int | None, str], ...]
     """(node, slot, status) per member, from the ComputeDomain's status."""
     status: str
@@ -46,6 +48,18 @@ class Progress:
     def ready_members(self) -> int:
         """Members whose IMEX is ready."""
         return sum(1 for _, _, s in self.members if s == "Ready")
+
+    @property
+    def formed(self) -> bool:
+        """Every pod runs and every node it runs on is a ready member of a Ready domain.
+
+        (A domain nobody has joined yet also reads Ready, so the status alone is not enough.)
+        """
+        return (
+            self.status == "Ready"
+            and self.running == self.pods > 0
+            and self.ready_members == len(self.members) == self.nodes
+        )
 
 
 def render(progress: Progress, elapsed: float) -> str:
@@ -67,8 +81,11 @@ def gather(api: kube_client.Client, namespace: str, domain: str) -> Progress:
         (str(n.get("name")), n.get("index"), str(n.get("status", "NotReady")))
         for n in status.get("nodes") or []
     )
-    running = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
-    return Progress(len(pods), running, members, str(status.get("status", "NotReady")))
+    running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+    nodes = {p.get("spec", {}).get("nodeName") for p in running}
+    return Progress(
+        len(pods), len(running), len(nodes), members, str(status.get("status", "NotReady"))
+    )
 
 
 def _interrupt(signum: int, frame: types.FrameType | None) -> None:
@@ -218,7 +235,7 @@ class Demo:
             elif changed:
                 self.out(line)
             last = line
-            return progress.status == "Ready" and progress.running == progress.pods > 0
+            return progress.formed
 
         waiting.until(
             f"ComputeDomain {DEMO_NAMESPACE}/{domain} to be Ready",
