@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 from typing import Any
 
 from kubernetes import client
@@ -53,3 +54,46 @@ def wait_for_pod(
     return waiting.until(
         f"pod {namespace}/{name} {what}", check, timeout=timeout, retry_on=(ApiException,)
     )
+
+
+def service_account_may(
+    api: client.ApiClient,
+    namespace: str,
+    service_account: str,
+    rule: tuple[str, ...],
+    *,
+    in_namespace: str,
+) -> bool:
+    """Whether ``namespace/service_account`` may do ``(group, resource, subresource, verb)``."""
+    group, resource, subresource, verb = rule
+    review = client.AuthorizationV1Api(api).create_subject_access_review(
+        {
+            "spec": {
+                "user": f"system:serviceaccount:{namespace}:{service_account}",
+                "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+                "resourceAttributes": {
+                    "group": group,
+                    "resource": resource,
+                    "subresource": subresource,
+                    "verb": verb,
+                    "namespace": in_namespace,
+                },
+            }
+        }
+    )
+    return bool(review.status.allowed)
+
+
+def find_process(*needles: str) -> int | None:
+    """PID of a local process whose command line has every one of ``needles`` as an argument."""
+    wanted = [n.encode() for n in needles]
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if all(w in argv for w in wanted):
+            return int(proc.name)
+    return None

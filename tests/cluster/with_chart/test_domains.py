@@ -8,7 +8,6 @@ chosen nodes and reference the claim template the controller creates for their d
 from __future__ import annotations
 
 import json
-import pathlib
 import subprocess
 import uuid
 from typing import Any, cast
@@ -315,26 +314,10 @@ def test_controller_and_agent_rbac_is_least_privilege(
     pods = client.CoreV1Api(api).list_namespaced_pod(
         chart, label_selector=f"app.kubernetes.io/component={component}"
     )
-    user = f"system:serviceaccount:{chart}:{pods.items[0].spec.service_account_name}"
-    authz = client.AuthorizationV1Api(api)
+    account = pods.items[0].spec.service_account_name
 
-    def may(group: str, resource: str, sub: str, verb: str) -> bool:
-        review = authz.create_subject_access_review(
-            {
-                "spec": {
-                    "user": user,
-                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{chart}"],
-                    "resourceAttributes": {
-                        "group": group,
-                        "resource": resource,
-                        "subresource": sub,
-                        "verb": verb,
-                        "namespace": chart,
-                    },
-                }
-            }
-        )
-        return bool(review.status.allowed)
+    def may(*rule: str) -> bool:
+        return kube.service_account_may(api, chart, account, rule, in_namespace=chart)
 
     assert [a for a in allowed if not may(*a)] == []
     assert [d for d in denied if may(*d)] == []
@@ -349,14 +332,7 @@ def _members(api: client.ApiClient, driver_ns: str, uid: str) -> dict[str, tuple
 
 
 def _agent_pid(node: str) -> int | None:
-    for proc in pathlib.Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
-        except OSError:
-            continue
-        if b"imex-agent" in argv and f"--node-name={node}".encode() in argv:
-            return int(proc.name)
-    return None
+    return kube.find_process("imex-agent", f"--node-name={node}")
 
 
 def test_churn_frees_slots_safely_and_survivors_stay_ready(

@@ -289,16 +289,7 @@ def _inject_imex_fault(sim: sim_cluster.SimCluster, node: str, fault: str) -> pa
 
 
 def _plugin_pid(node: str) -> int | None:
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"kubelet-plugin" in argv and f"--node-name={node}".encode() in argv:
-            return int(proc.name)
-    return None
+    return kube.find_process("kubelet-plugin", f"--node-name={node}")
 
 
 def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
@@ -375,26 +366,10 @@ def test_plugin_service_account_has_what_it_needs_and_nothing_more(
         )
         .items[0]
     )
-    user = f"system:serviceaccount:{chart}:{daemonset.spec.template.spec.service_account_name}"
-    authz = client.AuthorizationV1Api(api)
+    account = daemonset.spec.template.spec.service_account_name
 
-    def allowed(group: str, resource: str, sub: str, verb: str) -> bool:
-        review = authz.create_subject_access_review(
-            {
-                "spec": {
-                    "user": user,
-                    "groups": ["system:serviceaccounts", f"system:serviceaccounts:{chart}"],
-                    "resourceAttributes": {
-                        "group": group,
-                        "resource": resource,
-                        "subresource": sub,
-                        "verb": verb,
-                        "namespace": "default",
-                    },
-                },
-            }
-        )
-        return bool(review.status.allowed)
+    def allowed(*rule: str) -> bool:
+        return kube.service_account_may(api, chart, account, rule, in_namespace="default")
 
     assert [a for a in ALLOWED if not allowed(*a)] == []
     assert [d for d in DENIED if allowed(*d)] == []
