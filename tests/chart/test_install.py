@@ -114,7 +114,16 @@ def _check_daemonset_covers_gpu_nodes(
         assert gpu_nodes == {n.name for n in cluster.sim.nodes}, "every simulated node has GPUs"
     assert gpu_nodes, f"no node matches {selector}"
     assert ds.status.desired_number_scheduled == len(gpu_nodes)
-    assert ds.status.number_ready == len(gpu_nodes)
+
+    # `helm install --wait` counts a DaemonSet ready within its maxUnavailable (100% in the sim
+    # profile), so the last pods may still be coming up: wait for all of them.
+    def all_ready() -> bool:
+        status = apps.read_namespaced_daemon_set_status(ds.metadata.name, namespace).status
+        return bool(status.number_ready == len(gpu_nodes))
+
+    waiting.until(
+        f"all {len(gpu_nodes)} kubelet-plugin pods Ready", all_ready, timeout=120, interval=0.5
+    )
     pods = core.list_namespaced_pod(
         namespace, label_selector=_label_selector(ds.spec.selector.match_labels)
     ).items
