@@ -50,6 +50,14 @@ format: venv ## apply ruff's formatting and safe fixes
 test: lint tools ## lint, then every test: unit, packaging and cluster (real control plane)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+FALLBACK_KUBE_VERSION ?= 1.34
+
+.PHONY: test-fallback
+test-fallback: venv ## placement on Kubernetes 1.34 (no device taints, no binding conditions): docs/placement.md
+	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m computedomains tools build
+	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m pytest -p no:cacheprovider \
+	  tests/cluster/with_chart/test_placement.py $(PYTEST_ARGS)
+
 .PHONY: demo
 demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDomain form (Ctrl-C stops)
 	$(PY) -m computedomains demo

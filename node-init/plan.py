@@ -11,7 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 
 from computedomains.api import constants
-from computedomains.fabric.model import Reason, Verdict, VerdictKind
+from computedomains.api.fabricverdict import VerdictKind
+from computedomains.fabric.model import Reason, Verdict
 from computedomains.kube.nodes import NodeView
 
 TAINT_EFFECT = "NoSchedule"

@@ -1,25 +1,32 @@
 """node-init's I/O: observe the fabric, wait out a registration, publish the verdict.
 
 Publishing writes the FabricVerdict file, then makes the Node match it (label, condition,
-taint). A fabric problem is a verdict, never a failure of node-init: the init container
-exits 0 whatever the fabric looks like, so a bad fabric cannot crash-loop anything.
+taint); on a node in a ComputeDomain a usable verdict is held through a fault that may pass
+(``hold.py``), and a usable verdict given up is reported by a Warning Event on the Node.
+A fabric problem is a verdict, never a failure of node-init: the init container exits 0
+whatever the fabric looks like, so a bad fabric cannot crash-loop anything.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
-from computedomains.api import constants
+from computedomains import nodefiles
+from computedomains.api import constants, fabricverdict
 from computedomains.fabric import discovery, verdictfile
-from computedomains.fabric.model import VerdictKind
 from computedomains.kube import client as kube_client
+from computedomains.kube import events
 from computedomains.kube import nodes as kube_nodes
 
+from . import hold
 from . import plan as node_plan
 from .settings import Settings
 
 Log = Callable[[str], None]
+COMPONENT = "compute-domains-node-init"
+"""``source.component`` of node-init's Events."""
 
 
 def _print(line: str) -> None:
@@ -34,11 +41,18 @@ def run(settings: Settings, *, stop: threading.Event, log: Log = _print) -> int:
         settings.discovery.proc_root,
         grace=settings.transitional_grace,
     )
+    publisher = Publisher(
+        api,
+        settings,
+        recorder=events.Recorder(api, component=COMPONENT, host=settings.node_name),
+        log=log,
+        clock=time.monotonic,
+    )
     observation = settle(observer, interval=settings.poll_interval, stop=stop, log=log)
     log(_summary(observation))
-    publish(api, settings, observation, log=log)
+    publisher.check(observation)
     if settings.watch:
-        recheck(api, settings, observer, stop=stop, log=log, last=observation)
+        recheck(settings, observer, publisher, stop=stop, log=log, last=observation)
     return 0
 
 
@@ -52,26 +66,79 @@ def settle(
     """
     while True:
         observation = observer.observe()
-        if observation.verdict.kind is not VerdictKind.TRANSITIONAL or stop.is_set():
+        if observation.verdict.kind is not fabricverdict.VerdictKind.TRANSITIONAL or stop.is_set():
             return observation
         log(observation.verdict.message)
         stop.wait(interval)
 
 
-def publish(
-    api: kube_client.Client, settings: Settings, observation: discovery.Observation, *, log: Log
-) -> node_plan.Plan:
-    """Write the verdict file, then bring the Node in line with the verdict."""
-    document = verdictfile.to_document(
-        settings.node_name, observation.verdict, observation.report, observation.observed_at
-    )
-    verdictfile.write(settings.verdict_file, document)
-    node = kube_nodes.get(api, settings.node_name)
-    todo = node_plan.plan(observation.verdict, node, taint_broken=settings.taint_broken)
-    apply(api, settings.node_name, todo)
-    for line in todo.describe():
-        log(f"{settings.node_name}: {line}")
-    return todo
+class Publisher:
+    """Publishes each check's verdict, or holds the usable one through a passing fault.
+
+    It starts from the verdict file a previous node-init left (a restarted pod on a node
+    running a job must not drop that job's verdict on a fault the old pod would have held).
+    """
+
+    def __init__(
+        self,
+        api: kube_client.Client,
+        settings: Settings,
+        *,
+        recorder: events.Recorder,
+        log: Log,
+        clock: Callable[[], float],
+    ) -> None:
+        self._api = api
+        self._settings = settings
+        self._recorder = recorder
+        self._log = log
+        self._clock = clock
+        self._usable = _published_usable(settings)
+        self._spell: hold.Spell | None = None
+
+    def check(self, observation: discovery.Observation) -> None:
+        """Act on one check: publish, hold, or degrade the node with a Warning Event."""
+        settings = self._settings
+        node = kube_nodes.get(self._api, settings.node_name)
+        now = self._clock()
+        decision = hold.decide(
+            observation.verdict,
+            published_usable=self._usable,
+            in_domain=constants.COMPUTE_DOMAIN_LABEL in node.labels,
+            spell=self._spell,
+            now=now,
+            grace=settings.fault_grace,
+        )
+        if decision.note:
+            self._log(decision.note)
+        if decision.action is hold.Action.HOLD:
+            self._spell = decision.spell
+            return
+        verdict = verdictfile.build(
+            settings.node_name, observation.verdict, observation.report, observation.observed_at
+        )
+        fabricverdict.write(settings.verdict_file, verdict)
+        self._usable, self._spell = verdict.usable, None
+        if decision.event is not None:
+            self._log(decision.event.message)
+            self._recorder.emit(
+                events.ObjectRef("Node", settings.node_name, uid=node.uid),
+                reason=decision.event.reason.value,
+                message=decision.event.message,
+                warning=True,
+            )
+        todo = node_plan.plan(observation.verdict, node, taint_broken=settings.taint_broken)
+        apply(self._api, settings.node_name, todo)
+        for line in todo.describe():
+            self._log(f"{settings.node_name}: {line}")
+
+
+def _published_usable(settings: Settings) -> bool:
+    try:
+        published = fabricverdict.read(settings.verdict_file)
+    except nodefiles.CorruptNodeFile:
+        return False
+    return published is not None and published.usable
 
 
 def apply(api: kube_client.Client, node: str, todo: node_plan.Plan) -> None:
@@ -96,9 +163,9 @@ def apply(api: kube_client.Client, node: str, todo: node_plan.Plan) -> None:
 
 
 def recheck(
-    api: kube_client.Client,
     settings: Settings,
     observer: discovery.Observer,
+    publisher: Publisher,
     *,
     stop: threading.Event,
     log: Log,
@@ -113,7 +180,7 @@ def recheck(
                 last.verdict.reason,
             ):
                 log(_summary(observation))
-            publish(api, settings, observation, log=log)
+            publisher.check(observation)
             last = observation
         # A sidecar outlives any one failed round (API server restarting, a file being
         # replaced); the next round starts from scratch, and the error is in the log.

@@ -7,7 +7,7 @@ import dataclasses
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants
+from computedomains.api import constants, fabricverdict
 from computedomains.fabric import classify, discovery
 
 
@@ -21,6 +21,9 @@ class Settings:
     discovery: discovery.DiscoverySettings
     verdict_file: pathlib.Path = constants.FABRIC_VERDICT_FILE
     transitional_grace: float = classify.DEFAULT_GRACE
+    fault_grace: fabricverdict.Grace = dataclasses.field(default_factory=fabricverdict.Grace)
+    """How long a usable verdict is held through a fault that may pass, while the node is in
+    a ComputeDomain (``node-init/hold.py``)."""
     taint_broken: bool = False
     watch: bool = False
     recheck_interval: float = 60.0
@@ -52,6 +55,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds a fabric registration may stay in progress before the node is broken",
     )
+    fabricverdict.add_grace_flags(parser)
     flags.add_switch(
         parser,
         "--taint-broken",
@@ -83,6 +87,7 @@ def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Sett
         discovery=discovery.DiscoverySettings.from_args(args),
         verdict_file=args.verdict_file,
         transitional_grace=args.transitional_grace,
+        fault_grace=fabricverdict.grace_from_args(args),
         taint_broken=args.taint_broken,
         watch=args.watch,
         recheck_interval=args.recheck_interval,

@@ -410,7 +410,8 @@ compute-domains.tokenExtraVariable
 compute-domains.nodeInit.args
   Takes: the root context.
   Returns: the YAML list items of `computedomains node-init` arguments shared by the init
-  container (runs once) and the sidecar (adds --watch and --recheck-interval).
+  container (runs once) and the sidecar (adds --watch and --recheck-interval). Both take the
+  fault grace: a restarted pod on a node running a job holds its verdict like the sidecar.
 */}}
 {{- define "compute-domains.nodeInit.args" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
@@ -426,6 +427,8 @@ compute-domains.nodeInit.args
 {{- if hasKey .Values.nodeInit "transitionalGrace" }}
 - --transitional-grace={{ .Values.nodeInit.transitionalGrace }}
 {{- end }}
+- --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}
+- --fault-grace-seconds={{ .Values.nodeInit.faultGrace.seconds }}
 - {{ ternary "--taint-broken" "--no-taint-broken" .Values.nodeInit.taintBroken }}
 {{- end -}}
 

@@ -62,6 +62,10 @@ compute-domains.validate
 {{- if not (or (eq $hosts "/etc/hosts") (and (hasPrefix (printf "%s/" $imexDir) $hosts) (not (contains "/../" (printf "%s/" $hosts))) (not (hasSuffix "/" $hosts)))) -}}
 {{- $errors = append $errors (printf "imexAgent.hostsFile=%s is neither the pod's own /etc/hosts (what real IMEX resolves peer names through) nor a file in the node's IMEX folder %s/ (where a test double may read it); everything else is the container's read-only root filesystem. Use /etc/hosts" $hosts $imexDir) -}}
 {{- end -}}
+{{- /* The plugin takes a status without a heartbeat for this long as a dead agent's. */ -}}
+{{- if gt (mulf 2 .Values.imexAgent.heartbeatInterval) (float64 .Values.kubeletPlugin.imexStatusMaxAge) -}}
+{{- $errors = append $errors (printf "imexAgent.heartbeatInterval=%v is more than half of kubeletPlugin.imexStatusMaxAge=%v: one late heartbeat would make a live IMEX agent look dead and stop prepares on its node; raise kubeletPlugin.imexStatusMaxAge to at least %v" .Values.imexAgent.heartbeatInterval .Values.kubeletPlugin.imexStatusMaxAge (mulf 2 .Values.imexAgent.heartbeatInterval)) -}}
+{{- end -}}
 {{- end -}}
 
 {{- /* Optional objects that would come out empty. */ -}}

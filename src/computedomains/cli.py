@@ -12,7 +12,10 @@ from computedomains.fabric import commands as fabric_commands
 from computedomains.imexagent import commands as imexagent_commands
 from computedomains.kubeletplugin import commands as kubeletplugin_commands
 from computedomains.nodeinit import commands as nodeinit_commands
-from computedomains.sim import commands as sim_commands
+
+_SIM_COMMANDS = frozenset({"sim", "tools", "demo"})
+"""Subcommands of the simulated cluster: only they import it (and cryptography, for its PKI),
+so no component's start-up pays for them (docs/architecture.md)."""
 
 
 class _Version(argparse.Action):
@@ -23,15 +26,22 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser."""
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The argument parser; the simulator's subcommands only when ``argv`` may name one.
+
+    ``argv`` None (or help, or no subcommand yet) registers every subcommand.
+    """
     parser = argparse.ArgumentParser(
         prog="computedomains",
         description="ComputeDomains for multi-node NVLink Kubernetes clusters.",
     )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    sim_commands.add_parsers(subparsers)
+    command = next((a for a in argv or () if not a.startswith("-")), None)
+    if command is None or command in _SIM_COMMANDS:
+        from computedomains.sim import commands as sim_commands  # noqa: PLC0415 - see above
+
+        sim_commands.add_parsers(subparsers)
     kubeletplugin_commands.add_parsers(subparsers)
     controller_commands.add_parsers(subparsers)
     imexagent_commands.add_parsers(subparsers)
@@ -42,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    given = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(given).parse_args(given)
     return int(args.func(args))
 
 

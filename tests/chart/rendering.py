@@ -45,10 +45,11 @@ BASE_KINDS = {
     "RoleBinding": 3,
     "Service": 3,
     "ServiceAccount": 3,
-    "ValidatingAdmissionPolicy": 4,
-    "ValidatingAdmissionPolicyBinding": 4,
+    "ValidatingAdmissionPolicy": 6,
+    "ValidatingAdmissionPolicyBinding": 6,
 }
-"""What the default values render: plugin, controller and agent, with their RBAC and policies."""
+"""What the default values render: plugin, controller and agent, with their RBAC and policies,
+and the policy that keeps the daemon DeviceClass to the agent."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},

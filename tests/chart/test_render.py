@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from computedomains.api import constants
+from computedomains.nodeinit import plan as node_plan
 from tests.chart import rendering as r
 from tests.support import helm
 
@@ -137,7 +138,7 @@ def test_names_fit_in_63_characters_with_the_longest_release_name(h: helm.Helm) 
     kinds_and_names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(set(kinds_and_names)) == len(kinds_and_names)
     policies = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
-    assert len(set(policies)) == 4, "shortening the release name must keep the suffixes apart"
+    assert len(set(policies)) == 6, "shortening the release name must keep the suffixes apart"
 
 
 def test_fullname_override_names_the_objects(h4: helm.Helm) -> None:
@@ -277,8 +278,13 @@ def test_http_port_flows_into_bind_port_and_probes(h: helm.Helm) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "container", "flag"),
     [
-        ("kubeletPlugin.channelSlots", "64", "kubelet-plugin", "channel-slots"),
+        ("kubeletPlugin.channelSlots", "32", "kubelet-plugin", "channel-slots"),
         ("kubeletPlugin.imexReadyTimeout", "90", "kubelet-plugin", "imex-ready-timeout"),
+        ("kubeletPlugin.collectionInterval", "7", "kubelet-plugin", "collection-interval"),
+        ("nodeInit.faultGrace.checks", "5", "node-init", "fault-grace-checks"),
+        ("nodeInit.faultGrace.checks", "5", "node-init-watch", "fault-grace-checks"),
+        ("nodeInit.faultGrace.seconds", "90", "kubelet-plugin", "fault-grace-seconds"),
+        ("nodeInit.faultGrace.seconds", "90", "node-init-watch", "fault-grace-seconds"),
         ("nodeInit.transitionalGrace", "300", "node-init", "transitional-grace"),
         ("nodeInit.transitionalGrace", "300", "node-init-watch", "transitional-grace"),
         ("nodeInit.recheckInterval", "15", "node-init-watch", "recheck-interval"),
@@ -300,6 +306,12 @@ def test_optional_flags_are_left_to_the_program_by_default(
     h4: helm.Helm, container: str, flag: str
 ) -> None:
     assert r.flag(r.container(r.template(h4), container), flag) is None
+
+
+def test_binding_conditions_on_by_default_and_off_by_value(h4: helm.Helm) -> None:
+    assert "--binding-conditions" in r.container(r.template(h4), "kubelet-plugin")["args"]
+    objects = _rendered(h4, **{"kubeletPlugin.bindingConditions": "false"})
+    assert "--no-binding-conditions" in r.container(objects, "kubelet-plugin")["args"]
 
 
 def test_taint_broken(h4: helm.Helm) -> None:
@@ -657,6 +669,108 @@ def test_admission_policies_match_the_plugin_service_account(h: helm.Helm) -> No
         for rule in spec["matchConstraints"]["resourceRules"]:
             resources.update(rule["resources"])
     assert resources == {"resourceslices", "nodes", "nodes/status"}
+
+
+def _policy_parts(objects: list[r.Obj], suffix: str) -> tuple[dict[str, str], str]:
+    """A bound, denying policy's variables (name: expression) and all its validation text."""
+    name = f"cd-compute-domains-{suffix}"
+    policy = r.find(objects, "ValidatingAdmissionPolicy", name)
+    binding = r.find(objects, "ValidatingAdmissionPolicyBinding", name)
+    assert binding["spec"] == {"policyName": name, "validationActions": ["Deny"]}
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    validations = " ".join(
+        f"{v['expression']} {v.get('message', '')} {v.get('messageExpression', '')}"
+        for v in policy["spec"]["validations"]
+    )
+    return variables, validations
+
+
+def test_plugin_node_policy_allows_exactly_what_plugin_and_node_init_write(h: helm.Helm) -> None:
+    """The labels, condition and taint node-init and the plugin own (api.constants) and no
+    other; the cluster test (with_chart/test_tenancy.py) checks what the API server makes of it."""
+    variables, validations = _policy_parts(r.template(h), "kubelet-plugin-node")
+    owned = f"['{constants.COMPUTE_DOMAIN_LABEL}', '{constants.CLIQUE_LABEL}']"
+    assert variables["ownLabels"] == owned
+    assert variables["ownCondition"] == f"'{constants.FABRIC_CONDITION}'"
+    assert variables["ownTaint"] == f"'{FABRIC_TAINT}'"
+    effect = f"t.key == variables.ownTaint && t.effect == '{node_plan.TAINT_EFFECT}'"
+    assert effect in variables["otherNewTaints"] and effect in variables["otherOldTaints"]
+    for check in (
+        "request.name == variables.nodeName",
+        "size(variables.foreignLabels) == 0",
+        "size(variables.foreignConditions) == 0",
+        "variables.otherNewTaints == variables.otherOldTaints",
+        "object.spec.unschedulable",
+        "object.metadata.annotations",
+    ):
+        assert check in validations, check
+
+
+def test_plugin_slice_policy_pins_driver_and_pool(h: helm.Helm) -> None:
+    variables, validations = _policy_parts(r.template(h), "kubelet-plugin-slices")
+    assert variables["driver"] == f"'{DRIVER}'"
+    for check in (
+        "object.spec.nodeName == variables.nodeName",
+        "object.spec.driver == variables.driver",
+        "object.spec.pool.name == variables.nodeName",
+        "oldObject.spec.driver == variables.driver",
+    ):
+        assert check in validations, check
+
+
+@pytest.mark.parametrize("namespace", [r.NAMESPACE, "gpu-system"])
+def test_daemon_class_policy_refuses_the_class_outside_the_release_namespace(
+    h: helm.Helm, namespace: str
+) -> None:
+    objects = r.template(h, namespace=namespace)
+    variables, validations = _policy_parts(objects, "daemon-device-class")
+    policy = r.find(objects, "ValidatingAdmissionPolicy", "cd-compute-domains-daemon-device-class")
+    [rule] = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule == {
+        "apiGroups": ["resource.k8s.io"],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["resourceclaims", "resourceclaimtemplates"],
+    }
+    assert policy["spec"]["matchConditions"] == [
+        {"name": "outside-release-namespace", "expression": f"request.namespace != '{namespace}'"}
+    ]
+    assert variables["class"] == f"'{constants.DAEMON_DEVICE_CLASS}'"
+    assert "r.exactly.deviceClassName == variables.class" in variables["daemonRequests"]
+    assert (
+        "r.firstAvailable.exists(s, s.deviceClassName == variables.class)"
+        in (variables["daemonRequests"])
+    )
+    assert "size(variables.daemonRequests) == 0" in validations
+    assert f"IMEX agent in namespace {namespace} may" in validations
+    assert "spec.channel.resourceClaimTemplate.name" in validations  # the fix
+    # The agent's own template lives where the policy does not look.
+    template = r.find(objects, "ResourceClaimTemplate")
+    assert template["metadata"]["namespace"] == namespace
+
+
+def test_controller_may_delete_only_stranded_workload_pods(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    policy = r.find(objects, "ValidatingAdmissionPolicy", "cd-compute-domains-controller-pods")
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert (rule["resources"], rule["operations"]) == (["pods"], ["DELETE"])
+    (check,) = policy["spec"]["validations"]
+    for needed in ("'Pending'", "resourceClaims", "ownerReferences"):
+        assert needed in check["expression"]
+    binding = r.find(objects, "ValidatingAdmissionPolicyBinding", policy["metadata"]["name"])
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_daemon_class_policy_can_be_turned_off(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"daemonDeviceClass.restrictToReleaseNamespace": "false"})
+    names = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
+    assert len(names) == 5 and "cd-compute-domains-daemon-device-class" not in names
+    assert not [
+        b
+        for b in r.of_kind(objects, "ValidatingAdmissionPolicyBinding")
+        if b["metadata"]["name"] == "cd-compute-domains-daemon-device-class"
+    ]
 
 
 # -- chart hygiene ------------------------------------------------------------------------

@@ -630,7 +630,11 @@ CONTROLLER_CLUSTER_RULES = {
         "update",
         "delete",
     },
+    ("resource.k8s.io", "resourceclaims"): {"get", "list", "watch"},
+    ("resource.k8s.io", "resourceclaims/status"): {"update"},
+    ("resource.k8s.io", "resourceclaims/driver"): {"arbitrary-node:update"},
     ("", "nodes"): {"get", "list", "watch", "patch"},
+    ("", "pods"): {"get", "delete"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }
@@ -649,8 +653,8 @@ CONTROLLER_NAMESPACED_RULES = {
 }
 AGENT_CLUSTER_RULES = {
     ("", "nodes"): {"get", "list", "watch"},
-    ("", "events"): {"create"},
-    ("events.k8s.io", "events"): {"create"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
 }
 AGENT_NAMESPACED_RULES = {
     ("resource.nvidia.com", "computedomaincliques"): {"get", "list", "watch"},

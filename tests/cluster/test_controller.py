@@ -79,9 +79,10 @@ def agents(cluster: clusters.TestCluster, driver_ns: str) -> Agents:
 
 
 @pytest.fixture
-def labels(api: client.ApiClient) -> Iterator[NodeLabels]:
-    """Node labels as the plugin and node-init set them, restored after the test."""
-    touched = NodeLabels(api)
+def labels(api: client.ApiClient, namespace: str) -> Iterator[NodeLabels]:
+    """Node labels as the plugin and node-init set them (a domain label with its claim),
+    restored after the test."""
+    touched = NodeLabels(api, claims_namespace=namespace)
     yield touched
     touched.restore()
 

@@ -109,6 +109,9 @@ def test_the_standby_takes_over_a_killed_leader_without_moving_a_slot(
         agents.ensure(NODES)
         uid = create_domain(api, namespace)
         labels.set(NODES, clique=clique)
+        for node in NODES:  # a label admits a node only beside a claim of the domain there
+            plugin.allocated_claim(api, namespace, node=node, device="channel-0",
+                                   parameters=plugin.channel_parameters(uid))  # fmt: skip
         labels.set(NODES[:6], domain=uid)
         agents.report(NODES[:6], uid, "Ready")
         wait_status(api, namespace, "6/6")

@@ -17,7 +17,7 @@ from kubernetes.client.exceptions import ApiException
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api.models import ComputeDomain, ComputeDomainClique, Status
-from computedomains.api.schema import ValidationError
+from computedomains.api.schema import DNS1123_SUBDOMAIN, ValidationError
 from computedomains.sim import tools
 from tests.support import clusters, helm, kube
 
@@ -212,6 +212,52 @@ def test_invalid_compute_domains_are_rejected_naming_the_field(
     with pytest.raises(ValidationError) as info:
         ComputeDomain.from_dict(body)
     assert info.value.field == field
+
+
+TEMPLATE_NAME = "spec.channel.resourceClaimTemplate.name"
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        pytest.param("", "at least 1 chars long", id="empty"),
+        pytest.param("a" * 254, "Too long: may not be more than 253 bytes", id="254-chars"),
+        ("Channel", DNS1123_SUBDOMAIN.message),
+        ("cd_channel", DNS1123_SUBDOMAIN.message),
+        ("-channel", DNS1123_SUBDOMAIN.message),
+        ("channel.", DNS1123_SUBDOMAIN.message),
+        ("a..b", DNS1123_SUBDOMAIN.message),
+        ("team/channel", DNS1123_SUBDOMAIN.message),
+    ],
+)
+def test_invalid_template_names_are_rejected_naming_the_field(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str, name: str, reason: str
+) -> None:
+    """The controller could never create such a template: the CRD refuses the domain instead."""
+    body = manifest("badname")
+    body["spec"]["channel"]["resourceClaimTemplate"]["name"] = name
+    message = rejection(lambda: create(api, namespace, body))
+    assert f"{TEMPLATE_NAME}: " in message and reason in message, message
+    with pytest.raises(ValidationError) as info:
+        ComputeDomain.from_dict(body)
+    assert info.value.field == TEMPLATE_NAME
+
+
+@pytest.mark.parametrize(
+    "name", ["a", "0", "nccl.allreduce-1", pytest.param("a" * 253, id="253-chars")]
+)
+def test_valid_template_names_are_accepted(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str, name: str
+) -> None:
+    body = manifest("goodname")
+    body["spec"]["channel"]["resourceClaimTemplate"]["name"] = name
+    created = create(api, namespace, body)
+    assert created["spec"]["channel"]["resourceClaimTemplate"]["name"] == name
+    # A real template of that name is accepted too: the CRD refuses no name Kubernetes allows.
+    template = {"metadata": {"name": name}, "spec": {"spec": {}}}
+    client.ResourceV1Api(api).create_namespaced_resource_claim_template(
+        namespace, template, dry_run="All"
+    )
 
 
 def test_spec_is_immutable_but_metadata_is_not(

@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from computedomains import waiting
-from computedomains.api import constants
-from computedomains.fabric import discovery, verdictfile
-from computedomains.fabric.model import VerdictKind
+from computedomains import nodefiles, waiting
+from computedomains.api import constants, fabricverdict
+from computedomains.api.fabricverdict import VerdictKind
+from computedomains.fabric import discovery
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
 from computedomains.nodeinit import run, settings
@@ -33,6 +33,7 @@ def api(cluster: clusters.TestCluster) -> kube_client.Client:
 
 
 # Nodes at the end of the second rack: other tests pick nodes from the front.
+HOLD_NODE = "gb200-r1-n13"
 ONCE_NODE = "gb200-r1-n15"
 WATCH_NODE = "gb200-r1-n16"
 NO_FABRIC_NODE = "gb200-r1-n17"
@@ -109,7 +110,7 @@ def test_node_init_labels_a_healthy_node_and_fixes_a_stale_label(
     assert condition is not None
     assert (condition.status, condition.reason) == ("True", "FabricHealthy")
     assert TAINT not in node.taints
-    stored = verdictfile.read(_verdict_file(sim, ONCE_NODE))
+    stored = fabricverdict.read(_verdict_file(sim, ONCE_NODE))
     assert stored is not None
     assert (stored.node, stored.verdict) == (ONCE_NODE, VerdictKind.HEALTHY)
     assert stored.clique == _clique(sim, ONCE_NODE)
@@ -216,5 +217,124 @@ def test_node_without_fabric_is_left_untouched(
     assert after.condition(constants.FABRIC_CONDITION) is None
     assert after.taints == before.taints
     assert not [line for line in lines if NO_FABRIC_NODE in line], lines
-    stored = verdictfile.read(_verdict_file(sim, NO_FABRIC_NODE))
+    stored = fabricverdict.read(_verdict_file(sim, NO_FABRIC_NODE))
     assert stored is not None and stored.verdict is VerdictKind.NO_FABRIC
+
+
+def _break_nvml(sim: sim_cluster.SimCluster, node: str) -> None:
+    """Make the node's fake NVML fail, as a failing NVML call would: its file stops parsing."""
+    nodefiles.write_bytes(sim.host_trees[node].fake_nvml, b"{NVML_ERROR_UNKNOWN")
+
+
+def _warnings(api: kube_client.Client, node: str, reason: str) -> list[str]:
+    selector = f"involvedObject.kind=Node,involvedObject.name={node},reason={reason}"
+    listing = api.get("/api/v1/namespaces/default/events", query={"fieldSelector": selector})
+    return [e["message"] for e in listing.get("items", []) if e.get("type") == "Warning"]
+
+
+def _published(sim: sim_cluster.SimCluster, node: str) -> tuple[str, str, str] | None:
+    stored = fabricverdict.read(_verdict_file(sim, node))
+    return None if stored is None else (stored.verdict, stored.reason, stored.clique)
+
+
+def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
+    sim: sim_cluster.SimCluster, api: kube_client.Client, restore: Callable[[str], None]
+) -> None:
+    restore(HOLD_NODE)
+    tree = sim.host_trees[HOLD_NODE]
+    clique = _clique(sim, HOLD_NODE)
+    grace = fabricverdict.Grace(checks=20, seconds=600)
+    config = settings.Settings(
+        node_name=HOLD_NODE,
+        kubeconfig=sim.kubeconfig,
+        discovery=discovery.DiscoverySettings(
+            backend=discovery.BackendKind.FAKE,
+            fake_nvml_file=tree.fake_nvml,
+            proc_root=tree.root / "proc",
+        ),
+        verdict_file=_verdict_file(sim, HOLD_NODE),
+        fault_grace=grace,
+        watch=True,
+        recheck_interval=0.3,
+    )
+    lines: list[str] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=run.run, args=(config,), kwargs={"stop": stop, "log": lines.append}
+    )
+
+    def said(prefix: str) -> int:
+        return sum(line.startswith(prefix) for line in list(lines))
+
+    healthy = (clique, "True/FabricHealthy", False)
+    usable = (VerdictKind.HEALTHY, "FabricHealthy", clique)
+
+    def unchanged() -> None:
+        assert thread.is_alive(), lines
+        assert _node_state(api, HOLD_NODE) == healthy, lines
+        assert _published(sim, HOLD_NODE) == usable, lines
+
+    kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: "a-domain-uid"})
+    thread.start()
+    try:
+        waiting.until(
+            "the healthy verdict", lambda: _node_state(api, HOLD_NODE) == healthy, timeout=30
+        )
+        # One NVML failure, then a registration in progress again: each is held, then passes.
+        for registering in (False, True):
+            held, passed = said("keeping the last usable verdict"), said("the fault passed")
+            if registering:
+                _set_profile(sim, HOLD_NODE, topology.FabricProfile.IN_PROGRESS)
+            else:
+                _break_nvml(sim, HOLD_NODE)
+            waiting.until(
+                "node-init to hold the verdict through the fault",
+                lambda: said("keeping the last usable verdict") > held,  # noqa: B023
+                timeout=30,
+                abort=unchanged,
+            )
+            _set_profile(sim, HOLD_NODE, topology.FabricProfile.HEALTHY)
+            waiting.until(
+                "the fault to pass",
+                lambda: said("the fault passed") > passed,  # noqa: B023
+                timeout=30,
+                abort=unchanged,
+            )
+        unchanged()
+
+        # A failure that lasts past the grace degrades the node, with a Warning Event.
+        _break_nvml(sim, HOLD_NODE)
+        broken = (None, "False/FabricDiscoveryFailed", False)
+        waiting.until(
+            "the sustained fault to degrade the node",
+            lambda: _node_state(api, HOLD_NODE) == broken,
+            timeout=60,
+        )
+        (message,) = waiting.until(
+            "the Warning Event on the Node",
+            lambda: _warnings(api, HOLD_NODE, "NVLinkFabricFaultSustained"),
+            timeout=30,
+        )
+        assert f"failed {grace.checks} times in a row" in message
+        assert _published(sim, HOLD_NODE) == (VerdictKind.BROKEN, "FabricDiscoveryFailed", "")
+
+        # Off any domain nothing is held: the next fault shows at once.
+        _set_profile(sim, HOLD_NODE, topology.FabricProfile.HEALTHY)
+        waiting.until(
+            "the healthy verdict again", lambda: _node_state(api, HOLD_NODE) == healthy, timeout=30
+        )
+        kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: None})
+        held = said("keeping the last usable verdict")
+        _break_nvml(sim, HOLD_NODE)
+        waiting.until(
+            "the fault to show on a node off any domain",
+            lambda: _warnings(api, HOLD_NODE, "NVLinkFabricUnusable"),
+            timeout=30,
+        )
+        assert _node_state(api, HOLD_NODE) == broken
+        assert said("keeping the last usable verdict") == held
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: None})
+    assert not thread.is_alive()

@@ -61,13 +61,18 @@ def _node_label(api: client.ApiClient, node: str) -> str | None:
 
 
 def _claim(
-    api: client.ApiClient, proc: plugin.PluginProcess, domain: dict[str, Any], namespace: str
+    api: client.ApiClient,
+    proc: plugin.PluginProcess,
+    domain: dict[str, Any],
+    namespace: str,
+    *,
+    device: str = "channel-0",
 ) -> dict[str, str]:
     return plugin.allocated_claim(
         api,
         namespace,
         node=proc.node,
-        device="channel-0",
+        device=device,
         parameters=plugin.channel_parameters(domain["metadata"]["uid"]),
     )
 
@@ -141,24 +146,152 @@ def test_boot_id_change_discards_old_claims(
     _wait_node_event(api, proc.node, "CheckpointFromEarlierBoot")
 
 
-def test_corrupt_checkpoint_is_quarantined_and_the_plugin_keeps_serving(
+def _damage(path: pathlib.Path, how: str) -> None:
+    if how == "corrupt":
+        path.write_text(
+            '{"apiVersion": "node.compute-domains/v1", "kind": "PluginCheckpoint", "claims": 7'
+        )
+    elif how == "newer-version":
+        document = json.loads(path.read_text())
+        path.write_text(json.dumps({**document, "checkpointVersion": 99, "claims": "reshaped"}))
+    else:  # unreadable: reading it fails (EISDIR) although it is there
+        path.unlink()
+        path.mkdir()
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [
+        ("corrupt", "CheckpointCorrupt"),
+        ("newer-version", "CheckpointFromNewerVersion"),
+        ("unreadable", "CheckpointUnreadable"),
+    ],
+)
+def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the_label(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]],
+    api: client.ApiClient,
+    namespace: str,
+    how: str,
+    reason: str,
+) -> None:
+    proc, domain = node_plugin
+    uid = domain["metadata"]["uid"]
+    claim = _claim(api, proc, domain, namespace)
+    prepared = proc.prepare([claim]).claims[claim["uid"]]
+    assert prepared.error == ""
+    before = _checkpoint(proc)["claims"][claim["uid"]]
+    proc.stop()
+    path = proc.tree.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json"
+    quarantined = set(path.parent.glob("checkpoint.json.corrupt-*"))
+    _damage(path, how)
+    proc.start()
+
+    assert len(set(path.parent.glob("checkpoint.json.corrupt-*")) - quarantined) == 1
+    assert _checkpoint(proc)["claims"] == {claim["uid"]: before}  # rebuilt as it was
+    assert _node_label(api, proc.node) == uid
+    assert cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    event = _wait_node_event(api, proc.node, reason)
+    assert (
+        "rebuilt 1 claims" in event.message and "moved to checkpoint.json.corrupt-" in event.message
+    )
+    again = proc.prepare([claim]).claims[claim["uid"]]
+    assert again.error == "" and list(again.devices) == list(prepared.devices)
+
+    other = plugin.create_domain(api, namespace, name=f"cd-{uuid.uuid4().hex[:4]}")
+    intruder = _claim(api, proc, other, namespace, device="channel-0-s1")
+    refused = proc.prepare([intruder]).claims[intruder["uid"]]
+    assert "cannot use this node" in refused.error and domain["metadata"]["name"] in refused.error
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+    assert _node_label(api, proc.node) is None
+
+
+def test_a_label_removed_while_the_plugin_was_down_is_put_back_at_start(
     node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
 ) -> None:
     proc, domain = node_plugin
-    proc.stop()
-    path = proc.tree.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json"
-    path.write_text(
-        '{"apiVersion": "node.compute-domains/v1", "kind": "PluginCheckpoint", "claims": 7'
-    )
-    proc.start()
-    assert list(path.parent.glob("checkpoint.json.corrupt-*"))
     claim = _claim(api, proc, domain, namespace)
     assert proc.prepare([claim]).claims[claim["uid"]].error == ""
-    _wait_node_event(api, proc.node, "CheckpointCorrupt")
+    proc.stop()
+    _set_label(api, proc.node, None)
+    proc.start()
+    waiting.until(
+        "the plugin to put the node label back",
+        lambda: _node_label(api, proc.node) == domain["metadata"]["uid"],
+        timeout=10,
+    )
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+    assert _node_label(api, proc.node) is None
 
 
-def _wait_node_event(api: client.ApiClient, node: str, reason: str) -> None:
-    def seen() -> bool:
+def _set_label(api: client.ApiClient, node: str, value: str | None) -> None:
+    client.CoreV1Api(api).patch_node(
+        node, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: value}}}
+    )
+
+
+def _prepare_waiting_for_imex(
+    pool: concurrent.futures.ThreadPoolExecutor,
+    proc: plugin.PluginProcess,
+    api: client.ApiClient,
+    claim: dict[str, str],
+    uid: str,
+) -> concurrent.futures.Future[Any]:
+    proc.write_imex(uid, state="NOT_READY", message="waiting for 17 peers")
+    pending = pool.submit(proc.prepare, [claim])
+    waiting.until(
+        "the plugin to label the node while waiting for IMEX",
+        lambda: _node_label(api, proc.node) == uid and claim["uid"] in _checkpoint(proc)["claims"],
+        timeout=20,
+    )
+    return pending
+
+
+def test_a_claim_deleted_while_its_prepare_waits_gets_nothing_and_frees_the_node(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    proc, domain = node_plugin
+    uid = domain["metadata"]["uid"]
+    claim = _claim(api, proc, domain, namespace)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = _prepare_waiting_for_imex(pool, proc, api, claim, uid)
+        client.ResourceV1Api(api).delete_namespaced_resource_claim(claim["name"], namespace)
+        proc.write_imex(uid)  # IMEX turns READY right after: the prepare must still fail
+        answer = pending.result(timeout=45).claims[claim["uid"]]
+    assert "was deleted" in answer.error and list(answer.devices) == []
+    assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    assert _checkpoint(proc)["claims"] == {}
+    assert _node_label(api, proc.node) is None
+
+    other = plugin.create_domain(api, namespace, name=f"cd-{uuid.uuid4().hex[:4]}")
+    proc.write_imex(other["metadata"]["uid"])
+    taker = _claim(api, proc, other, namespace)
+    assert proc.prepare([taker]).claims[taker["uid"]].error == ""
+    assert _node_label(api, proc.node) == other["metadata"]["uid"]
+    assert proc.unprepare([taker]).claims[taker["uid"]].error == ""
+
+
+def test_a_claim_unprepared_while_its_prepare_waits_gets_nothing_even_on_retry(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    proc, domain = node_plugin
+    uid = domain["metadata"]["uid"]
+    claim = _claim(api, proc, domain, namespace)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pending = _prepare_waiting_for_imex(pool, proc, api, claim, uid)
+        assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+        answer = pending.result(timeout=45).claims[claim["uid"]]
+    assert "was unprepared while it was being prepared" in answer.error
+    assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    assert _checkpoint(proc)["claims"][claim["uid"]]["state"] == "PrepareAborted"
+    assert _node_label(api, proc.node) is None
+    proc.write_imex(uid)
+    late = proc.prepare([claim]).claims[claim["uid"]]  # a late retry of the same allocation
+    assert "not re-taking its devices" in late.error
+    assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+
+
+def _wait_node_event(api: client.ApiClient, node: str, reason: str) -> Any:
+    def seen() -> Any:
         items = (
             client.CoreV1Api(api)
             .list_namespaced_event(
@@ -166,9 +299,9 @@ def _wait_node_event(api: client.ApiClient, node: str, reason: str) -> None:
             )
             .items
         )
-        return bool(items)
+        return items[-1] if items else None
 
-    waiting.until(f"a {reason} Event on node {node}", seen, timeout=20)
+    return waiting.until(f"a {reason} Event on node {node}", seen, timeout=20)
 
 
 def test_node_without_fabric_prepares_channels_without_device_nodes(
@@ -188,7 +321,10 @@ def test_node_without_fabric_prepares_channels_without_device_nodes(
 def test_daemon_claim_with_a_domain_config_gets_the_domain_identity(
     node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
 ) -> None:
-    """Incumbent-style per-domain daemon claims (ComputeDomainDaemonConfig) still work."""
+    """Incumbent-style per-domain daemon claims (ComputeDomainDaemonConfig) still work.
+
+    Only in the driver's namespace (``--namespace=default`` here), where the IMEX agent runs.
+    """
     proc, domain = node_plugin
     uid = domain["metadata"]["uid"]
     parameters = {
@@ -196,22 +332,36 @@ def test_daemon_claim_with_a_domain_config_gets_the_domain_identity(
         "kind": constants.DAEMON_CONFIG_KIND,
         "domainID": uid,
     }
-    claim = plugin.allocated_claim(
-        api,
-        namespace,
-        node=proc.node,
-        device="daemon-0",
-        parameters=parameters,
-        request="daemon",
-        device_class=constants.DAEMON_DEVICE_CLASS,
-    )
-    answer = proc.prepare([claim]).claims[claim["uid"]]
-    assert answer.error == ""
-    spec = json.loads(cdi.spec_path(proc.tree.cdi, claim["uid"]).read_text())
-    edits = spec["devices"][0]["containerEdits"]
-    assert f"COMPUTE_DOMAIN_UUID={uid}" in edits["env"]
-    assert f"COMPUTE_DOMAIN_NAME={domain['metadata']['name']}" in edits["env"]
-    assert f"COMPUTE_DOMAIN_NAMESPACE={namespace}" in edits["env"]
-    assert edits["deviceNodes"][0]["path"] == "/dev/nvidia-caps/nvidia-cap1"
-    assert _node_label(api, proc.node) is None  # a daemon claim never joins the node to a domain
-    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+
+    def daemon_claim(where: str) -> dict[str, str]:
+        return plugin.allocated_claim(
+            api,
+            where,
+            node=proc.node,
+            device="daemon-0",
+            parameters=parameters,
+            request="daemon",
+            device_class=constants.DAEMON_DEVICE_CLASS,
+        )
+
+    refused = daemon_claim(namespace)
+    answer = proc.prepare([refused]).claims[refused["uid"]]
+    assert "only the IMEX agent in namespace default may use" in answer.error
+    assert not cdi.spec_path(proc.tree.cdi, refused["uid"]).exists()
+
+    claim = daemon_claim("default")
+    try:
+        answer = proc.prepare([claim]).claims[claim["uid"]]
+        assert answer.error == ""
+        spec = json.loads(cdi.spec_path(proc.tree.cdi, claim["uid"]).read_text())
+        edits = spec["devices"][0]["containerEdits"]
+        assert f"COMPUTE_DOMAIN_UUID={uid}" in edits["env"]
+        assert f"COMPUTE_DOMAIN_NAME={domain['metadata']['name']}" in edits["env"]
+        assert f"COMPUTE_DOMAIN_NAMESPACE={namespace}" in edits["env"]
+        assert edits["deviceNodes"][0]["path"] == "/dev/nvidia-caps/nvidia-cap1"
+        assert (
+            _node_label(api, proc.node) is None
+        )  # a daemon claim never joins the node to a domain
+        assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
+    finally:
+        client.ResourceV1Api(api).delete_namespaced_resource_claim(claim["name"], "default")

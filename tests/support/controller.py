@@ -9,6 +9,7 @@ puts every touched label back afterwards.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import pathlib
 import signal
@@ -23,9 +24,9 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
 from computedomains import waiting
-from computedomains.api import constants
+from computedomains.api import constants, imex
 from computedomains.sim import controlplane, processes
-from tests.support import kube
+from tests.support import kube, plugin
 
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
 G, V = constants.GROUP, constants.VERSION
@@ -127,16 +128,26 @@ class ControllerProcess:
 
 @dataclasses.dataclass
 class NodeLabels:
-    """Sets node labels and remembers each label's first value, to restore it afterwards."""
+    """Sets node labels and remembers each label's first value, to restore it afterwards.
+
+    With ``claims_namespace``, giving a node a domain label also allocates a claim of that
+    domain on the node there (as the scheduler and the plugin would: a label alone admits no
+    node), and taking the label away deletes it.
+    """
 
     api: client.ApiClient
+    claims_namespace: str = ""
     original: dict[tuple[str, str], str | None] = dataclasses.field(default_factory=dict)
+    claims: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Node → the claim this helper allocated there."""
 
     def set(self, nodes: list[str], **labels: str | None) -> None:
         """Set (or with None remove) labels, given by constant name, e.g. ``domain="uid"``."""
         keys = {"domain": constants.COMPUTE_DOMAIN_LABEL, "clique": constants.CLIQUE_LABEL}
         core = client.CoreV1Api(self.api)
         for node in nodes:
+            if "domain" in labels:
+                self._claim(node, labels["domain"])
             current = core.read_node(node).metadata.labels or {}
             patch = {}
             for short, value in labels.items():
@@ -145,8 +156,33 @@ class NodeLabels:
                 patch[key] = value
             core.patch_node(node, {"metadata": {"labels": patch}})
 
+    def _claim(self, node: str, domain: str | None) -> None:
+        if not self.claims_namespace:
+            return
+        self._unclaim(node)
+        if domain:
+            claim = plugin.allocated_claim(
+                self.api, self.claims_namespace, node=node, device="channel-0",
+                parameters=plugin.channel_parameters(domain),
+            )  # fmt: skip
+            self.claims[node] = claim["name"]
+
+    def _unclaim(self, node: str) -> None:
+        name = self.claims.pop(node, None)
+        if name is None:
+            return
+        try:
+            client.ResourceV1Api(self.api).delete_namespaced_resource_claim(
+                name, self.claims_namespace
+            )
+        except ApiException as exc:
+            if kube.status_of(exc) != 404:
+                raise
+
     def restore(self) -> None:
-        """Put every touched label back as it was."""
+        """Put every touched label back as it was (and delete the claims made)."""
+        for node in list(self.claims):
+            self._unclaim(node)
         core = client.CoreV1Api(self.api)
         by_node: dict[str, dict[str, str | None]] = {}
         for (node, key), value in self.original.items():
@@ -178,7 +214,8 @@ class Agents:
             core.create_namespaced_pod(self.namespace, {
                 "metadata": {"name": name,
                              "labels": {constants.COMPONENT_LABEL: constants.IMEX_AGENT_COMPONENT}},
-                "spec": {"nodeName": node, "containers": [{"name": "agent", "image": "agent"}],
+                "spec": {"nodeName": node,
+                         "containers": [{"name": imex.AGENT_CONTAINER, "image": "agent"}],
                          "terminationGracePeriodSeconds": 0},
             })  # fmt: skip
             self.pods[node] = name
@@ -193,19 +230,21 @@ class Agents:
         return str(pod.status.pod_ip)
 
     def report(self, nodes: list[str], uid: str, reason: str, *, detail: str = "") -> None:
-        """Set the IMEXReady condition of the agents on ``nodes`` as the agent would."""
+        """Publish the report of the agents on ``nodes`` as the agent does (``api/imex.py``).
+
+        Each report comes from a run started now, after kwok reported the container running.
+        """
         core = client.CoreV1Api(self.api)
         for node in nodes:
-            condition = {
-                "type": constants.IMEX_READY_CONDITION,
-                "status": "True" if reason == "Ready" else "False",
-                "reason": reason,
-                "message": f"domain {uid}: {detail or reason}",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-            core.patch_namespaced_pod_status(
-                self.pods[node], self.namespace, {"status": {"conditions": [condition]}}
-            )
+            pod_uid = core.read_namespaced_pod(self.pods[node], self.namespace).metadata.uid
+            now = datetime.datetime.now(datetime.UTC)
+            report = imex.PodReport(
+                ready=reason == imex.Reason.READY, reason=reason,
+                message=f"domain {uid}: {detail or reason}", domain_uid=uid,
+                agent=imex.AgentStart.new(pod_uid, now=now),
+            )  # fmt: skip
+            body = imex.status_patch(report, uid=pod_uid, conditions=[], now=now)
+            core.patch_namespaced_pod_status(self.pods[node], self.namespace, body)
 
     def remove(self, node: str) -> None:
         """Delete the agent pod of ``node``."""

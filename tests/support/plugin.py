@@ -7,6 +7,7 @@ flows go through the simulated kubelet instead.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
 import pathlib
 import sys
@@ -18,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from computedomains import nodefiles, waiting
-from computedomains.api import constants, crds
+from computedomains.api import constants, crds, imex
 from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import controlplane, hosttree, processes
@@ -240,9 +241,14 @@ def imex_status_file(tree: hosttree.HostTree) -> pathlib.Path:
 def write_imex_status(
     tree: hosttree.HostTree, node: str, domain_uid: str, state: str = "READY", message: str = ""
 ) -> None:
-    """Write a node's IMEX status as the agent would (until the agent exists)."""
-    nodefiles.write_json(
+    """Write a node's IMEX status as a live agent would (until the agent exists).
+
+    Its heartbeat is now: the plugin believes it for ``--imex-status-max-age`` seconds.
+    """
+    now = datetime.datetime.now(datetime.UTC)
+    imex.write_status(
         imex_status_file(tree),
-        nodefiles.document("ImexStatus", {"node": node, "domainUID": domain_uid, "state": state,
-                                          "message": message, "updatedAt": ""}),
+        imex.ImexStatus(node=node, domain_uid=domain_uid, state=imex.State(state),
+                        message=message, updated_at=now, heartbeat_at=now,
+                        agent=imex.AgentStart.new("test", now=now)),
     )  # fmt: skip

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from computedomains.api import models
+from computedomains.api import imex, models
 from computedomains.controller.views import (
     Agent,
-    AgentReason,
+    Claim,
     CliqueID,
     Domain,
     DomainUID,
@@ -32,14 +32,17 @@ def domain(
     )  # fmt: skip
 
 
-def node(name: str, *, domain: str = UID, clique: str = C1) -> NodeInfo:
-    return NodeInfo(name=NodeName(name), domain=domain, clique=clique)
+def node(
+    name: str, *, domain: str = UID, clique: str = C1, claim: Claim = Claim.ALLOCATED
+) -> NodeInfo:
+    """A node; by default labelled for the domain with one of its claims allocated there."""
+    return NodeInfo(name=NodeName(name), domain=domain, clique=clique, claim=claim)
 
 
-def agent(name: str, reason: str = AgentReason.READY, *, domain: str = UID, ip: str = "") -> Agent:
+def agent(name: str, reason: str = imex.Reason.READY, *, domain: str = UID, ip: str = "") -> Agent:
     return Agent(
         node=NodeName(name), ip=ip or f"10.0.0.{sum(map(ord, name)) % 250}", domain=domain,
-        reason=reason, ready=reason == AgentReason.READY, detail="",
+        reason=reason, ready=reason == imex.Reason.READY, detail="",
     )  # fmt: skip
 
 

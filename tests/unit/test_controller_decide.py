@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import datetime
+from typing import Any, cast
+
 import pytest
 
-from computedomains.api import models
-from computedomains.controller import decide, membership
+from computedomains.api import constants, imex, models
+from computedomains.controller import caches, decide, membership
 from computedomains.controller.views import (
     Agent,
-    AgentReason,
     NodeInfo,
     NodeName,
     agent_of,
-    parse_condition_message,
     pick_agent_pods,
 )
 from computedomains.kube import wire
 from tests.support.snapshots import C1, C2, UID, agent, daemon, domain, node, snapshot
 
-R = AgentReason
+R = imex.Reason
 
 
 @pytest.mark.parametrize(
@@ -158,31 +159,92 @@ def test_deletion_releases_once_no_node_holds_it_even_with_slots_unconfirmed() -
     assert plan.status is None
 
 
-def test_agent_condition_parsing() -> None:
-    assert parse_condition_message(f"domain {UID}: READY") == (UID, "READY")
-    assert parse_condition_message("domain : idle") == ("", "idle")
-    assert parse_condition_message("garbage") == ("", "garbage")
-    pod: wire.Pod = {
+CONTAINER_START = "2026-01-01T00:00:10Z"
+"""The agent container's ``startedAt``: whole seconds, as the kubelet writes it."""
+RUN = imex.AgentStart(
+    "pod-uid", "run-2", datetime.datetime(2026, 1, 1, 0, 0, 10, 400, datetime.UTC)
+)
+"""The run of the agent in that container (it starts a little after the container)."""
+EARLIER_RUN = imex.AgentStart(
+    "pod-uid", "run-1", datetime.datetime(2026, 1, 1, 0, 0, 3, 0, datetime.UTC)
+)
+"""The run before a crash."""
+RUNNING = {"running": {"startedAt": CONTAINER_START}}
+BACKING_OFF = {"waiting": {"reason": "CrashLoopBackOff"}}
+
+
+def _agent_pod(
+    *, status: str = "True", reason: str = "Ready", domain: str | None = UID,
+    run: imex.AgentStart | None = RUN, state: dict[str, Any] | None = RUNNING,
+    container: str = imex.AGENT_CONTAINER,
+) -> dict[str, Any]:  # fmt: skip
+    """An agent pod as the API serves it, its report written by ``run``."""
+    annotations = {} if domain is None else {imex.DOMAIN_ANNOTATION: domain}
+    if run is not None:
+        annotations[imex.START_ANNOTATION] = run.annotation()
+    containers = [] if state is None else [{"name": container, "state": state}]
+    return {
+        "metadata": {"name": "agent", "uid": "pod-uid", "annotations": annotations},
         "spec": {"nodeName": "a"},
         "status": {
             "podIP": "10.2.0.1",
+            "containerStatuses": containers,
             "conditions": [
                 {"type": "Ready", "status": "True"},
-                {"type": "computedomains.io/IMEXReady", "status": "False", "reason": "Failed",
-                 "message": f"domain {UID}: bind: cannot assign requested address"},
+                {"type": constants.IMEX_READY_CONDITION, "status": status, "reason": reason,
+                 "message": f"domain {UID}: some text"},
             ],
         },
     }  # fmt: skip
-    parsed = agent_of(pod)
-    assert (parsed.node, parsed.ip, parsed.domain, parsed.reason) == (
-        "a",
-        "10.2.0.1",
-        UID,
-        "Failed",
+
+
+@pytest.mark.parametrize(
+    ("pod", "ready", "domain"),
+    [
+        pytest.param(_agent_pod(), True, UID, id="running, written by this run"),
+        pytest.param(_agent_pod(status="False", reason="Starting"), False, UID, id="starting"),
+        pytest.param(_agent_pod(state=BACKING_OFF), False, UID, id="container down after a crash"),
+        pytest.param(_agent_pod(state=None), False, UID, id="no container status"),
+        pytest.param(_agent_pod(container="other"), False, UID, id="another container runs"),
+        pytest.param(_agent_pod(run=EARLIER_RUN), False, UID, id="restarted, not reported yet"),
+        pytest.param(_agent_pod(run=None), False, UID, id="no start annotation"),
+        pytest.param(_agent_pod(domain=None), False, "", id="no domain annotation"),
+        pytest.param(_agent_pod(domain="other"), False, "other", id="ready for another domain"),
+    ],
+)  # fmt: skip
+def test_an_agent_is_ready_only_as_reported_by_its_running_container(
+    pod: dict[str, Any], ready: bool, domain: str
+) -> None:
+    parsed = agent_of(cast(wire.Pod, pod))
+    assert (parsed.node, parsed.ip, parsed.domain) == ("a", "10.2.0.1", domain)
+    assert parsed.ready_for(UID) is ready
+
+
+def test_the_domain_comes_from_the_annotation_never_from_the_message() -> None:
+    pod = _agent_pod(status="False", reason="Failed", domain="")
+    pod["status"]["conditions"][1]["message"] = (
+        f"domain {UID}: bind: cannot assign requested address"
     )
-    assert parsed.failed_for(UID)
-    assert parsed.detail == "bind: cannot assign requested address"
+    parsed = agent_of(cast(wire.Pod, pod))
+    assert parsed.domain == "" and not parsed.failed_for(UID) and parsed.released(UID)
+    failed = agent_of(cast(wire.Pod, _agent_pod(status="False", reason="Failed")))
+    assert failed.failed_for(UID) and not failed.released(UID)
+    assert failed.detail == f"domain {UID}: some text"
     assert not agent_of({"spec": {"nodeName": "a"}}).ready_for(UID)
+
+
+def test_the_agent_cache_keeps_what_the_agent_view_reads() -> None:
+    pod = _agent_pod()
+    pod["metadata"]["annotations"]["someone.else/big"] = "x" * 1000
+    pod["status"]["containerStatuses"].append({"name": "sidecar", "state": RUNNING})
+    trimmed = caches._trim_pod(pod)
+    assert agent_of(cast(wire.Pod, trimmed)) == agent_of(cast(wire.Pod, pod))
+    assert agent_of(cast(wire.Pod, trimmed)).ready_for(UID)
+    assert set(trimmed["metadata"]["annotations"]) == {
+        imex.DOMAIN_ANNOTATION,
+        imex.START_ANNOTATION,
+    }
+    assert [c["name"] for c in trimmed["status"]["containerStatuses"]] == [imex.AGENT_CONTAINER]
 
 
 def test_the_live_newest_agent_pod_speaks_for_its_node() -> None:

@@ -73,6 +73,38 @@ def test_assign(
     assert result.overflow == overflow
 
 
+@pytest.mark.parametrize(
+    ("existing", "members", "releasable", "want_slots"),
+    [
+        pytest.param({"a": 0, "b": 1}, ["a", "b", "c"], set(), {"a": 0, "b": 1},
+                     id="a newcomer gets nothing: slot 2 might collide"),
+        pytest.param({"a": 0, "b": 1}, ["b"], {"a"}, {"a": 0, "b": 1},
+                     id="a released slot is not freed"),
+        pytest.param({"a": 0, "b": 0, "c": 25}, ["a", "b", "c"], set(),
+                     {"a": 0, "b": 0, "c": 25}, id="whatever it lists stays as listed"),
+        pytest.param({"a": None, "b": 3}, ["a", "b"], set(), {"b": 3},
+                     id="an entry without index holds nothing and gets nothing"),
+        pytest.param({}, ["a"], set(), {}, id="nothing readable: nothing assigned"),
+    ],
+)  # fmt: skip
+def test_a_frozen_clique_changes_nothing(
+    existing: dict[str, int | None],
+    members: list[str],
+    releasable: set[str],
+    want_slots: dict[str, int],
+) -> None:
+    result = slots.assign(
+        existing={NodeName(k): v for k, v in existing.items()},
+        members=[NodeName(m) for m in members],
+        releasable={NodeName(r) for r in releasable},
+        limit=18,
+        frozen=True,
+    )
+    assert result.slots == want_slots
+    assert result.assigned == result.freed == {}
+    assert result.overflow == ()  # not full: waiting for a controller that can read it
+
+
 def test_churn_never_moves_a_held_slot_nor_hands_one_out_twice() -> None:
     rng = random.Random(11)
     nodes = [f"n{i:02d}" for i in range(24)]

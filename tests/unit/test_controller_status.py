@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from computedomains.api import models
+from computedomains.api import imex, models
 from computedomains.controller import decide, membership, status
-from computedomains.controller.views import Agent, AgentReason, NodeInfo, Snapshot
+from computedomains.controller.views import Agent, NodeInfo, Snapshot
 from tests.support.snapshots import C1, agent, daemon, domain, node, snapshot
 
-R = AgentReason
+R = imex.Reason
 READY, NOT_READY = models.Status.READY, models.Status.NOT_READY
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from computedomains.api import crds, schema
+from computedomains.api import crds, models, schema
 
 CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
 
@@ -106,6 +106,12 @@ def check_model(cls: type[schema.Model], object_schema: Mapping[str, Any], path:
             assert info.json in required, where
         assert prop.get("default") == schema.schema_default(f), where
         assert prop.get("minimum") == info.minimum, where
+        fmt = info.string_format
+        assert prop.get("minLength") == (fmt.min_length if fmt else info.min_length), where
+        assert prop.get("maxLength") == (fmt.max_length if fmt else None), where
+        rules = [r["rule"] for r in prop.get("x-kubernetes-validations", [])]
+        wanted = ["self == oldSelf"] if info.immutable else []
+        assert rules == wanted + ([fmt.cel_rule()] if fmt else []), where
         item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
         if typing.get_origin(tp) is tuple:
             keys = prop.get("x-kubernetes-list-map-keys", [])
@@ -213,6 +219,63 @@ def test_clique_crd_details() -> None:
         "metadata",
         "daemons",
     }
+
+
+def test_claim_template_name_is_checked_as_kubernetes_checks_object_names() -> None:
+    name = at(root_schema(crds.COMPUTE_DOMAIN), "spec.channel.resourceClaimTemplate.name")
+    assert (name["minLength"], name["maxLength"]) == (1, 253)
+    [rule] = name["x-kubernetes-validations"]
+    assert rule == {
+        "rule": "self.matches('^(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+        "([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$')",
+        "message": schema.DNS1123_SUBDOMAIN.message,
+    }
+    assert "lowercase RFC 1123 subdomain" in rule["message"]
+
+
+def _with_template(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "spec": {"channel": {"resourceClaimTemplate": {"name": name}}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("cd-channel", None),
+        ("a", None),
+        ("0", None),
+        ("nccl.allreduce-1", None),
+        ("a" * 253, None),
+        ("", "must not be empty"),
+        ("a" * 254, "must be no more than 253 characters"),
+        ("Channel", "lowercase RFC 1123 subdomain"),
+        ("cd_channel", "lowercase RFC 1123 subdomain"),
+        ("-channel", "lowercase RFC 1123 subdomain"),
+        ("channel-", "lowercase RFC 1123 subdomain"),
+        ("a..b", "lowercase RFC 1123 subdomain"),
+        (".a", "lowercase RFC 1123 subdomain"),
+        ("a/b", "lowercase RFC 1123 subdomain"),
+        ("a b", "lowercase RFC 1123 subdomain"),
+    ],
+)
+def test_model_checks_the_template_name_like_the_crd(name: str, problem: str | None) -> None:
+    if problem is None:
+        parsed = models.ComputeDomain.from_dict(_with_template(name))
+        assert parsed.spec is not None
+        assert parsed.spec.channel.resource_claim_template.name == name
+        return
+    with pytest.raises(schema.ValidationError) as info:
+        models.ComputeDomain.from_dict(_with_template(name))
+    assert info.value.field == "spec.channel.resourceClaimTemplate.name"
+    assert problem in info.value.message
+    # Read back, an object stored before the CRD checked the name still parses: the controller
+    # then tries the template, and the API server's refusal becomes an Event and a status.
+    lenient = models.ComputeDomain.from_dict(_with_template(name), strict=False)
+    assert lenient.spec is not None
+    assert lenient.spec.channel.resource_claim_template.name == name
 
 
 def test_metadata_schema_is_left_to_the_api_server() -> None:

@@ -9,8 +9,10 @@ import pathlib
 import pytest
 
 from computedomains import nodefiles
-from computedomains.fabric import checks, classify, discovery, fake, verdictfile
-from computedomains.fabric.model import Reason, Verdict, VerdictKind
+from computedomains.api import fabricverdict
+from computedomains.api.fabricverdict import VerdictKind
+from computedomains.fabric import checks, classify, codec, discovery, fake, verdictfile
+from computedomains.fabric.model import Reason, Verdict
 from computedomains.sim import hosttree, topology
 
 NODE = "gb200-r0-n00"
@@ -287,20 +289,57 @@ def test_verdict_file_round_trips(tmp_path: pathlib.Path) -> None:
     tree, node = _tree(tmp_path)
     observation = discovery.Observer(fake.FakeBackend(tree.fake_nvml), tree.root / "proc").observe()
     path = tree.root / "var/run/compute-domains/fabric-verdict.json"
-    document = verdictfile.to_document(
+    verdict = verdictfile.build(
         NODE, observation.verdict, observation.report, observation.observed_at
     )
-    verdictfile.write(path, document)
+    fabricverdict.write(path, verdict)
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
-    stored = verdictfile.read(path)
-    assert stored is not None and observation.report is not None
+    stored = fabricverdict.read(path)
+    assert stored == verdict and observation.report is not None
     assert (stored.node, stored.verdict, stored.clique) == (NODE, VerdictKind.HEALTHY, node.clique)
-    assert stored.reason == "FabricHealthy"
-    assert stored.gpus == observation.report.gpus
+    assert stored.reason == "FabricHealthy" and stored.usable
+    assert stored.gpus == tuple(codec.gpu_entry(g) for g in observation.report.gpus)
     assert stored.imex_channel_count == 2048
     assert stored.observed_at.endswith("Z")
-    assert verdictfile.read(tmp_path / "none.json") is None
+    assert fabricverdict.read(tmp_path / "none.json") is None
 
+    document = json.loads(path.read_text())
+    # The GPU entries are the fake-NVML file's: what the writer stored decodes to the report.
+    assert (
+        tuple(codec.gpu_from_json(g, f"$.gpus[{i}]") for i, g in enumerate(document["gpus"]))
+        == observation.report.gpus
+    )
+    # A newer writer's extra field is ignored; an unknown verdict is not guessed at.
+    path.write_text(json.dumps({**document, "since": "2026-11-30T07:30:00Z"}))
+    assert fabricverdict.read(path) == verdict
     path.write_text(json.dumps({**document, "verdict": "fine"}))
-    with pytest.raises(nodefiles.CorruptNodeFile, match="unknown verdict"):
-        verdictfile.read(path)
+    with pytest.raises(nodefiles.CorruptNodeFile, match='verdict: unsupported value "fine"'):
+        fabricverdict.read(path)
+    path.write_text(json.dumps({**document, "gpus": [{"index": "0"}]}))
+    with pytest.raises(nodefiles.CorruptNodeFile, match=r"gpus\[0\]\.index"):
+        fabricverdict.read(path)
+
+
+def test_discovery_failure_is_written_without_gpus(tmp_path: pathlib.Path) -> None:
+    observation = discovery.Observer(fake.FakeBackend(tmp_path / "absent.json"), tmp_path).observe()
+    verdict = verdictfile.build(NODE, observation.verdict, None, observation.observed_at)
+    document = verdict.to_dict()
+    assert "gpus" not in document and "imexChannelCount" not in document
+    assert document["verdict"] == "broken" and document["reason"] == "FabricDiscoveryFailed"
+    path = tmp_path / "verdict.json"
+    fabricverdict.write(path, verdict)
+    stored = fabricverdict.read(path)
+    assert stored is not None and not stored.usable and stored.gpus == ()
+
+
+@pytest.mark.parametrize(
+    ("verdict", "usable"),
+    [
+        *((kind.value, kind in {VerdictKind.HEALTHY, VerdictKind.DEGRADED, VerdictKind.NO_FABRIC})
+          for kind in VerdictKind),
+        ("unknown", False),
+        ("", False),
+    ],
+)  # fmt: skip
+def test_one_usable_rule_for_every_verdict(verdict: str, usable: bool) -> None:
+    assert fabricverdict.usable(verdict) is usable

@@ -10,8 +10,9 @@ from typing import Any
 import pynvml  # type: ignore[import-untyped]
 import pytest
 
+from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify, nvml
-from computedomains.fabric.model import FabricDiscoveryError, FabricState, VerdictKind
+from computedomains.fabric.model import FabricDiscoveryError, FabricState
 
 CLUSTER_UUID = "386b0bf3-73f0-5054-949b-d5b6149cb09f"
 

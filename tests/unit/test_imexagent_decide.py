@@ -7,8 +7,10 @@ import math
 
 import pytest
 
+from computedomains.api.imex import Reason
+from computedomains.api.imex import State as ImexState
 from computedomains.imexagent import decide, render
-from computedomains.imexagent.decide import Action, Health, ImexState, Mode, Reason
+from computedomains.imexagent.decide import Action, Health, Mode
 
 ME, PEER, OTHER = "node-a", "node-b", "node-c"
 D1 = "11111111-aaaa-bbbb-cccc-000000000001"

@@ -112,7 +112,7 @@ def test_a_standby_takes_over_only_after_the_lease_went_unrenewed_for_its_durati
     assert spec(api)["holderIdentity"] == ME
     assert spec(api)["leaseTransitions"] == 0
     assert not standby._try()  # first sight of the record starts its clock
-    clock.now += 14
+    clock.now += 9  # a slow leader, still within its renew deadline
     assert not standby._try()
     assert leader._try()  # a renewal changes the record: the standby's clock restarts
     assert not standby._try()
@@ -124,7 +124,8 @@ def test_a_standby_takes_over_only_after_the_lease_went_unrenewed_for_its_durati
     assert spec(api)["holderIdentity"] == OTHER
     assert spec(api)["leaseTransitions"] == 1
     assert len(api.writes()) == writes_before + 1
-    assert not leader._try()  # the old leader now sees someone else's live lease
+    assert not leader.holds_lease()  # long past its renew deadline: it writes nothing
+    assert not leader._try()
 
 
 def test_a_standby_only_reads() -> None:
@@ -198,3 +199,128 @@ def test_a_leader_that_cannot_renew_stops_leading_within_the_renew_deadline() ->
     assert result == [False]  # lost, not stopped: the process exits and restarts as standby
     assert calls == ["started", "stopped"]
     assert spec(api)["holderIdentity"] == ME  # not released: it could not reach the server
+
+
+# -- fencing and giving up: pure decisions, then the loop in virtual time --------------------
+
+TIMING = leaderelection.Timing(lease_duration=15, renew_deadline=10, retry_period=2)
+
+
+@pytest.mark.parametrize(
+    ("renewed_at", "now", "expected"),
+    [
+        pytest.param(None, 100, False, id="not leading"),
+        pytest.param(100, 100, True, id="just renewed"),
+        pytest.param(100, 109.9, True, id="within the renew deadline"),
+        pytest.param(100, 110, False, id="at the renew deadline: 5 s before the lease expires"),
+        pytest.param(100, 130, False, id="paused past the lease"),
+    ],
+)
+def test_holds(renewed_at: float | None, now: float, expected: bool) -> None:
+    assert leaderelection.holds(renewed_at, now=now, timing=TIMING) is expected
+
+
+@pytest.mark.parametrize(
+    ("renewed_at", "now", "timeout", "pause"),
+    [
+        pytest.param(None, 100, 10 / 3, 2, id="standby: a third of the renew deadline"),
+        pytest.param(100, 100, 10 / 3, 2, id="leader, fresh"),
+        pytest.param(100, 108, 2, 2, id="leader: never past the deadline"),
+        pytest.param(100, 109, 1, 1, id="leader: the next attempt comes at the deadline"),
+        pytest.param(100, 110, 0, 0, id="at the deadline: no request, give up now"),
+        pytest.param(100, 130, 0, 0, id="long past it"),
+    ],
+)
+def test_request_timeout_and_pause_never_reach_past_the_renew_deadline(
+    renewed_at: float | None, now: float, timeout: float, pause: float
+) -> None:
+    assert leaderelection.request_timeout(renewed_at, now=now, timing=TIMING) == timeout
+    assert leaderelection.pause(renewed_at, now=now, timing=TIMING) == pause
+
+
+class VirtualStop(threading.Event):
+    """A stop event that is never set and whose waits pass in virtual time."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.clock.now += timeout or 0
+        return False
+
+
+class Hanging(FakeApi):
+    """Once ``hang`` is set, every request takes its whole timeout and then fails."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.hang = False
+        self.timeouts: list[tuple[float, float]] = []
+        """(when sent, timeout) of every request made while hanging."""
+
+    def _maybe_hang(self, kwargs: dict[str, Any]) -> None:
+        if self.hang:
+            self.timeouts.append((self.clock.now, kwargs["timeout"]))
+            self.clock.now += kwargs["timeout"]
+            raise TimeoutError("read timed out")
+
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        self._maybe_hang(kwargs)
+        return super().get(path, **kwargs)
+
+    def replace(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        self._maybe_hang(kwargs)
+        return super().replace(path, body, **kwargs)
+
+
+def test_a_leader_facing_a_hanging_api_server_gives_up_before_its_lease_can_expire() -> None:
+    clock = Clock()
+    api = Hanging(clock)
+    seen: dict[str, Any] = {}
+
+    def started() -> None:
+        seen["renewed_at"] = clock.now  # the take was sent now (no time passes in the fake)
+        api.hang = True
+
+    def stopped() -> None:
+        seen["stopped_at"], seen["fenced"] = clock.now, not elector.holds_lease()
+
+    elector = leaderelection.LeaderElector(
+        cast(client.Client, api), namespace="ns", name="lease", me=ME, timing=TIMING,
+        on_started_leading=started, on_stopped_leading=stopped, clock=clock,
+    )  # fmt: skip
+    assert elector.run(VirtualStop(clock)) is False
+    deadline = seen["renewed_at"] + TIMING.renew_deadline
+    assert seen["stopped_at"] <= deadline < seen["renewed_at"] + TIMING.lease_duration
+    assert seen["fenced"]  # the writers' fence closed no later than the workers were stopped
+    assert api.timeouts, "the leader kept trying"
+    for sent, timeout in api.timeouts:
+        assert 0 < timeout <= TIMING.request_timeout
+        assert sent + timeout <= deadline  # no request outlives the deadline
+    assert spec(api)["holderIdentity"] == ME  # not released: it could not reach the server
+
+
+def test_a_leader_that_sees_another_holder_stops_writing_at_once() -> None:
+    api, clock = FakeApi(), Clock()
+    elector = _elector(api, clock, ME, [])
+    assert elector._try()
+    api.objects[PATH]["spec"]["holderIdentity"] = OTHER  # taken over behind our back
+    clock.now += 2
+    assert not elector._try()
+    assert not elector.holds_lease()  # long before the renew deadline
+    assert elector._renew_until(VirtualStop(clock)) is False
+
+
+def test_a_leader_paused_past_its_deadline_is_fenced_on_resume_without_asking_the_server() -> None:
+    api, clock = FakeApi(), Clock()
+    elector = _elector(api, clock, ME, [])
+    assert elector._try()
+    assert elector.holds_lease()
+    clock.now += 20  # SIGSTOP, SIGCONT: the monotonic clock went on
+    assert not elector.holds_lease()
+    calls = len(api.calls)
+    assert elector._renew_until(VirtualStop(clock)) is False
+    assert len(api.calls) == calls  # gave up on its own clock
+    assert not elector.leading

@@ -1,4 +1,4 @@
-"""Conflict-safe writes: read-modify-write retries on 409, and the cache of our own writes."""
+"""Conflict-safe writes: retried or planned updates on 409, and the cache of our own writes."""
 
 from __future__ import annotations
 
@@ -60,6 +60,50 @@ def test_the_status_subresource_is_addressed_and_persistent_conflicts_are_raised
         )
     assert raised.value.status == 409
     assert [c for c in api.calls if c[0] == "PUT"] == [("PUT", f"{PATH}/status")] * 3
+
+
+def set_items(items: list[str]) -> writes.Mutation:
+    """A planned change: the list as the plan computed it, whatever the object holds now."""
+
+    def mutate(obj: dict[str, Any]) -> dict[str, Any]:
+        obj["items"] = items
+        return obj
+
+    return mutate
+
+
+def test_a_planned_write_from_the_current_version_is_written_once() -> None:
+    api = FakeApi()
+    current = dict(stored(api, items=["old"]))
+    result = writes.write_planned(
+        cast(client.Client, api), PATH, set_items(["planned"]), current=current
+    )
+    assert result is not None
+    assert api.objects[PATH]["items"] == ["planned"]
+    assert api.calls == [("PUT", PATH)]
+
+
+def test_a_planned_write_from_an_old_version_is_refused_and_never_reapplied() -> None:
+    api = FakeApi()
+    planned_from = {"metadata": {"name": "a", "resourceVersion": "1"}, "items": ["old"]}
+    stored(api, items=["newer"])  # another writer got there first
+    with pytest.raises(writes.Stale) as raised:
+        writes.write_planned(
+            cast(client.Client, api), PATH, set_items(["planned"]), current=planned_from
+        )
+    assert raised.value.status == 409
+    assert api.objects[PATH]["items"] == ["newer"]
+    assert api.calls == [("PUT", PATH)]  # no re-read, no second attempt
+
+
+def test_a_planned_write_raises_other_refusals_as_they_are() -> None:
+    api = FakeApi()
+    with pytest.raises(client.ApiError) as raised:
+        writes.write_planned(
+            cast(client.Client, api), PATH, set_items([]), current=stored(FakeApi())
+        )
+    assert raised.value.status == 404
+    assert not isinstance(raised.value, writes.Stale)
 
 
 def obj(uid: str, version: int, **fields: Any) -> dict[str, Any]:

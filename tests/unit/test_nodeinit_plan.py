@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from computedomains.api import constants
-from computedomains.fabric.model import Reason, Verdict, VerdictKind
+from computedomains.api.fabricverdict import VerdictKind
+from computedomains.fabric.model import Reason, Verdict
 from computedomains.kube.nodes import Condition, NodeView, Taint
 from computedomains.nodeinit import plan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -69,9 +70,23 @@ def _channel(domain: str = "cd-1", mode: str | None = None, **extra: Any) -> dic
     return {**params, **extra}
 
 
+DRIVER_NAMESPACE = "compute-domains"
+
+
+def _daemon(domain: str = "cd-1") -> dict[str, Any]:
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.DAEMON_CONFIG_KIND,
+        "domainID": domain,
+    }
+
+
 def _plan(claim: dict[str, Any], fabric: nodestate.Fabric = HEALTHY) -> validate.Plan:
     return validate.plan(
-        claims.view(claim, expected_uid="u1"), fabric=fabric, domain_of=DOMAINS.get
+        claims.view(claim, expected_uid="u1"),
+        fabric=fabric,
+        domain_of=DOMAINS.get,
+        driver_namespace=DRIVER_NAMESPACE,
     )
 
 
@@ -80,8 +95,9 @@ def test_slots_publish_channel_zero_many_times_plus_the_daemon() -> None:
     assert [d.name for d in published] == ["channel-0", "channel-0-s1", "channel-0-s2", "daemon-0"]
     assert devices.node_devices(slots=3, usable=False) == []
     manifest = devices.slice_manifest(
-        node_name="n1", node_uid="x", devices=published, clique="abc.1", generation=2
-    )
+        node_name="n1", node_uid="x", devices=published, clique="abc.1", holder="",
+        binding_conditions=True, generation=2,
+    )  # fmt: skip
     attrs = manifest["spec"]["devices"][1]["attributes"]
     assert attrs["type"] == {"string": "channel"} and attrs["id"] == {"int": 0}
     assert attrs[constants.CLIQUE_ATTRIBUTE] == {"string": "abc.1"}
@@ -117,7 +133,17 @@ def test_claim_view_strips_subrequests_and_orders_class_configs_first() -> None:
         (_claim(params=_channel(domain="nope")), HEALTHY, "ComputeDomainNotFound"),
         (_claim(params=_channel(domain="cd-x")), HEALTHY, "NamespaceMismatch"),
         (_claim(params=_channel()), BROKEN, "FabricNotUsable"),
-        (_claim(device="daemon-0", params=_channel()), HEALTHY, "ConfigDoesNotMatchDevice"),
+        (
+            _claim(device="daemon-0", params=_channel(), namespace=DRIVER_NAMESPACE),
+            HEALTHY,
+            "ConfigDoesNotMatchDevice",
+        ),
+        (_claim(device="daemon-0", params=None), HEALTHY, "DaemonClaimOutsideDriverNamespace"),
+        (
+            _claim(device="daemon-0", params=_daemon(), namespace="team-a"),
+            HEALTHY,
+            "DaemonClaimOutsideDriverNamespace",
+        ),
         (_claim(device="gpu-3", params=_channel()), HEALTHY, "UnexpectedDevices"),
     ],
 )
@@ -157,14 +183,28 @@ def _entry(
 
 
 def test_several_claims_of_one_domain_share_a_node_but_another_domain_is_refused_by_name() -> None:
-    state = checkpoint.Checkpoint("boot", {"a": _entry("a", "cd-1"), "b": _entry("b", "cd-1")})
-    validate.check_node(_plan(_claim(params=_channel())), state, DOMAINS.get)  # same domain: fine
-    other = _plan(_claim(params=_channel(domain="cd-2")))
-    with pytest.raises(errors.Retryable) as refused:
-        validate.check_node(other, state, DOMAINS.get)
-    assert (
-        "team-a/other (cd-2)" in refused.value.message
-        and "team-a/cd (cd-1)" in refused.value.message
+    held = [_entry("a", "cd-1"), _entry("b", "cd-1", checkpoint.ClaimState.STARTED)]
+    assert validate.other_holder(_entry("c", "cd-1"), held) is None  # same domain: fine
+    other = _entry("c", "cd-2", checkpoint.ClaimState.STARTED)
+    assert validate.other_holder(other, held) == "cd-1"
+    refused = validate.node_busy(
+        _plan(_claim(params=_channel(domain="cd-2"))), "cd-1", domain_of=DOMAINS.get
     )
-    state.claims = {"a": _entry("a", "cd-1", checkpoint.ClaimState.ABORTED)}
-    validate.check_node(other, state, DOMAINS.get)  # aborted claims hold nothing
+    assert refused.reason == "NodeInAnotherComputeDomain" and refused.retryable
+    assert "team-a/other (cd-2)" in refused.message and "team-a/cd (cd-1)" in refused.message
+    aborted = [_entry("a", "cd-1", checkpoint.ClaimState.ABORTED)]
+    assert validate.other_holder(other, aborted) is None  # aborted claims hold nothing
+    daemon = dataclasses.replace(_entry("d", "cd-2"), device_type="daemon")
+    assert validate.other_holder(daemon, held) is None  # a daemon claim never joins a domain
+    assert validate.other_holder(_entry("a", "cd-2"), [_entry("a", "cd-1")]) is None  # itself
+
+
+def test_daemon_claims_prepare_in_the_driver_namespace_only() -> None:
+    agent = _plan(_claim(device="daemon-0", params=None, namespace=DRIVER_NAMESPACE))
+    assert agent.device_type is devices.DeviceType.DAEMON and agent.domain_uid == ""
+    incumbent = _plan(_claim(device="daemon-0", params=_daemon(), namespace=DRIVER_NAMESPACE))
+    assert incumbent.domain_uid == "cd-1"
+    with pytest.raises(
+        errors.Permanent, match=f"only the IMEX agent in namespace {DRIVER_NAMESPACE}"
+    ):
+        _plan(_claim(device="daemon-0", params=None, namespace="team-a"))

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from computedomains.api import constants
-from computedomains.api.schema import Model, ValidationError, field
+from computedomains.api.schema import DNS1123_SUBDOMAIN, Model, ValidationError, field
 
 IMMUTABLE_SPEC_MESSAGE = "A computeDomain.spec is immutable"
 
@@ -48,8 +48,13 @@ class Status(enum.StrEnum):
 class ResourceClaimTemplateRef(Model):
     """The workload ResourceClaimTemplate the controller creates for a ComputeDomain."""
 
+    # Validated here, not only when the controller creates the template: a name the API server
+    # would refuse there is then refused with the ComputeDomain itself, where the user looks.
     name: str = field(
-        "name", "Name of the ResourceClaimTemplate, created in the ComputeDomain's namespace."
+        "name",
+        "Name of the ResourceClaimTemplate, created in the ComputeDomain's namespace: a "
+        "lowercase RFC 1123 subdomain of at most 253 characters.",
+        string_format=DNS1123_SUBDOMAIN,
     )
 
 

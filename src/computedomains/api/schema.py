@@ -2,8 +2,8 @@
 
 A model is a frozen, keyword-only dataclass that subclasses :class:`Model`; each field is
 declared with :func:`field`, which records the JSON name, the description and the
-constraints the CRD enforces (minimum, minimum length, list-map keys, immutability). From
-those same declarations:
+constraints the CRD enforces (minimum, string length and format, list-map keys, immutability).
+From those same declarations:
 
 - :meth:`Model.from_dict` checks an object the way the API server would and names the full
   path of the first offending field (``spec.channel.allocationMode: unsupported value ...``);
@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import enum
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -44,6 +45,41 @@ class ValidationError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class StringFormat:
+    """A string format: a regular expression (RE2 and Python alike), length bounds, a reason.
+
+    The CRD checks it with a CEL rule that carries ``message``, so the API server's answer says
+    what is wrong in words rather than in a regular expression; a strict parse checks the same
+    expression and says the same thing.
+    """
+
+    regex: str
+    min_length: int
+    max_length: int
+    message: str
+
+    def matches(self, value: str) -> bool:
+        """Whether ``value`` has this format (the whole string, as the CEL rule anchors it)."""
+        return re.fullmatch(self.regex, value) is not None
+
+    def cel_rule(self) -> str:
+        """The ``x-kubernetes-validations`` rule: CEL's ``matches`` searches, so it is anchored."""
+        return f"self.matches('^(?:{self.regex})$')"
+
+
+DNS1123_SUBDOMAIN = StringFormat(
+    # Kubernetes' own definition (apimachinery IsDNS1123Subdomain); [.] needs no escaping in
+    # either CEL or Python.
+    regex=r"[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*",
+    min_length=1,
+    max_length=253,
+    message="must be a lowercase RFC 1123 subdomain: lowercase letters, digits, '-' and '.', "
+    "starting and ending with a letter or digit, e.g. 'my-domain-channel'",
+)
+"""The names of most Kubernetes objects, ResourceClaimTemplates included."""
+
+
+@dataclasses.dataclass(frozen=True)
 class FieldInfo:
     """What a model field means on the wire and in the CRD."""
 
@@ -52,6 +88,8 @@ class FieldInfo:
     required: bool
     minimum: int | None = None
     min_length: int | None = None
+    string_format: StringFormat | None = None
+    """Format of a string field, with its own length bounds (``min_length`` is then unused)."""
     list_map_keys: tuple[str, ...] = ()
     immutable: str | None = None
     """Message of a ``self == oldSelf`` CEL rule, for fields fixed after creation."""
@@ -66,6 +104,7 @@ def field(
     required: bool = False,
     minimum: int | None = None,
     min_length: int | None = None,
+    string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
 ) -> T: ...
@@ -77,6 +116,7 @@ def field(
     default_factory: typing.Callable[[], T],
     minimum: int | None = None,
     min_length: int | None = None,
+    string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
 ) -> T: ...
@@ -87,6 +127,7 @@ def field(
     *,
     minimum: int | None = None,
     min_length: int | None = None,
+    string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
 ) -> Any: ...
@@ -99,6 +140,7 @@ def field(
     required: bool | None = None,
     minimum: int | None = None,
     min_length: int | None = None,
+    string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
 ) -> Any:
@@ -115,6 +157,7 @@ def field(
         required=bool(required) or not has_default,
         minimum=minimum,
         min_length=min_length,
+        string_format=string_format,
         list_map_keys=list_map_keys,
         immutable=immutable,
     )
@@ -147,9 +190,12 @@ class Model:
     def from_dict(cls, data: object, *, strict: bool = True) -> Self:
         """Parse ``data``; raises :class:`ValidationError` naming the offending field.
 
-        ``strict`` rejects unknown fields (for user input). Without it they are dropped, so
-        objects written by a newer version still parse (for objects read back from the API
-        server or from disk). Types, enum values and required fields are checked either way.
+        ``strict`` rejects unknown fields and checks string formats (for user input). Without
+        it unknown fields are dropped, so objects written by a newer version still parse, and
+        formats are not checked, so an object stored before its CRD checked a format still
+        reaches the controller, whose write with it then fails visibly (for objects read back
+        from the API server or from disk). Types, enum values, minimums and required fields
+        are checked either way.
         """
         if cls.KIND is None:
             return _parse_model(cls, data, "", strict)
@@ -282,21 +328,36 @@ def _parse_value(tp: Any, info: FieldInfo, value: object, path: str, strict: boo
             raise ValidationError(path, f'unsupported value "{value}": supported values {allowed}')
         return tp(value)
     if tp in (str, int, bool):
-        return _parse_scalar(tp, info, value, path)
+        return _parse_scalar(tp, info, value, path, strict)
     raise TypeError(f"unsupported field type {tp!r} at {path}")
 
 
-def _parse_scalar(tp: type, info: FieldInfo, value: object, path: str) -> Any:
+def _parse_scalar(tp: type, info: FieldInfo, value: object, path: str, strict: bool) -> Any:
     # bool is an int in Python, but not in JSON: compare the exact type.
     if type(value) is not tp:
         raise ValidationError(path, f"expected {_type_name(tp)}, got {_json_type(value)}")
     if isinstance(value, int) and info.minimum is not None and value < info.minimum:
         raise ValidationError(path, f"must be greater than or equal to {info.minimum}")
-    if isinstance(value, str) and info.min_length is not None and len(value) < info.min_length:
-        raise ValidationError(
-            path, "must not be empty" if info.min_length == 1 else f"shorter than {info.min_length}"
-        )
+    if isinstance(value, str) and info.min_length is not None:
+        _check_min_length(value, info.min_length, path)
+    if isinstance(value, str) and info.string_format is not None and strict:
+        _check_format(info.string_format, value, path)
     return value
+
+
+def _check_min_length(value: str, minimum: int, path: str) -> None:
+    if len(value) < minimum:
+        raise ValidationError(
+            path, "must not be empty" if minimum == 1 else f"shorter than {minimum}"
+        )
+
+
+def _check_format(fmt: StringFormat, value: str, path: str) -> None:
+    _check_min_length(value, fmt.min_length, path)
+    if len(value) > fmt.max_length:
+        raise ValidationError(path, f"must be no more than {fmt.max_length} characters")
+    if not fmt.matches(value):
+        raise ValidationError(path, fmt.message)
 
 
 def _parse_list(item: Any, info: FieldInfo, value: object, path: str, strict: bool) -> Any:
@@ -347,10 +408,9 @@ def openapi(cls: type[Model]) -> dict[str, Any]:
         default = schema_default(f)
         if default is not None:
             prop["default"] = default
-        if info.immutable:
-            prop["x-kubernetes-validations"] = [
-                {"rule": "self == oldSelf", "message": info.immutable}
-            ]
+        rules = _cel_rules(info)
+        if rules:
+            prop["x-kubernetes-validations"] = rules
         properties[info.json] = prop
         if info.required:
             required.append(info.json)
@@ -360,6 +420,16 @@ def openapi(cls: type[Model]) -> dict[str, Any]:
     if required:
         schema["required"] = sorted(required)
     return schema
+
+
+def _cel_rules(info: FieldInfo) -> list[dict[str, str]]:
+    """The field's ``x-kubernetes-validations``: immutability, then its string format."""
+    rules = []
+    if info.immutable:
+        rules.append({"rule": "self == oldSelf", "message": info.immutable})
+    if info.string_format is not None:
+        rules.append({"rule": info.string_format.cel_rule(), "message": info.string_format.message})
+    return rules
 
 
 def _openapi_type(tp: Any, info: FieldInfo) -> dict[str, Any]:
@@ -387,6 +457,10 @@ def _openapi_scalar(tp: Any, info: FieldInfo) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": _type_name(tp)}
     if tp is int and info.minimum is not None:
         schema["minimum"] = info.minimum
-    if tp is str and info.min_length is not None:
+    if tp is str and info.string_format is not None:
+        # maxLength also bounds the CEL rule's cost: the API server refuses an unbounded one.
+        schema["minLength"] = info.string_format.min_length
+        schema["maxLength"] = info.string_format.max_length
+    elif tp is str and info.min_length is not None:
         schema["minLength"] = info.min_length
     return schema

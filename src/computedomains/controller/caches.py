@@ -4,19 +4,21 @@ Every change is mapped to the ComputeDomains it concerns (their UIDs are the wor
 keys): a node to the domain in its label now and the one it had before (and to none when
 neither its domain nor its clique label changed: node heartbeats cost nothing); an agent pod
 to the domain of its node and to every domain whose cliques list that node; a clique or
-template to the domain in its label.
+template to the domain in its label; a ResourceClaim with our channel devices to its domain
+(before and after the change) and to its node, whose placement the binder decides.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Callable
 from typing import Any, cast
 
-from computedomains.api import constants, models
-from computedomains.api.schema import ValidationError
-from computedomains.controller import objects
+from computedomains.api import constants, imex, models, placement
+from computedomains.controller import frozencliques, objects
 from computedomains.controller.views import (
+    Claim,
     CliqueID,
     Domain,
     NodeInfo,
@@ -37,14 +39,53 @@ def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`views.agent_of` reads of an agent pod: its report and whether it runs."""
     meta, status = pod.get("metadata", {}), pod.get("status", {})
     keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
             "deletionTimestamp", "labels")  # fmt: skip
+    trimmed = {k: meta[k] for k in keep if k in meta}
+    ours = (imex.DOMAIN_ANNOTATION, imex.START_ANNOTATION)
+    annotations = meta.get("annotations") or {}
+    trimmed["annotations"] = {k: annotations[k] for k in ours if k in annotations}
+    containers = [
+        {"name": c["name"], "state": c.get("state") or {}}
+        for c in status.get("containerStatuses") or []
+        if c.get("name") == imex.AGENT_CONTAINER
+    ]
     return {
-        "metadata": {k: meta[k] for k in keep if k in meta},
+        "metadata": trimmed,
         "spec": {"nodeName": pod.get("spec", {}).get("nodeName", "")},
-        "status": {k: status[k] for k in ("podIP", "conditions") if k in status},
+        "status": {
+            **{k: status[k] for k in ("podIP", "conditions") if k in status},
+            "containerStatuses": containers,
+        },
     }
+
+
+def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
+    """What placement reads of a claim; claims of other drivers keep their identity only."""
+    meta = claim.get("metadata", {})
+    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    trimmed: dict[str, Any] = {"metadata": {k: meta[k] for k in keep if k in meta}}
+    if placement.parse_claim(claim) is None:
+        return trimmed
+    status = claim.get("status") or {}
+    trimmed["spec"] = {"devices": {"config": (claim.get("spec") or {}).get("devices", {}).get(
+        "config", [])}}  # fmt: skip
+    trimmed["status"] = {
+        k: status[k] for k in ("allocation", "devices", "reservedFor") if k in status
+    }
+    return trimmed
+
+
+def _placement_key(allocation: placement.ChannelAllocation | None) -> tuple[str, str, str]:
+    if allocation is None:
+        return ("", "", "")
+    state = (
+        "pending" if allocation.pending else "refused" if allocation.refused
+        else "granted" if allocation.granted else "allocated"
+    )  # fmt: skip
+    return (allocation.domain_uid, allocation.node, state)
 
 
 def _label(obj: dict[str, Any], key: str = constants.COMPUTE_DOMAIN_LABEL) -> str:
@@ -60,11 +101,14 @@ class Caches:
 
     def __init__(
         self, api: client.Client, *, namespace: str, on_key: Callable[[str], None],
-        on_relist: Callable[[], None],
+        on_relist: Callable[[], None], on_node: Callable[[str], None] = lambda _: None,
     ) -> None:  # fmt: skip
         self.namespace = namespace
         self._on_key = on_key
+        self._on_node = on_node
         self._lock = threading.Lock()
+        self._placed: dict[str, tuple[str, str, str]] = {}
+        """(domain, node, binding state) of each claim with our channel devices, last seen."""
         self._membership: dict[str, tuple[str, str]] = {}
         """(domain, clique) label values last seen per node: a removed label still names
         its old domain, and a change of neither is no news."""
@@ -90,7 +134,13 @@ class Caches:
             api, path=objects.TEMPLATES, label_selector=objects.TEMPLATE_SELECTOR,
             on_change=lambda _, o: self._key(_label(o)), on_relist=on_relist,
         )  # fmt: skip
-        self._all = (self.domains, self.nodes, self.cliques, self.agents, self.templates)
+        self.claims = Informer(
+            api, path=objects.CLAIMS, transform=_trim_claim, on_change=self._claim_changed,
+            on_relist=self._claims_relisted,
+        )  # fmt: skip
+        self._all = (
+            self.domains, self.nodes, self.cliques, self.agents, self.templates, self.claims
+        )  # fmt: skip
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -126,11 +176,36 @@ class Caches:
             return  # a heartbeat or another label: nothing the controller decides on
         for uid in {before[0], now[0], *self._listing_domains(name)}:
             self._key(uid)
+        if now[0] != before[0]:
+            self._on_node(name)  # the node's holder changed: its claims are placed anew
 
     def _nodes_relisted(self) -> None:
         seen = {str(n["metadata"].get("name")): _membership(n) for n in self.nodes.items()}
         with self._lock:
             self._membership = seen
+        self._on_relist()
+
+    def _claim_changed(self, kind: str, claim: dict[str, Any]) -> None:
+        uid = str(claim["metadata"].get("uid", ""))
+        allocation = None if kind == "DELETED" else placement.parse_claim(claim)
+        now = _placement_key(allocation)
+        with self._lock:
+            before = self._placed.pop(uid, ("", "", ""))
+            if allocation is not None:
+                self._placed[uid] = now
+        if now == before:
+            return  # e.g. the kubelet reserving it for one more pod
+        for domain in {before[0], now[0]}:
+            self._key(domain)
+        for node in {before[1], now[1]} - {""}:
+            self._on_node(node)
+
+    def _claims_relisted(self) -> None:
+        placed = {a.uid: _placement_key(a) for a in self.allocations()}
+        with self._lock:
+            self._placed = placed
+        for node in {key[1] for key in placed.values()}:
+            self._on_node(node)
         self._on_relist()
 
     def _agent_changed(self, kind: str, pod: dict[str, Any]) -> None:
@@ -168,30 +243,60 @@ class Caches:
             if _label(c) == uid
         }
 
-    def template_present(self, domain: Domain) -> bool:
-        """Our workload template of ``domain`` is in the cache."""
-        return any(
-            t["metadata"].get("namespace") == domain.namespace
-            and t["metadata"].get("name") == domain.template
-            and _label(t) == domain.uid
-            for t in self.templates.items()
-        )
+    def allocations(self, *, node: str = "", domain: str = "") -> list[placement.ChannelAllocation]:
+        """Channel allocations in the cache, optionally only those on ``node`` / of ``domain``."""
+        found = (placement.parse_claim(c) for c in self.claims.items())
+        return [
+            a
+            for a in found
+            if a is not None
+            and (not node or a.node == node)
+            and (not domain or a.domain_uid == domain)
+        ]
+
+    def node_label(self, name: str) -> str:
+        """The computeDomain label of node ``name`` as last seen ("" absent or unknown)."""
+        with self._lock:
+            return self._membership.get(name, ("", ""))[0]
+
+    def template_state(self, domain: Domain) -> tuple[bool, bool]:
+        """(present, outdated) of our workload template of ``domain`` in the cache.
+
+        Outdated: made by a controller from before placement (no selector of the domain's
+        hold), so its claims could land on a node another domain holds; a template's spec is
+        immutable, so it is deleted and made again.
+        """
+        for t in self.templates.items():
+            meta = t["metadata"]
+            here = (meta.get("namespace"), meta.get("name")) == (domain.namespace, domain.template)
+            if here and _label(t) == domain.uid:
+                return True, not objects.template_current(t, domain)
+        return False, False
 
     def snapshot(self, raw: dict[str, Any]) -> Snapshot:
         """Everything a reconcile of the ComputeDomain ``raw`` decides on."""
         domain = Domain.parse(raw)
+        present, outdated = self.template_state(domain)
         cliques: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
         for clique, obj in self.cliques_of(domain.uid).items():
-            try:
-                cliques[clique] = models.ComputeDomainClique.from_dict(obj, strict=False).daemons
-            except ValidationError:
-                cliques[clique] = ()  # unreadable: rewritten from scratch (slots reassigned)
+            # An unreadable or newer-schema clique keeps its slots: frozencliques.Frozen.
+            cliques[clique] = frozencliques.read(obj)
         listed = {d.node_name for ds in cliques.values() for d in ds}
+        claims: dict[str, Claim] = {}
+        for allocation in self.allocations(domain=domain.uid):
+            state = (
+                Claim.NONE if allocation.refused or allocation.pending
+                else Claim.RESERVED if allocation.granted else Claim.ALLOCATED
+            )  # fmt: skip
+            if state is not Claim.NONE and claims.get(allocation.node) is not Claim.RESERVED:
+                claims[allocation.node] = state
         nodes: dict[NodeName, NodeInfo] = {}
         for node in self.nodes.items():
             info = NodeInfo.parse(cast(wire.Node, node))
-            if info.domain == domain.uid or info.name in listed:
-                nodes[info.name] = info
+            if info.domain == domain.uid or info.name in listed or info.name in claims:
+                nodes[info.name] = dataclasses.replace(
+                    info, claim=claims.get(info.name, Claim.NONE)
+                )
         pods = [cast(wire.Pod, p) for p in self.agents.items()]
         agents = {n: agent_of(p) for n, p in pick_agent_pods(pods).items() if n in nodes}
         return Snapshot(
@@ -199,5 +304,6 @@ class Caches:
             nodes=nodes,
             agents=agents,
             cliques=cliques,
-            template_present=self.template_present(domain),
+            template_present=present,
+            template_outdated=outdated,
         )

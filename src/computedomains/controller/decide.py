@@ -1,7 +1,8 @@
 """The pure core of a reconcile: snapshot in, plan out (slots, cliques, status, Events).
 
 Nothing here reads or writes the API; :mod:`computedomains.controller.reconciler` carries the
-plan out. A plan lists only what differs from the snapshot, so an idle domain plans nothing.
+plan out. A plan lists only what differs from the snapshot, so an idle domain plans nothing,
+and it never lists a frozen clique (:mod:`frozencliques`) unless the domain is released.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from computedomains.api import models
-from computedomains.controller import eventplan, membership, status
+from computedomains.controller import eventplan, frozencliques, membership, status
 from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
 
@@ -65,7 +66,9 @@ def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: boo
     cliques = membership.plan(snapshot, limit=limit)
     desired = status.aggregate(snapshot, cliques)
     status_events, keep = eventplan.plan(snapshot, cliques, desired, limit=limit, reported=reported)
-    holding = tuple(m.name for m in snapshot.members()) if domain.deleting else ()
+    # The label, not membership: a node leaves with its last pod, when the plugin unlabels it.
+    labelled = sorted(n.name for n in snapshot.nodes.values() if n.domain == domain.uid)
+    holding = tuple(labelled) if domain.deleting else ()
     events = eventplan.freed(cliques)
     if holding:
         key = f"{eventplan.Reason.DELETION_WAITING}/{len(holding)}"
@@ -76,7 +79,11 @@ def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: boo
                 f"(their computeDomain label goes with the last pod): {eventplan.listing(holding)}"
             )
             events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
-    writes = membership.changed(snapshot.cliques, cliques.daemons)
+    writes = {
+        clique: daemons
+        for clique, daemons in membership.changed(snapshot.cliques, cliques.daemons).items()
+        if not frozencliques.is_frozen(snapshot.cliques.get(clique))
+    }
     release = domain.deleting and domain.finalized and not holding
     if release:
         # Nobody runs the domain any more: its cliques go, whatever their agents still say.
@@ -92,7 +99,8 @@ def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: boo
         create_template=not domain.deleting
         and bool(domain.template)
         and not snapshot.template_present,
-        delete_template=domain.deleting and snapshot.template_present,
+        delete_template=snapshot.template_present
+        and (domain.deleting or snapshot.template_outdated),
         cliques=writes,
         status=new_status,
         events=tuple(events),

@@ -4,8 +4,9 @@ One Event per reason and status write, naming every node concerned: a burst of 1
 one ``MemberJoined``, not eighteen. Most reasons describe the step from the stored status to
 the one being written, so they survive a controller restart without repeats and are never
 lost when a status write is postponed. Warnings about a lasting condition (a full clique, a
-failing IMEX) are remembered in ``reported`` keys instead, so they are recorded once per
-occurrence rather than per reconcile. ``SlotFreed`` goes with the clique write that frees.
+failing IMEX, a frozen clique) are remembered in ``reported`` keys instead, so they are
+recorded once per occurrence rather than per reconcile. ``SlotFreed`` goes with the clique
+write that frees.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import dataclasses
 import enum
 from collections.abc import Iterable
 
-from computedomains.api import models
+from computedomains.api import constants, models
+from computedomains.controller import frozencliques, objects
 from computedomains.controller.membership import CliquesPlan
 from computedomains.controller.views import Snapshot
 
@@ -37,6 +39,9 @@ class Reason(enum.StrEnum):
     DOMAIN_READY = "DomainReady"
     TEMPLATE_CREATED = "ResourceClaimTemplateCreated"
     TEMPLATE_CONFLICT = "ResourceClaimTemplateConflict"
+    TEMPLATE_REJECTED = "ResourceClaimTemplateRejected"
+    CLIQUE_FROZEN = "CliqueFrozen"
+    LABEL_WITHOUT_CLAIM = "NodeLabelWithoutClaim"
     DELETION_WAITING = "DeletionWaiting"
 
 
@@ -105,11 +110,49 @@ def plan(
                    if f"{Reason.IMEX_FAILED}/{n}/{d}" not in reported]  # fmt: skip
     if new_failing:
         events.append(EventSpec(Reason.IMEX_FAILED, "; ".join(new_failing), warning=True))
+    unclaimed = snapshot.unclaimed_labels()
+    keep |= {f"{Reason.LABEL_WITHOUT_CLAIM}/{n}" for n in unclaimed}
+    new_unclaimed = [n for n in unclaimed if f"{Reason.LABEL_WITHOUT_CLAIM}/{n}" not in reported]
+    if new_unclaimed:
+        message = (f"{listing(new_unclaimed)} carry this domain's {constants.COMPUTE_DOMAIN_LABEL} "
+                   "label, but no claim of the domain is allocated there: no slot is given (a "
+                   "label alone admits no node; the node's kubelet plugin removes it)")  # fmt: skip
+        events.append(EventSpec(Reason.LABEL_WITHOUT_CLAIM, message, warning=True))
+    frozen, frozen_keys = _frozen(snapshot, cliques, reported=reported)
+    keep |= frozen_keys
+    events += frozen
     events += _transitions(snapshot, before, after)
     was_ready = snapshot.domain.status is not None and snapshot.domain.status.status is READY
     if desired.status is READY and desired.nodes and not (was_ready and before):
         events.append(EventSpec(Reason.DOMAIN_READY, f"all {desired.nodes_ready} nodes ready"))
     return events, frozenset(keep)
+
+
+def _frozen(
+    snapshot: Snapshot, cliques: CliquesPlan, *, reported: frozenset[str]
+) -> tuple[list[EventSpec], frozenset[str]]:
+    """``CliqueFrozen``, once per clique and reason, and the keys that remember it."""
+    reasons = {
+        clique: daemons.reason
+        for clique, daemons in sorted(snapshot.cliques.items())
+        if isinstance(daemons, frozencliques.Frozen)
+    }
+    keys = {clique: f"{Reason.CLIQUE_FROZEN}/{clique}/{why}" for clique, why in reasons.items()}
+    told = []
+    for clique, why in reasons.items():
+        if keys[clique] in reported:
+            continue
+        held = cliques.slots[clique].slots
+        waiting = sorted(n for n, c in cliques.clique_of.items() if c == clique and n not in held)
+        name = objects.clique_name(snapshot.domain.uid, clique)
+        told.append(
+            f"ComputeDomainClique {name} cannot be read by this controller ({why}): its "
+            f"{_count(len(held), 'slot')} stay as listed and it is not rewritten until a "
+            "controller that reads it runs"
+            + (f"; waiting for a slot: {listing(waiting)}" if waiting else "")
+        )
+    events = [EventSpec(Reason.CLIQUE_FROZEN, "; ".join(told), warning=True)] if told else []
+    return events, frozenset(keys.values())
 
 
 def _slot(node: models.ComputeDomainNode) -> tuple[str, int] | None:

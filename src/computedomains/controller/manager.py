@@ -6,6 +6,10 @@ thread collects leftovers and re-queues every domain now and then (a safety net 
 no watch event announced; an idle domain costs a read of the caches, no write). Losing the
 Lease ends the process (the pod restarts as a standby), as the incumbent does: a replica
 that may have missed writes should start from fresh caches.
+
+Every write of the workers is fenced by :meth:`Controller.may_write`, the elector's own view
+of its lease, checked before each write: a replica that was paused or cut off past its
+renew deadline writes nothing more, even before its elector has noticed and stopped it.
 """
 
 from __future__ import annotations
@@ -21,11 +25,11 @@ import prometheus_client
 
 from computedomains import httpserver, waiting
 from computedomains.api import models
-from computedomains.controller import collector, config, metrics
+from computedomains.controller import binder, collector, config, metrics
 from computedomains.controller.caches import Caches
 from computedomains.controller.reconciler import Reconciler
 from computedomains.kube import client as kube_client
-from computedomains.kube import events, leaderelection, workqueue
+from computedomains.kube import events, leaderelection, workqueue, writes
 
 log = logging.getLogger(__name__)
 COMPONENT = "compute-domains-controller"
@@ -104,6 +108,11 @@ class Workers:
                 self._queue.forget(uid)
                 if later is not None:
                     self._queue.add_after(uid, later)
+            except writes.Fenced:
+                # Not the domain's failure: the lease may be gone, and the elector stops the
+                # workers soon. Should a late renewal have kept it, the domain is retried.
+                log.info("domain %s not reconciled: the leader lease may have expired", uid)
+                self._queue.add_rate_limited(uid)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
                 self._stats.reconcile_errors.labels(_error_reason(exc)).inc()
                 delay = self._queue.add_rate_limited(uid)
@@ -149,17 +158,22 @@ class Controller:
         self.api.observer = self.stats.observe_request
         self.queue = workqueue.WorkQueue()
         self.caches = Caches(
-            self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted
-        )
+            self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted,
+            # A lambda: the binder is built from these caches, right below.
+            on_node=lambda node: self.binder.node_changed(node),  # noqa: PLW0108
+        )  # fmt: skip
         self.recorder = events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name)
+        self.binder = binder.Binder(
+            self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
+            observe=self.stats.observe_placement,
+        )  # fmt: skip
         reconciler = Reconciler(
             self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
-            formation=metrics.FormationClock(self.stats),
+            formation=metrics.FormationClock(self.stats), may_write=self.may_write,
         )  # fmt: skip
         self.workers = Workers(
             queue=self.queue, reconcile=reconciler.reconcile, caches=self.caches,
-            stats=self.stats, collect=lambda: collector.collect(self.api, self.caches),
-            gc_interval=cfg.gc_interval,
+            stats=self.stats, collect=self._collect, gc_interval=cfg.gc_interval,
         )  # fmt: skip
         self.elector = leaderelection.LeaderElector(
             self.api, namespace=cfg.namespace, name=cfg.lease_name,
@@ -168,6 +182,15 @@ class Controller:
         )  # fmt: skip
         self.stats.track(domains=lambda: _domain_counts(self.caches), depth=lambda: len(self.queue),
                          leader=self.leading.is_set)  # fmt: skip
+
+    def may_write(self) -> bool:
+        """The fence of every write: leading without election, or holding the Lease now."""
+        return not self.cfg.leader_elect or self.elector.holds_lease()
+
+    def _collect(self) -> None:
+        # Checked once per collection; each removal carries preconditions besides.
+        if self.may_write():
+            collector.collect(self.api, self.caches)
 
     def _changed(self, uid: str) -> None:
         self.queue.add_after(uid, BATCH_SECONDS)
@@ -184,10 +207,13 @@ class Controller:
                                      api_version="coordination.k8s.io/v1")  # fmt: skip
             self.recorder.emit(lease, reason="LeaderElection",
                                message=f"{self.elector.identity} became leader")  # fmt: skip
+        self.binder.start()
         self.workers.start()
 
     def _stopped(self) -> None:
+        self.binder.stop()  # both stop taking work at once; then each gets its grace
         self.workers.stop()
+        self.binder.join(STOP_GRACE)
         self.leading.clear()
 
     def healthz(self) -> tuple[bool, str]:

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from computedomains.api import models
-from computedomains.controller import slots
+from computedomains.controller import frozencliques, slots
 from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
 
@@ -58,10 +58,18 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
     """Assign slots in every clique of the domain and derive each clique's daemon list."""
     uid = snapshot.domain.uid
     placed = _existing_clique_of(snapshot)
+    pinned = {
+        NodeName(d.node_name): clique
+        for clique, daemons in snapshot.cliques.items()
+        if frozencliques.is_frozen(daemons)
+        for d in daemons
+    }
     clique_of: dict[NodeName, CliqueID] = {}
     no_fabric: list[NodeName] = []
     for member in snapshot.members():
-        if member.clique:
+        if member.name in pinned:
+            clique_of[member.name] = pinned[member.name]  # a frozen clique keeps its nodes
+        elif member.clique:
             clique_of[member.name] = CliqueID(member.clique)
         elif member.name in placed:
             clique_of[member.name] = placed[member.name]
@@ -70,7 +78,8 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
     plans: dict[CliqueID, slots.SlotPlan] = {}
     daemons: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
     for clique in sorted(set(snapshot.cliques) | set(clique_of.values())):
-        listed = {NodeName(d.node_name): d for d in snapshot.cliques.get(clique, ())}
+        stored = snapshot.cliques.get(clique, ())
+        listed = {NodeName(d.node_name): d for d in stored}
         members = sorted(n for n, c in clique_of.items() if c == clique)
         releasable = {n for n in listed if n not in members and may_free(snapshot, n, clique)}
         result = slots.assign(
@@ -78,8 +87,12 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
             members=members,
             releasable=releasable,
             limit=limit,
+            frozen=frozencliques.is_frozen(stored),
         )
         plans[clique] = result
+        if frozencliques.is_frozen(stored):
+            daemons[clique] = stored  # what it lists now: it is never rewritten
+            continue
         entries = []
         for node, index in sorted(result.slots.items(), key=lambda item: item[1]):
             agent = snapshot.agents.get(node)

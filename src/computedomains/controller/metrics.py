@@ -92,6 +92,13 @@ class ControllerMetrics:
             f"{_PREFIX}_api_requests", "Requests to the API server",
             ["verb", "resource", "code"], registry=registry,
         )  # fmt: skip
+        self.placement = prometheus_client.Counter(
+            f"{_PREFIX}_placement_answers",
+            "Binding-condition answers to claims allocated on free nodes, by outcome",
+            ["outcome"], registry=registry,
+        )  # fmt: skip
+        for outcome in ("reserved", "refused"):
+            self.placement.labels(outcome)
         for scope in ("member", "domain"):
             self.formation.labels(scope)
         for reason in ERROR_REASONS:
@@ -100,6 +107,10 @@ class ControllerMetrics:
     def observe_request(self, method: str, path: str, status: int) -> None:
         """Count one API request (a :class:`computedomains.kube.client.Client` observer)."""
         self.api_requests.labels(method, resource_of(path), str(status)).inc()
+
+    def observe_placement(self, granted: bool) -> None:
+        """Count one binding-condition answer of the binder."""
+        self.placement.labels("reserved" if granted else "refused").inc()
 
     @contextlib.contextmanager
     def reconcile(self) -> Iterator[None]:

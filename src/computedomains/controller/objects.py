@@ -7,9 +7,9 @@ caches agree on where everything is.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
-from computedomains.api import constants, models
+from computedomains.api import constants, models, placement
 from computedomains.controller.views import CliqueID, Domain, DomainUID
 from computedomains.kube import wire
 
@@ -22,6 +22,8 @@ TEMPLATE_SELECTOR = (
     f"{constants.COMPUTE_DOMAIN_TARGET_LABEL}={constants.WORKLOAD_TARGET}"
 )
 """Our workload templates: labelled with a domain, target Workload."""
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+"""Every ResourceClaim in every namespace (placement reads those with our channel devices)."""
 AGENT_SELECTOR = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
 NODES = "/api/v1/nodes"
 
@@ -59,7 +61,9 @@ def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
     """The ResourceClaimTemplate workload pods reference to join ``domain``.
 
     Owned by the domain (same namespace), so the garbage collector removes it even if the
-    controller never sees the deletion; the controller deletes it itself in order first.
+    controller never sees the deletion; the controller deletes it itself in order first. Its
+    request tolerates only this domain's hold on a node and selects only devices nobody else
+    holds (``api/placement.py``).
     """
     config = models.ChannelConfig(domain_id=domain.uid, allocation_mode=domain.allocation_mode)
     return {
@@ -87,7 +91,13 @@ def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
                     "requests": [
                         {
                             "name": constants.CHANNEL_REQUEST,
-                            "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS},
+                            "exactly": {
+                                "deviceClassName": constants.CHANNEL_DEVICE_CLASS,
+                                "selectors": [
+                                    {"cel": {"expression": placement.selector(domain.uid)}}
+                                ],
+                                "tolerations": [placement.toleration(domain.uid)],
+                            },
                         }
                     ],
                     "config": [
@@ -103,6 +113,21 @@ def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
             }
         },
     }
+
+
+def template_current(template: dict[str, Any] | wire.ResourceClaimTemplate, domain: Domain) -> bool:
+    """True when the stored template selects by ``domain``'s hold (``api/placement.py``).
+
+    Only the selector is compared: the API server adds defaults, and drops the toleration
+    where device taints are off (Kubernetes before 1.36).
+    """
+    spec = cast(dict[str, Any], template.get("spec") or {}).get("spec") or {}
+    wanted = placement.selector(domain.uid)
+    return any(
+        s.get("cel", {}).get("expression") == wanted
+        for r in (spec.get("devices") or {}).get("requests") or []
+        for s in (r.get("exactly") or {}).get("selectors") or []
+    )
 
 
 def clique_object(

@@ -6,6 +6,14 @@ status last (people read it; nothing waits on it). Every update carries the reso
 it was computed from, starting from the cache overlaid with our own latest writes, so a
 single writer never meets a conflict. Any API error aborts the round: the work queue retries
 the domain with backoff, and the next round recomputes everything from the caches.
+
+Writes are fenced twice. Before each one, ``may_write`` (the elector's own view of its
+lease) must still say yes, or :class:`writes.Fenced` aborts the round: a replica whose lease
+may have expired writes nothing more. And a clique or status write is planned from a
+snapshot, so a conflict means the snapshot was old (another leader wrote meanwhile): the
+round ends with :class:`writes.Stale` and the next one plans again; the old plan is never
+applied on top of the newer object. Only the finalizer, a change computed from the object
+itself, is retried on a fresh copy.
 """
 
 from __future__ import annotations
@@ -32,6 +40,17 @@ wait for, are never held back. This is what bounds the writes of a formation who
 arrive one by one."""
 
 
+_TAKEN = "taken"
+"""Template trouble: a foreign object has the template's name."""
+_TRANSIENT = frozenset({408, 429})
+"""4xx answers that say "later" (timeout, too many requests) rather than "never"."""
+
+
+def _refused(exc: client.ApiError) -> bool:
+    """A 4xx that repeating the same request cannot change (conflicts are handled apart)."""
+    return 400 <= exc.status < 500 and exc.status not in _TRANSIENT
+
+
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
     """Delete exactly the object we looked at, not a successor of the same name."""
     meta = obj.get("metadata", {})
@@ -53,9 +72,11 @@ class Reconciler:
         limit: int,
         recorder: events.Recorder,
         formation: FormationClock,
+        may_write: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
+        self._may_write = may_write
         self._clock = clock
         self._next_flush: dict[str, float] = {}
         self._caches = caches
@@ -64,8 +85,9 @@ class Reconciler:
         self._formation = formation
         self._lock = threading.Lock()
         self._reported: dict[str, frozenset[str]] = {}
-        self._conflicts: set[str] = set()
-        """Domains whose template name is taken by a foreign object (reported once)."""
+        self._template_trouble: dict[str, str] = {}
+        """Per domain, why its template could not be created (reported once):
+        :data:`_TAKEN`, or the API's answer to the create."""
 
     def reconcile(self, uid: str) -> float | None:
         """One level-triggered round for domain ``uid``; returns when to come back, if held."""
@@ -112,9 +134,14 @@ class Reconciler:
     def _forget(self, uid: str) -> None:
         with self._lock:
             self._reported.pop(uid, None)
-            self._conflicts.discard(uid)
+            self._template_trouble.pop(uid, None)
             self._next_flush.pop(uid, None)
         self._formation.forget(uid)
+
+    def _fence(self) -> None:
+        """Raise :class:`writes.Fenced` unless this replica may still write."""
+        if not self._may_write():
+            raise writes.Fenced("this replica may no longer hold the leader lease")
 
     # -- the domain object ----------------------------------------------------------------
 
@@ -132,6 +159,7 @@ class Reconciler:
 
         meta = raw["metadata"]
         path = objects.domain_path(meta["namespace"], meta["name"])
+        self._fence()
         try:
             updated = writes.read_modify_write(self._api, path, mutate, current=raw)
         except client.ApiError as exc:
@@ -151,9 +179,8 @@ class Reconciler:
 
         meta = raw["metadata"]
         path = objects.domain_path(meta["namespace"], meta["name"])
-        updated = writes.read_modify_write(
-            self._api, path, mutate, current=raw, subresource="status"
-        )
+        self._fence()
+        updated = writes.write_planned(self._api, path, mutate, current=raw, subresource="status")
         assert updated is not None  # mutate always changes something
         self._caches.written_domains.wrote(updated)
         return updated
@@ -163,6 +190,7 @@ class Reconciler:
             kind=constants.COMPUTE_DOMAIN_KIND, name=domain.name, namespace=domain.namespace,
             uid=domain.uid, api_version=constants.API_VERSION,
         )  # fmt: skip
+        self._fence()
         self._recorder.emit(ref, reason=event.reason, message=event.message, warning=event.warning)
 
     # -- the workload template ------------------------------------------------------------
@@ -170,34 +198,38 @@ class Reconciler:
     def _create_template(self, domain: Domain) -> None:
         path = objects.templates_path(domain.namespace, domain.template)
         with self._lock:
-            known_conflict = domain.uid in self._conflicts
+            known_conflict = self._template_trouble.get(domain.uid) == _TAKEN
         if known_conflict:
             # Reported already: look (a read) before trying again, so that a foreign
             # template sitting there costs no failed write on every round.
             existing = self._get(path)
             if existing is not None:
                 return
+        self._fence()
         try:
             self._api.create(objects.templates_path(domain.namespace),
                              objects.workload_template(domain))  # fmt: skip
         except client.ApiError as exc:
-            if exc.status != client.CONFLICT:
+            if exc.status == client.CONFLICT:
+                existing = self._get(path)
+                if existing is None or objects.owned_by(existing, domain.uid):
+                    return  # ours (the cache is behind), or gone again: the next round sees
+                self._report_conflict(domain, existing)
+                return
+            if not _refused(exc):
                 raise
-            existing = self._get(path)
-            if existing is None or objects.owned_by(existing, domain.uid):
-                return  # ours (the cache is behind), or gone again: the next round sees
-            self._report_conflict(domain, existing)
+            # The API will refuse the same object next round too: say so where the user
+            # looks, and let the rest of the round (cliques, status) go on.
+            self._report_template_trouble(domain, str(exc), Reason.TEMPLATE_REJECTED,
+                                          f"creating ResourceClaimTemplate {domain.namespace}/"
+                                          f"{domain.template} was refused: {exc}")  # fmt: skip
             return
         with self._lock:
-            self._conflicts.discard(domain.uid)
+            self._template_trouble.pop(domain.uid, None)
         created = f"created ResourceClaimTemplate {domain.template}"
         self._emit(domain, EventSpec(Reason.TEMPLATE_CREATED, created))
 
     def _report_conflict(self, domain: Domain, existing: dict[str, Any]) -> None:
-        with self._lock:
-            if domain.uid in self._conflicts:
-                return
-            self._conflicts.add(domain.uid)
         labels = existing.get("metadata", {}).get("labels") or {}
         owner = (
             "another ComputeDomain"
@@ -209,14 +241,25 @@ class Reconciler:
             f"belongs to {owner}; it is left as it is. Delete it, or create the ComputeDomain "
             "with another spec.channel.resourceClaimTemplate.name"
         )
+        self._report_template_trouble(domain, _TAKEN, Reason.TEMPLATE_CONFLICT, message)
+
+    def _report_template_trouble(
+        self, domain: Domain, trouble: str, reason: Reason, message: str
+    ) -> None:
+        """A Warning Event, once per domain and trouble."""
+        with self._lock:
+            if self._template_trouble.get(domain.uid) == trouble:
+                return
+            self._template_trouble[domain.uid] = trouble
         log.warning("domain %s/%s: %s", domain.namespace, domain.name, message)
-        self._emit(domain, EventSpec(Reason.TEMPLATE_CONFLICT, message, warning=True))
+        self._emit(domain, EventSpec(reason, message, warning=True))
 
     def _delete_template(self, domain: Domain) -> None:
         path = objects.templates_path(domain.namespace, domain.template)
         existing = self._get(path)
         if existing is None or not objects.owned_by(existing, domain.uid):
             return
+        self._fence()
         self._delete(path, existing)
 
     # -- cliques --------------------------------------------------------------------------
@@ -231,9 +274,10 @@ class Reconciler:
         for clique, daemons in sorted(changes.items()):
             existing = current.get(clique)
             path = objects.cliques_path(namespace, objects.clique_name(uid, clique))
+            self._fence()
             if not daemons:
                 if existing is not None:
-                    self._delete(path, existing)
+                    self._delete(path, existing)  # preconditioned: only the version planned from
                     self._caches.written_cliques.deleted(existing["metadata"]["uid"])
                 continue
             listed = [d.to_dict() for d in daemons]
@@ -241,17 +285,26 @@ class Reconciler:
                 body = objects.clique_object(
                     namespace=namespace, uid=uid, clique=clique, daemons=daemons
                 )
-                stored = self._api.create(objects.cliques_path(namespace), body)
+                stored = self._create_clique(namespace, body)
             else:
 
                 def mutate(obj: dict[str, Any], listed: list[Any] = listed) -> dict[str, Any]:
                     obj["daemons"] = listed
                     return obj
 
-                written = writes.read_modify_write(self._api, path, mutate, current=existing)
+                written = writes.write_planned(self._api, path, mutate, current=existing)
                 assert written is not None
                 stored = written
             self._caches.written_cliques.wrote(stored)
+
+    def _create_clique(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Create a clique the snapshot lacks; one that exists after all makes the plan stale."""
+        try:
+            return self._api.create(objects.cliques_path(namespace), body)
+        except client.ApiError as exc:
+            if exc.status == client.CONFLICT:
+                raise writes.Stale.from_conflict(exc) from exc
+            raise
 
     # -- helpers --------------------------------------------------------------------------
 
@@ -267,5 +320,7 @@ class Reconciler:
         try:
             self._api.delete(path, body=_delete_options(existing))
         except client.ApiError as exc:
+            if exc.status == client.CONFLICT:  # changed since we looked: the plan is stale
+                raise writes.Stale.from_conflict(exc) from exc
             if exc.status != client.NOT_FOUND:
                 raise

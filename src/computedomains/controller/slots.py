@@ -9,7 +9,9 @@ breaks the whole domain (user-pain P3). The rules, pure and table-tested:
   order, so the same inputs always give the same answer;
 - a newcomer for whom no index is left overflows and gets none;
 - an entry whose index is missing, negative, at or above ``limit`` or already taken (a hand
-  edit, a lowered limit) holds nothing: a member there gets a fresh slot like a newcomer.
+  edit, a lowered limit) holds nothing: a member there gets a fresh slot like a newcomer;
+- a frozen clique (its object cannot be fully read: :mod:`frozencliques`) changes not at all:
+  every index it lists stays held as listed, none is freed, none is assigned.
 """
 
 from __future__ import annotations
@@ -40,13 +42,19 @@ def assign(
     members: Sequence[NodeName],
     releasable: Collection[NodeName],
     limit: int,
+    frozen: bool = False,
 ) -> SlotPlan:
     """Slots of one clique after one round.
 
     ``existing``: node → index as the clique object lists them. ``members``: nodes that are
     in this clique of the domain now. ``releasable``: listed non-members whose release is
     confirmed (their slot may be freed); listed non-members not in it keep their slot.
+    ``frozen``: the object cannot be rewritten, so ``existing`` is the answer; members it
+    does not list wait without a slot (they are not ``overflow``: the clique is not full).
     """
+    if frozen:
+        held = {node: index for node, index in existing.items() if index is not None}
+        return SlotPlan(slots=held, assigned={}, freed={}, overflow=())
     wanted = set(members)
     kept: dict[NodeName, int] = {}
     freed: dict[NodeName, int] = {}

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Mapping
 from typing import Any, NewType
 
-from computedomains.api import constants, models
+from computedomains.api import constants, imex, models
 from computedomains.api.schema import ValidationError
 from computedomains.kube import wire
 
@@ -19,18 +19,6 @@ DomainUID = NewType("DomainUID", str)
 NodeName = NewType("NodeName", str)
 CliqueID = NewType("CliqueID", str)
 """``<clusterUUID>.<cliqueId>``, the value of the node's clique label."""
-
-_PREFIX = "domain "
-
-
-class AgentReason(enum.StrEnum):
-    """The ``reason`` of the agent's IMEXReady condition (control-side.md)."""
-
-    READY = "Ready"
-    STARTING = "Starting"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-    IDLE = "Idle"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,19 +61,32 @@ class Domain:
         )
 
 
+class Claim(enum.Enum):
+    """What the snapshot's domain has allocated on a node (``api/placement.py``)."""
+
+    NONE = "none"
+    """No claim of the domain is allocated there (or every one was refused the node)."""
+    ALLOCATED = "allocated"
+    """A claim is allocated there (its pod is bound, or binding conditions are off)."""
+    RESERVED = "reserved"
+    """The binder reserved the node for the domain; the pod waits in PreBind or is bound."""
+
+
 @dataclasses.dataclass(frozen=True)
 class NodeInfo:
-    """A node's membership facts: which domain it is in, which clique it belongs to."""
+    """A node's membership facts: its domain label, its clique, the domain's claim on it."""
 
     name: NodeName
     domain: str
     """Value of the computeDomain label ("" when absent)."""
     clique: str
     """Value of the clique label ("" when absent: no fabric, or not classified yet)."""
+    claim: Claim = Claim.NONE
+    """The snapshot's domain's claim on the node (a label alone admits no node)."""
 
     @classmethod
     def parse(cls, node: wire.Node) -> NodeInfo:
-        """The view of a Node."""
+        """The view of a Node (its claims are added by the snapshot)."""
         meta = node.get("metadata", {})
         labels = meta.get("labels") or {}
         return cls(
@@ -94,20 +95,32 @@ class NodeInfo:
             clique=labels.get(constants.CLIQUE_LABEL, ""),
         )
 
+    def member_of(self, uid: str) -> bool:
+        """In domain ``uid``: labelled for it with a claim of it here, or reserved for it.
+
+        A reserved node is a member before the plugin labels it, so the domain starts forming
+        while the scheduler still waits in PreBind.
+        """
+        if self.domain == uid:
+            return self.claim is not Claim.NONE
+        return not self.domain and self.claim is Claim.RESERVED
+
 
 @dataclasses.dataclass(frozen=True)
 class Agent:
-    """The IMEX agent on one node: its pod IP and what its IMEXReady condition says."""
+    """The IMEX agent on one node: its pod IP and what its pod reports (``api/imex.py``)."""
 
     node: NodeName
     ip: str
     domain: str
-    """The domain the condition speaks of ("" when idle or not reported yet)."""
+    """The domain the report speaks of ("" when idle or not reported yet)."""
     reason: str
     """The condition's reason ("" before the agent reported anything)."""
     ready: bool
+    """IMEX answers READY, said by the run of the agent container that is running now: a
+    report from before a crash, or while the container is down, is not believed."""
     detail: str
-    """IMEX's own text, after the ``domain <uid>: `` prefix."""
+    """The condition's message, for Events."""
 
     def ready_for(self, uid: str) -> bool:
         """IMEX answers READY for domain ``uid``."""
@@ -115,44 +128,27 @@ class Agent:
 
     def released(self, uid: str) -> bool:
         """The agent no longer serves ``uid``: stopped it, idles, or serves another domain."""
-        return self.domain != uid or self.reason in (AgentReason.STOPPED, AgentReason.IDLE)
+        return self.domain != uid or self.reason in (imex.Reason.STOPPED, imex.Reason.IDLE)
 
     def failed_for(self, uid: str) -> bool:
         """IMEX failed for ``uid`` (the detail carries its error)."""
-        return self.domain == uid and self.reason == AgentReason.FAILED
-
-
-def parse_condition_message(message: str) -> tuple[str, str]:
-    """(domain uid, IMEX's text) of an IMEXReady message; ("", message) without the prefix."""
-    if not message.startswith(_PREFIX):
-        return "", message
-    uid, _, detail = message[len(_PREFIX) :].partition(":")
-    return uid.strip(), detail.strip()
+        return self.domain == uid and self.reason == imex.Reason.FAILED
 
 
 def agent_of(pod: wire.Pod) -> Agent:
     """The agent view of an IMEX agent pod."""
-    status = pod.get("status", {})
-    condition = next(
-        (
-            c
-            for c in status.get("conditions") or []
-            if c.get("type") == constants.IMEX_READY_CONDITION
-        ),
-        None,
-    )
-    domain, detail, reason, ready = "", "", "", False
-    if condition is not None:
-        domain, detail = parse_condition_message(condition.get("message", ""))
-        reason = condition.get("reason", "")
-        ready = condition.get("status") == "True"
+    report = imex.pod_report(pod)
+    node = NodeName(pod.get("spec", {}).get("nodeName", ""))
+    ip = pod.get("status", {}).get("podIP", "")
+    if report is None:
+        return Agent(node=node, ip=ip, domain="", reason="", ready=False, detail="")
     return Agent(
-        node=NodeName(pod.get("spec", {}).get("nodeName", "")),
-        ip=status.get("podIP", ""),
-        domain=domain,
-        reason=reason,
-        ready=ready,
-        detail=detail,
+        node=node,
+        ip=ip,
+        domain=report.domain_uid,
+        reason=report.reason,
+        ready=report.ready and imex.current(report, since=imex.running_since(pod)),
+        detail=report.message,
     )
 
 
@@ -184,9 +180,20 @@ class Snapshot:
     """Daemons of the domain's existing clique objects."""
     template_present: bool
     """Our workload ResourceClaimTemplate exists."""
+    template_outdated: bool = False
+    """It exists but predates placement (``objects.template_current``): it is replaced."""
 
     def members(self) -> list[NodeInfo]:
-        """Nodes in the domain now (they carry its label), by name."""
+        """Nodes in the domain now (:meth:`NodeInfo.member_of`), by name."""
+        uid = self.domain.uid
+        return sorted((n for n in self.nodes.values() if n.member_of(uid)), key=lambda n: n.name)
+
+    def unclaimed_labels(self) -> list[NodeName]:
+        """Nodes labelled for the domain with no claim of it and no slot: a forged label."""
+        uid = self.domain.uid
+        listed = {d.node_name for ds in self.cliques.values() for d in ds}
         return sorted(
-            (n for n in self.nodes.values() if n.domain == self.domain.uid), key=lambda n: n.name
+            n.name
+            for n in self.nodes.values()
+            if n.domain == uid and n.claim is Claim.NONE and n.name not in listed
         )

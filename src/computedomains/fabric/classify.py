@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks as host_checks
 from computedomains.fabric.model import (
     ZERO_UUID,
@@ -19,7 +20,6 @@ from computedomains.fabric.model import (
     NodeReport,
     Reason,
     Verdict,
-    VerdictKind,
 )
 
 MINIMUM_DRIVER = "570.158.01"

@@ -1,4 +1,4 @@
-"""GPU entries as JSON: the shape shared by the fake-NVML file and the FabricVerdict file.
+"""GPU entries as JSON (``fabricverdict.GpuEntry``), shared by the fake-NVML and verdict files.
 
 Decoding is strict: a field of the wrong type is a :class:`ValueError` naming the field, so
 callers can report which file is bad and where, instead of carrying garbage onwards.
@@ -10,6 +10,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from computedomains.api import fabricverdict
+from computedomains.api.schema import ValidationError
 from computedomains.fabric.model import FabricState, Gpu, GpuFabric
 
 T = TypeVar("T")
@@ -29,46 +31,45 @@ def optional_field(obj: Mapping[str, Any], key: str, kind: type[T], where: str) 
     return None if obj.get(key) is None else field(obj, key, kind, where)
 
 
-def gpu_to_json(gpu: Gpu) -> dict[str, Any]:
-    """``gpu`` as a JSON-ready dict (``fabric`` null when the GPU has none)."""
+def gpu_entry(gpu: Gpu) -> fabricverdict.GpuEntry:
+    """``gpu`` in its wire form (the FabricVerdict file's ``gpus`` entries)."""
     fabric = None
     if gpu.fabric is not None:
-        fabric = {
-            "state": gpu.fabric.state.value,
-            "status": gpu.fabric.status,
-            "clusterUuid": gpu.fabric.cluster_uuid,
-            "cliqueId": gpu.fabric.clique_id,
-            "healthMask": gpu.fabric.health_mask,
-        }
-    return {"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "fabric": fabric}
+        fabric = fabricverdict.GpuFabricEntry(
+            state=gpu.fabric.state.value,
+            status=gpu.fabric.status,
+            cluster_uuid=gpu.fabric.cluster_uuid,
+            clique_id=gpu.fabric.clique_id,
+            health_mask=gpu.fabric.health_mask,
+        )
+    return fabricverdict.GpuEntry(index=gpu.index, uuid=gpu.uuid, name=gpu.name, fabric=fabric)
 
 
 def gpu_from_json(obj: object, where: str) -> Gpu:
     """Decode one GPU entry; ValueError naming the offending field."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"{where}: expected an object, found {obj!r}")
-    fabric = optional_field(obj, "fabric", dict, where)
+    try:
+        entry = fabricverdict.GpuEntry.from_dict(obj, strict=False)
+    except ValidationError as exc:
+        raise ValueError(f"{where}.{exc}" if exc.field else f"{where}: {exc}") from None
     return Gpu(
-        index=field(obj, "index", int, where),
-        uuid=field(obj, "uuid", str, where),
-        name=field(obj, "name", str, where),
-        fabric=None if fabric is None else _fabric_from_json(fabric, f"{where}.fabric"),
+        index=entry.index,
+        uuid=entry.uuid,
+        name=entry.name,
+        fabric=None if entry.fabric is None else _fabric(entry.fabric, f"{where}.fabric"),
     )
 
 
-def _fabric_from_json(obj: Mapping[str, Any], where: str) -> GpuFabric:
-    state = field(obj, "state", str, where)
-    if state not in FabricState.__members__:
-        raise ValueError(f"{where}.state: unknown fabric state {state!r}")
-    cluster_uuid = field(obj, "clusterUuid", str, where)
+def _fabric(entry: fabricverdict.GpuFabricEntry, where: str) -> GpuFabric:
+    if entry.state not in FabricState.__members__:
+        raise ValueError(f"{where}.state: unknown fabric state {entry.state!r}")
     try:
-        canonical = str(uuid.UUID(cluster_uuid))
+        canonical = str(uuid.UUID(entry.cluster_uuid))
     except ValueError:
-        raise ValueError(f"{where}.clusterUuid: not a UUID: {cluster_uuid!r}") from None
+        raise ValueError(f"{where}.clusterUuid: not a UUID: {entry.cluster_uuid!r}") from None
     return GpuFabric(
-        state=FabricState(state),
-        status=field(obj, "status", str, where),
+        state=FabricState(entry.state),
+        status=entry.status,
         cluster_uuid=canonical,
-        clique_id=field(obj, "cliqueId", int, where),
-        health_mask=optional_field(obj, "healthMask", int, where),
+        clique_id=entry.clique_id,
+        health_mask=entry.health_mask,
     )

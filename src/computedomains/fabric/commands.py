@@ -9,10 +9,9 @@ import socket
 from typing import Any
 
 from computedomains import settings as flags
+from computedomains.api import fabricverdict
 from computedomains.fabric import discovery, verdictfile
-from computedomains.fabric.model import ZERO_UUID, NodeReport, VerdictKind
-
-_OK = (VerdictKind.HEALTHY, VerdictKind.DEGRADED, VerdictKind.NO_FABRIC)
+from computedomains.fabric.model import ZERO_UUID, NodeReport
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -37,23 +36,23 @@ def _node_name() -> str:
 def _show(args: argparse.Namespace) -> int:
     settings = discovery.DiscoverySettings.from_args(args)
     observation = discovery.Observer(settings.make_backend(), settings.proc_root).observe()
-    document = verdictfile.to_document(
+    verdict = verdictfile.build(
         _node_name(), observation.verdict, observation.report, observation.observed_at
     )
     if args.json:
-        print(json.dumps(document, indent=2, sort_keys=True))
+        print(json.dumps(verdict.to_dict(), indent=2, sort_keys=True))
     else:
-        print(render(document, observation.report))
-    return 0 if observation.verdict.kind in _OK else 1
+        print(render(verdict, observation.report))
+    return 0 if verdict.usable else 1
 
 
-def render(document: dict[str, Any], report: NodeReport | None) -> str:
-    """A FabricVerdict document as text: summary lines, then one row per GPU."""
+def render(verdict: fabricverdict.FabricVerdict, report: NodeReport | None) -> str:
+    """A FabricVerdict as text: summary lines, then one row per GPU."""
     lines = [
-        f"node:     {document['node']}",
-        f"verdict:  {document['verdict']} ({document['reason']})",
-        f"message:  {document['message']}",
-        f"clique:   {document['clique'] or '-'}",
+        f"node:     {verdict.node}",
+        f"verdict:  {verdict.verdict} ({verdict.reason})",
+        f"message:  {verdict.message}",
+        f"clique:   {verdict.clique or '-'}",
     ]
     if report is None:
         return "\n".join(lines)

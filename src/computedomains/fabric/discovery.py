@@ -16,14 +16,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from computedomains import settings as flags
+from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify, fake
-from computedomains.fabric.model import (
-    FabricDiscoveryError,
-    NodeReport,
-    Reason,
-    Verdict,
-    VerdictKind,
-)
+from computedomains.fabric.model import FabricDiscoveryError, NodeReport, Reason, Verdict
 
 
 class BackendKind(enum.StrEnum):

@@ -11,6 +11,8 @@ import dataclasses
 import enum
 import uuid
 
+from computedomains.api import fabricverdict
+
 ZERO_UUID = str(uuid.UUID(int=0))
 """The cluster UUID NVML reports for a GPU that is not registered in an NVLink domain."""
 
@@ -68,17 +70,6 @@ class NodeReport:
     """IMEX channels the driver exposes; None when the driver does not say."""
 
 
-class VerdictKind(enum.StrEnum):
-    """The fabric verdict of a node (the ``verdict`` field of the FabricVerdict file)."""
-
-    NO_FABRIC = "no-fabric"
-    HEALTHY = "healthy"
-    TRANSITIONAL = "transitional"
-    DEGRADED = "degraded"
-    BROKEN = "broken"
-    INCONSISTENT = "inconsistent"
-
-
 class Reason(enum.StrEnum):
     """CamelCase reasons for node conditions and Events."""
 
@@ -101,7 +92,7 @@ class Reason(enum.StrEnum):
 class Verdict:
     """The classification of a node's fabric, with what a human should do about it."""
 
-    kind: VerdictKind
+    kind: fabricverdict.VerdictKind
     reason: Reason
     message: str
     clique: str = ""
@@ -109,5 +100,5 @@ class Verdict:
 
     @property
     def usable(self) -> bool:
-        """True when the node can serve ComputeDomains in its clique (healthy or degraded)."""
-        return self.kind in (VerdictKind.HEALTHY, VerdictKind.DEGRADED)
+        """Whether the node serves ComputeDomain claims (:func:`fabricverdict.usable`)."""
+        return fabricverdict.usable(self.kind)

@@ -7,6 +7,7 @@ backoff, a reload, a health check, a condition retry), and otherwise sleeps.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import math
 import pathlib
@@ -20,9 +21,8 @@ from typing import Any
 import prometheus_client
 
 from computedomains import httpserver, nodefiles
-from computedomains.api import constants, models
+from computedomains.api import constants, fabricverdict, imex, models
 from computedomains.api.schema import ValidationError
-from computedomains.fabric import verdictfile
 from computedomains.imexagent import config, decide, metrics, report, supervisor
 from computedomains.kube import client as kube_client
 from computedomains.kube.informer import Informer
@@ -36,6 +36,11 @@ HEARTBEAT_LIMIT = 120.0
 """Seconds without a loop pass after which /healthz fails: far above the longest pass."""
 
 
+def utc_now() -> datetime.datetime:
+    """The wall clock, for the timestamps others compare with theirs (the node's clock)."""
+    return datetime.datetime.now(datetime.UTC)
+
+
 def cliques_path(namespace: str) -> str:
     """The ComputeDomainClique collection of the driver namespace."""
     return f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{constants.CLIQUE_PLURAL}"
@@ -44,7 +49,7 @@ def cliques_path(namespace: str) -> str:
 def read_fabric(path: pathlib.Path) -> tuple[str, str]:
     """The node's clique from the fabric verdict ("" when none) and, without one, why not."""
     try:
-        verdict = verdictfile.read(path)
+        verdict = fabricverdict.read(path)
     except nodefiles.CorruptNodeFile as exc:
         return "", f"the fabric verdict is unreadable ({exc.reason})"
     if verdict is None:
@@ -103,10 +108,13 @@ class Agent:
         api: kube_client.Client,
         stats: metrics.AgentMetrics,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime.datetime] = utc_now,
     ) -> None:
         self._cfg = cfg
         self._api = api
         self._clock = clock
+        self.start = imex.AgentStart.new(cfg.pod_uid, now=wall())
+        """This run's identity, on everything it reports."""
         self._wake = threading.Event()
         self._supervisor = supervisor.Supervisor(
             binary=cfg.imex_binary,
@@ -118,7 +126,7 @@ class Agent:
             on_exit=self._wake.set,
         )
         self._files = report.ImexFiles(cfg)
-        self._reporter = report.Reporter(api, cfg)
+        self._reporter = report.Reporter(api, cfg, start=self.start, wall=wall)
         self._node: _Watch | None = None
         self._cliques: _Watch | None = None
         self._cliques_of = ""
@@ -218,9 +226,9 @@ class Agent:
             return
         self._files.clear_hosts()
         stopped = decide.Report(
-            decide.ImexState.NOT_READY,
+            imex.State.NOT_READY,
             running.domain_uid,
-            decide.Reason.STARTING,
+            imex.Reason.STARTING,
             "the IMEX agent stopped, and IMEX with it",
         )
         self._reporter.publish(stopped, now=self._clock())
@@ -274,7 +282,7 @@ class Agent:
 
     def _state(self) -> str:
         current = self._reporter.current
-        return current.state.value if current is not None else decide.ImexState.NOT_READY.value
+        return current.state.value if current is not None else imex.State.NOT_READY.value
 
 
 def run(cfg: config.AgentConfig) -> int:

@@ -8,7 +8,7 @@ import ipaddress
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants
+from computedomains.api import constants, imex
 from computedomains.imexagent import render
 
 MAX_SLOTS = 10000
@@ -40,6 +40,9 @@ class AgentConfig:
     """Seconds IMEX may take to answer READY before the node reports it failed."""
     imex_stop_timeout: float
     """Seconds between SIGTERM and SIGKILL when IMEX is stopped."""
+    heartbeat_interval: float
+    """Seconds between rewrites of an unchanged status file: it proves the agent alive to the
+    kubelet plugin, which takes a status unchanged for longer than its bound as stale."""
     http_bind: str
 
     @property
@@ -120,6 +123,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds from SIGTERM to SIGKILL when IMEX is stopped",
     )
+    flags.add(
+        parser,
+        "--heartbeat-interval",
+        default=f"{imex.HEARTBEAT_INTERVAL:g}",
+        type=float,
+        help="seconds between rewrites of the IMEX status file when nothing changed",
+    )
     flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
 
 
@@ -133,7 +143,7 @@ def from_args(args: argparse.Namespace) -> AgentConfig:
         raise SystemExit(
             f"--max-nodes-per-clique must be 1..{MAX_SLOTS}, got {args.max_nodes_per_clique}"
         )
-    for flag in ("imex_start_timeout", "imex_stop_timeout"):
+    for flag in ("imex_start_timeout", "imex_stop_timeout", "heartbeat_interval"):
         if getattr(args, flag) <= 0:
             name = flag.replace("_", "-")
             raise SystemExit(f"--{name} must be positive, got {getattr(args, flag)}")
@@ -151,5 +161,6 @@ def from_args(args: argparse.Namespace) -> AgentConfig:
         max_nodes_per_clique=args.max_nodes_per_clique,
         imex_start_timeout=args.imex_start_timeout,
         imex_stop_timeout=args.imex_stop_timeout,
+        heartbeat_interval=args.heartbeat_interval,
         http_bind=args.http_bind,
     )

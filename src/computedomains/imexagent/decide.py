@@ -16,6 +16,7 @@ import dataclasses
 import enum
 import math
 
+from computedomains.api import imex
 from computedomains.imexagent import render
 
 
@@ -181,53 +182,34 @@ class Observed:
     text: str
 
 
-class ImexState(enum.StrEnum):
-    """``state`` of the ImexStatus node file (docs/node-side.md)."""
-
-    READY = "READY"
-    NOT_READY = "NOT_READY"
-    FAILED = "FAILED"
-    STOPPED = "STOPPED"
-
-
-class Reason(enum.StrEnum):
-    """``reason`` of the pod condition (docs/control-side.md)."""
-
-    READY = "Ready"
-    STARTING = "Starting"
-    FAILED = "Failed"
-    STOPPED = "Stopped"
-    IDLE = "Idle"
-
-
 @dataclasses.dataclass(frozen=True)
 class Report:
     """What the node file and the pod condition say."""
 
-    state: ImexState
+    state: imex.State
     domain_uid: str
-    reason: Reason
+    reason: imex.Reason
     text: str
 
     @property
     def ready(self) -> bool:
         """The condition's status: True only when IMEX answers READY for the domain."""
-        return self.state == ImexState.READY
+        return self.state == imex.State.READY
 
     @property
     def message(self) -> str:
-        """The condition message: ``domain <uid>: `` then the text.
+        """The condition message, for people: ``domain <uid>: `` then the text.
 
-        The controller parses nothing but that prefix.
+        Readers take the domain from the pod's annotation (:mod:`computedomains.api.imex`).
         """
         return f"domain {self.domain_uid}: {self.text}"
 
 
 _BY_HEALTH = {
-    Health.READY: (ImexState.READY, Reason.READY),
-    Health.FAILED: (ImexState.FAILED, Reason.FAILED),
-    Health.STARTING: (ImexState.NOT_READY, Reason.STARTING),
-    Health.NOT_RUNNING: (ImexState.NOT_READY, Reason.STARTING),
+    Health.READY: (imex.State.READY, imex.Reason.READY),
+    Health.FAILED: (imex.State.FAILED, imex.Reason.FAILED),
+    Health.STARTING: (imex.State.NOT_READY, imex.Reason.STARTING),
+    Health.NOT_RUNNING: (imex.State.NOT_READY, imex.Reason.STARTING),
 }
 
 
@@ -235,16 +217,16 @@ def report(target: Target, observed: Observed) -> Report:
     """The report for ``target`` given what IMEX is doing."""
     uid = target.domain_uid
     if target.mode == Mode.IDLE:
-        return Report(ImexState.STOPPED, "", Reason.IDLE, f"idle: {target.note}")
+        return Report(imex.State.STOPPED, "", imex.Reason.IDLE, f"idle: {target.note}")
     if target.mode == Mode.OUT:
         if observed.domain_uid:
             text = "IMEX stopped: the node left the domain"
-            return Report(ImexState.STOPPED, observed.domain_uid, Reason.STOPPED, text)
-        return Report(ImexState.STOPPED, "", Reason.STOPPED, target.note)
+            return Report(imex.State.STOPPED, observed.domain_uid, imex.Reason.STOPPED, text)
+        return Report(imex.State.STOPPED, "", imex.Reason.STOPPED, target.note)
     running_here = observed.domain_uid == uid and observed.health != Health.NOT_RUNNING
     if target.mode == Mode.WAITING and not running_here:
-        return Report(ImexState.NOT_READY, uid, Reason.STARTING, target.note)
+        return Report(imex.State.NOT_READY, uid, imex.Reason.STARTING, target.note)
     if observed.domain_uid != uid:
-        return Report(ImexState.NOT_READY, uid, Reason.STARTING, "starting IMEX")
+        return Report(imex.State.NOT_READY, uid, imex.Reason.STARTING, "starting IMEX")
     state, reason = _BY_HEALTH[observed.health]
     return Report(state, uid, reason, observed.text or "starting IMEX")

@@ -1,8 +1,10 @@
 """Write what IMEX is doing where others look: the node's IMEX files and status, the pod condition.
 
 The status file is for the kubelet plugin on the same node (it gates prepares on READY); the
-condition on the agent's own pod is for the controller. Both are rewritten only when the
-report changes; a failed condition write is retried with backoff, never given up.
+condition on the agent's own pod is for the controller; both follow :mod:`computedomains.api.imex`.
+The file is rewritten when the report changes and, as the heartbeat, every heartbeat interval
+anyway; the condition only when the report changes. A failed condition write is retried with
+backoff, never given up.
 """
 
 from __future__ import annotations
@@ -11,30 +13,46 @@ import datetime
 import logging
 import math
 import pathlib
-from typing import Any
+from collections.abc import Callable
 
 from computedomains import nodefiles
-from computedomains.api import constants
+from computedomains.api import imex
 from computedomains.imexagent import config, decide, render
 from computedomains.kube import client as kube_client
-from computedomains.kube import pods
 
 log = logging.getLogger(__name__)
 _RETRY_FIRST = 1.0
 _RETRY_CAP = 30.0
 
 
-def status_document(node: str, report: decide.Report, *, now: datetime.datetime) -> dict[str, Any]:
-    """The ImexStatus document (docs/node-side.md)."""
-    return nodefiles.document(
-        constants.IMEX_STATUS_KIND,
-        {
-            "node": node,
-            "domainUID": report.domain_uid,
-            "state": report.state.value,
-            "message": "" if report.ready else report.text,
-            "updatedAt": now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        },
+def status_of(
+    node: str,
+    report: decide.Report,
+    *,
+    start: imex.AgentStart,
+    updated_at: datetime.datetime,
+    now: datetime.datetime,
+) -> imex.ImexStatus:
+    """The ImexStatus file for ``report``, last changed at ``updated_at``, rewritten ``now``."""
+    return imex.ImexStatus(
+        node=node,
+        domain_uid=report.domain_uid,
+        state=report.state,
+        message="" if report.ready else report.text,
+        updated_at=updated_at,
+        heartbeat_at=now,
+        agent=start,
+    )
+
+
+def pod_report(report: decide.Report, start: imex.AgentStart) -> imex.PodReport:
+    """What the agent's pod says for ``report``, written by the run ``start``."""
+    return imex.PodReport(
+        ready=report.ready,
+        reason=report.reason,
+        message=report.message,
+        domain_uid=report.domain_uid,
+        agent=start,
     )
 
 
@@ -84,12 +102,23 @@ def _replace(path: pathlib.Path, text: str) -> None:
 
 
 class Reporter:
-    """Publishes reports to the status file and the pod condition."""
+    """Publishes reports to the status file (with its heartbeat) and the pod condition."""
 
-    def __init__(self, api: kube_client.Client, cfg: config.AgentConfig) -> None:
+    def __init__(
+        self,
+        api: kube_client.Client,
+        cfg: config.AgentConfig,
+        *,
+        start: imex.AgentStart,
+        wall: Callable[[], datetime.datetime],
+    ) -> None:
         self._api = api
         self._cfg = cfg
+        self._start = start
+        self._wall = wall
         self._in_file: decide.Report | None = None
+        self._changed_at = start.started_at
+        self._beat_due = -math.inf
         self._in_condition: decide.Report | None = None
         self._retry_at = -math.inf
         self._failures = 0
@@ -100,18 +129,16 @@ class Reporter:
         return self._in_file
 
     def publish(self, report: decide.Report, *, now: float) -> float:
-        """Write ``report`` where it differs; returns when to call again (a retry), or inf."""
-        if report != self._in_file:
-            document = status_document(
-                self._cfg.node_name, report, now=datetime.datetime.now(datetime.UTC)
-            )
-            nodefiles.write_json(self._cfg.status_file, document)
-            log.info("IMEX status: %s %s", report.state.value, report.message)
-            self._in_file = report
+        """Write ``report`` where it differs, and the heartbeat when due.
+
+        Returns when to call again: the next heartbeat, or a condition retry if that is sooner.
+        """
+        if report != self._in_file or now >= self._beat_due:
+            self._write_file(report, now=now)
         if report == self._in_condition:
-            return math.inf
+            return self._beat_due
         if now < self._retry_at:
-            return self._retry_at
+            return min(self._retry_at, self._beat_due)
         try:
             self._write_condition(report)
         except kube_client.API_ERRORS as exc:
@@ -119,19 +146,30 @@ class Reporter:
             delay = min(_RETRY_CAP, _RETRY_FIRST * 2 ** (self._failures - 1))
             log.warning("could not set the pod condition (%s); retrying in %gs", exc, delay)
             self._retry_at = now + delay
-            return self._retry_at
+            return min(self._retry_at, self._beat_due)
         self._in_condition, self._failures, self._retry_at = report, 0, -math.inf
-        return math.inf
+        return self._beat_due
+
+    def _write_file(self, report: decide.Report, *, now: float) -> None:
+        wall = self._wall()
+        if report != self._in_file:
+            self._changed_at = wall
+            log.info("IMEX status: %s %s", report.state.value, report.message)
+        status = status_of(
+            self._cfg.node_name, report, start=self._start, updated_at=self._changed_at, now=wall
+        )
+        imex.write_status(self._cfg.status_file, status)
+        self._in_file = report
+        self._beat_due = now + self._cfg.heartbeat_interval
 
     def _write_condition(self, report: decide.Report) -> None:
         cfg = self._cfg
-        pods.set_condition(
-            self._api,
-            cfg.namespace,
-            cfg.pod_name,
+        path = f"/api/v1/namespaces/{cfg.namespace}/pods/{cfg.pod_name}"
+        pod = self._api.get(path)
+        body = imex.status_patch(
+            pod_report(report, self._start),
             uid=cfg.pod_uid,
-            condition_type=constants.IMEX_READY_CONDITION,
-            status="True" if report.ready else "False",
-            reason=report.reason.value,
-            message=report.message,
+            conditions=pod.get("status", {}).get("conditions") or [],
+            now=self._wall(),
         )
+        self._api.patch(f"{path}/status", body, strategic=True)

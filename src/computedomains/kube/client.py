@@ -150,7 +150,7 @@ class Client:
         try:
             response = self._pool.request(
                 method, self._url(path, query), body=data, headers=headers,
-                timeout=urllib3.Timeout(connect=5, read=timeout), retries=False,
+                timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
             )  # fmt: skip
             status = response.status
         finally:
@@ -192,7 +192,8 @@ class Client:
         """Watch events (decoded JSON lines) of a ``watch=1`` request until the server ends it."""
         response = self._pool.request(
             "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
-            timeout=urllib3.Timeout(connect=5, read=timeout), retries=False, preload_content=False,
+            timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
+            preload_content=False,
         )  # fmt: skip
         if self.observer is not None:
             self.observer("WATCH", path, response.status)

@@ -11,6 +11,15 @@ The decision ("may I take or renew this lease?") is the pure :func:`decide`; the
 only reads, writes and keeps time. A leader that cannot renew within the renew deadline
 stops leading; on shutdown it releases the lease (empty holder) so a standby takes over at
 once instead of waiting for expiry.
+
+Fencing: client-go's elector stops its callers only when its renew loop notices, which a
+slow API server or a paused process can delay past the lease's expiry. Here every writer
+asks :meth:`LeaderElector.holds_lease` before it writes; the pure :func:`holds` answers from
+the time this replica *sent* its last successful renewal and its own monotonic clock, with
+no API call, so a replica that was paused or cut off stops writing the moment it resumes.
+Every Lease request carries a timeout that never reaches past that same deadline
+(:func:`request_timeout`), so the renew loop gives up, and stops the workers, before the
+lease can expire, even when the API server stops answering.
 """
 
 from __future__ import annotations
@@ -117,6 +126,37 @@ def next_record(
     return LeaseRecord(me, duration, acquire_time=now, renew_time=now, transitions=transitions)
 
 
+def holds(renewed_at: float | None, *, now: float, timing: Timing) -> bool:
+    """Whether a replica that last took or renewed the lease at ``renewed_at`` may still write.
+
+    ``renewed_at`` is when the replica *sent* that write, on its monotonic clock (None: it
+    does not lead). Other replicas time expiry from when they *saw* the write, which is later,
+    so the lease is surely ours until ``renewed_at + lease_duration``. Writing stops earlier,
+    at the renew deadline: the rest of the lease duration is the safety margin for a write
+    already in flight and for clocks that run at slightly different rates.
+    """
+    return renewed_at is not None and now - renewed_at < timing.renew_deadline
+
+
+def request_timeout(renewed_at: float | None, *, now: float, timing: Timing) -> float:
+    """Seconds the next Lease request may take (0: none may be sent, the leader gives up).
+
+    A standby waits up to :attr:`Timing.request_timeout`; a leader never past the moment
+    :func:`holds` turns false, so an answer that never comes cannot keep it leading.
+    """
+    if renewed_at is None:
+        return timing.request_timeout
+    left = renewed_at + timing.renew_deadline - now
+    return max(min(timing.request_timeout, left), 0.0)
+
+
+def pause(renewed_at: float | None, *, now: float, timing: Timing) -> float:
+    """Seconds until the next attempt: the retry period, cut short by a leader's deadline."""
+    if renewed_at is None:
+        return timing.retry_period
+    return max(min(timing.retry_period, renewed_at + timing.renew_deadline - now), 0.0)
+
+
 def micro_time(moment: datetime.datetime) -> str:
     """A Kubernetes MicroTime."""
     return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -133,6 +173,15 @@ class Timing:
     lease_duration: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+
+    @property
+    def request_timeout(self) -> float:
+        """Seconds one Lease request may take: a third of the renew deadline.
+
+        A renewal is two requests (read, write), so one slow attempt leaves time for another
+        before the deadline.
+        """
+        return self.renew_deadline / 3
 
     def __post_init__(self) -> None:
         # As client-go requires: a standby must not take a lease the leader may still renew.
@@ -169,17 +218,23 @@ class LeaderElector:
         self._clock = clock
         self._wall = wall
         self._observed: tuple[LeaseRecord | None, float] = (None, 0.0)
-        self._last_renew: float | None = None
+        self._renewed_at: float | None = None
+        """When our last successful take or renewal was sent (None: not leading). Written
+        by the elector's thread only, read by every writer (:meth:`holds_lease`)."""
         self._rng = random.Random()  # noqa: S311 - jitter, not secrecy
 
     @property
     def leading(self) -> bool:
-        """True while this replica holds the lease."""
-        return self._last_renew is not None
+        """True while this replica leads (it may be about to give up: see :meth:`holds_lease`)."""
+        return self._renewed_at is not None
+
+    def holds_lease(self) -> bool:
+        """True while this replica may write: the fence every leader's write passes first."""
+        return holds(self._renewed_at, now=self._clock(), timing=self._timing)
 
     def healthy(self) -> bool:
         """False when leading but renewing is overdue (the process is stuck)."""
-        last = self._last_renew
+        last = self._renewed_at
         return last is None or self._clock() - last < self._timing.lease_duration
 
     def run(self, stop: threading.Event) -> bool:
@@ -205,21 +260,37 @@ class LeaderElector:
         return kept
 
     def _renew_until(self, stop: threading.Event) -> bool:
-        """Renew every retry period; False once renewing failed for the renew deadline."""
-        while not stop.wait(self._timing.retry_period):
-            if self._try():
-                continue
-            assert self._last_renew is not None
-            if self._clock() - self._last_renew >= self._timing.renew_deadline:
-                log.error("%s could not renew its lease in time; stopping", self.identity)
-                self._last_renew = None
+        """Renew every retry period; False once the lease may no longer be ours.
+
+        That is at the renew deadline when renewals keep failing (the writers' fence closes
+        at the same moment), or at once when another replica is seen holding it.
+        """
+        while not stop.wait(self._pause()):
+            self._try()
+            if not self.holds_lease():
+                log.error("%s may no longer hold its lease (not renewed within %gs, or "
+                          "taken over); stopping", self.identity,
+                          self._timing.renew_deadline)  # fmt: skip
+                self._renewed_at = None
                 return False
         return True
 
+    def _pause(self) -> float:
+        return pause(self._renewed_at, now=self._clock(), timing=self._timing)
+
+    def _timeout(self) -> float:
+        return request_timeout(self._renewed_at, now=self._clock(), timing=self._timing)
+
     def _try(self) -> bool:
         """One attempt to take or renew the lease; True when we hold it afterwards."""
+        timeout = self._timeout()
+        if timeout <= 0:
+            return False
         try:
-            lease = cast(wire.Lease, self._api.get(lease_path(self._namespace, self._name)))
+            lease = cast(
+                wire.Lease,
+                self._api.get(lease_path(self._namespace, self._name), timeout=timeout),
+            )
         except client.ApiError as exc:
             if exc.status != client.NOT_FOUND:
                 log.warning("reading lease %s failed: %s", self._name, exc)
@@ -233,18 +304,21 @@ class LeaderElector:
             self._observed = (record, self._clock())
         action = decide(record, me=self.identity, observed_at=self._observed[1], now=self._clock())
         if action is Action.WAIT:
+            self._renewed_at = None  # another replica's live lease: we certainly do not lead
             return False
         wanted = next_record(
             record, action, me=self.identity, duration=self._timing.lease_duration,
             now=micro_time(self._wall()),
         )  # fmt: skip
-        if not self._write(lease, wanted):
+        sent = self._clock()
+        timeout = self._timeout()
+        if timeout <= 0 or not self._write(lease, wanted, timeout=timeout):
             return False
         self._observed = (wanted, self._clock())
-        self._last_renew = self._clock()
+        self._renewed_at = sent
         return True
 
-    def _write(self, lease: wire.Lease | None, record: LeaseRecord) -> bool:
+    def _write(self, lease: wire.Lease | None, record: LeaseRecord, *, timeout: float) -> bool:
         body: wire.Lease = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -253,10 +327,10 @@ class LeaderElector:
         }
         try:
             if lease is None:
-                self._api.create(lease_path(self._namespace), body)
+                self._api.create(lease_path(self._namespace), body, timeout=timeout)
             else:
                 body["metadata"]["resourceVersion"] = lease["metadata"]["resourceVersion"]
-                self._api.replace(lease_path(self._namespace, self._name), body)
+                self._api.replace(lease_path(self._namespace, self._name), body, timeout=timeout)
         except client.API_ERRORS as exc:
             # A 409 here is another replica winning the same free lease: we stay standby.
             log.info("lease %s not written (%s)", self._name, exc)
@@ -265,16 +339,20 @@ class LeaderElector:
 
     def _release(self) -> None:
         """Give the lease up so that a standby need not wait for it to expire."""
-        self._last_renew = None
+        self._renewed_at = None
+        timeout = self._timing.request_timeout
         try:
-            lease = cast(wire.Lease, self._api.get(lease_path(self._namespace, self._name)))
+            lease = cast(
+                wire.Lease,
+                self._api.get(lease_path(self._namespace, self._name), timeout=timeout),
+            )
             record = LeaseRecord.from_lease(lease)
             if record.holder != self.identity:
                 return
             released = dataclasses.replace(
                 record, holder="", duration=1, renew_time=micro_time(self._wall())
             )
-            self._write(lease, released)
+            self._write(lease, released, timeout=timeout)
             log.info("%s released the lease %s", self.identity, self._name)
         except client.API_ERRORS as exc:
             log.warning("releasing lease %s failed: %s", self._name, exc)

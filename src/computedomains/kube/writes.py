@@ -1,8 +1,18 @@
-"""Conflict-safe writes: read-modify-write on resourceVersion, and a cache of our own writes.
+"""Conflict-safe writes: updates on resourceVersion, fencing, and a cache of our own writes.
 
 Every update carries the resourceVersion its content was computed from, so a write based on
-a stale read is refused (409) instead of silently undoing someone else's change; on a 409
-the object is read again and the change recomputed from the fresh copy.
+a stale read is refused (409) instead of silently undoing someone else's change. What
+happens then depends on where the change came from:
+
+- :func:`read_modify_write` recomputes a change that derives from the object itself (add a
+  finalizer) from a fresh copy and tries again;
+- :func:`write_planned` writes a change that was planned from a whole snapshot (a clique's
+  member list, a status) once: on a 409 the plan is void, since the object changed under
+  it, and :class:`Stale` tells the caller to plan again from fresh state. Re-applying the
+  old plan on the newer object is exactly the overwrite the resourceVersion exists to stop.
+
+:class:`Fenced` is what a writer raises instead of writing when it may have lost the right
+to write at all (a leader whose lease may have expired).
 
 A controller computes its writes from an informer cache, which trails the API server by a
 watch event. Without help, the write after our own write would start from the older cached
@@ -28,6 +38,19 @@ DEFAULT_TTL = 120.0
 
 Mutation = Callable[[dict[str, Any]], dict[str, Any] | None]
 """Given a copy of the current object, the object to write, or None when nothing changes."""
+
+
+class Stale(client.ApiError):
+    """A planned write was refused (409): the object changed since the plan was made."""
+
+    @classmethod
+    def from_conflict(cls, exc: client.ApiError) -> Stale:
+        """The :class:`Stale` that a 409 answer to a planned write means."""
+        return cls(exc.status, exc.reason, exc.message, exc.body)
+
+
+class Fenced(Exception):
+    """A write was not sent: this writer may no longer hold the right to write (its lease)."""
 
 
 def read_modify_write(
@@ -60,6 +83,31 @@ def read_modify_write(
                 raise
         obj = api.get(path)
     raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def write_planned(
+    api: client.Client,
+    path: str,
+    mutate: Mutation,
+    *,
+    current: dict[str, Any],
+    subresource: str = "",
+) -> dict[str, Any] | None:
+    """Replace the object at ``path`` by ``mutate(current)``, only if it is still ``current``.
+
+    For a change planned from a snapshot that ``current`` was part of: one attempt, carrying
+    ``current``'s resourceVersion. Returns what the server stored, or None when ``mutate``
+    found nothing to change. Raises :class:`Stale` on a conflict (plan again from fresh
+    state, never re-apply this plan) and :class:`client.ApiError` for any other refusal.
+    """
+    try:
+        return read_modify_write(
+            api, path, mutate, current=current, subresource=subresource, attempts=1
+        )
+    except client.ApiError as exc:
+        if exc.status != client.CONFLICT:
+            raise
+        raise Stale.from_conflict(exc) from exc
 
 
 def _version(obj: dict[str, Any]) -> int | None:

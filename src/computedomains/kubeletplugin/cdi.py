@@ -2,13 +2,16 @@
 
 Specs are written as JSON (valid YAML, so the conventional ``.yaml`` name works for every CDI
 parser) because a spec for ``allocationMode: All`` carries thousands of device nodes and
-JSON is fast to write. The annotations record which claim and domain a spec belongs to, so
-state can be rebuilt from the files alone.
+JSON is fast to write. The annotations record which claim and domain a spec belongs to
+(:class:`SpecInfo`, written and read here only), so the plugin rebuilds its claims from the
+files when its checkpoint is lost (``rebuild.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import logging
 import pathlib
 from typing import Any
 
@@ -20,6 +23,54 @@ CDI_VERSION = "0.6.0"
 CHANNEL_PATH = "/dev/nvidia-caps-imex-channels/channel{}"
 IMEX_CONFIG_MOUNT = "/imexd"
 _ANNOTATION = constants.OWN_PREFIX + "/{}"
+_SPEC_PREFIX = f"{constants.CDI_VENDOR}-{constants.CDI_CLAIM_CLASS}_"
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecInfo:
+    """What a claim's spec records about the claim, in its annotations and device names."""
+
+    claim_uid: str
+    namespace: str
+    name: str
+    domain_uid: str
+    """"" for the IMEX agent's daemon claim, which names no domain."""
+    device_type: str
+    devices: tuple[str, ...] = ()
+    """The claim's device names (``channel-0-s3``), as the spec's devices carry them."""
+
+    def annotations(self) -> dict[str, str]:
+        """The spec's ``annotations``."""
+        info = {
+            "claim-uid": self.claim_uid,
+            "claim": f"{self.namespace}/{self.name}",
+            "domain-uid": self.domain_uid,
+            "device-type": self.device_type,
+        }
+        return {_ANNOTATION.format(k): v for k, v in sorted(info.items())}
+
+
+def parse_info(document: dict[str, Any]) -> SpecInfo | None:
+    """The :class:`SpecInfo` of a spec this plugin wrote; None for anything else."""
+    annotations = document.get("annotations")
+    if not isinstance(annotations, dict):
+        return None
+    uid = annotations.get(_ANNOTATION.format("claim-uid"))
+    namespace, _, name = str(annotations.get(_ANNOTATION.format("claim"), "")).partition("/")
+    if not isinstance(uid, str) or not uid or not name:
+        return None
+    prefix = f"{uid}-"
+    names = [str(d.get("name", "")) for d in document.get("devices") or [] if isinstance(d, dict)]
+    return SpecInfo(
+        claim_uid=uid,
+        namespace=namespace,
+        name=name,
+        domain_uid=str(annotations.get(_ANNOTATION.format("domain-uid"), "")),
+        device_type=str(annotations.get(_ANNOTATION.format("device-type"), "")),
+        devices=tuple(n.removeprefix(prefix) for n in names if n.startswith(prefix)),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,20 +133,40 @@ def device_id(claim_uid: str, device: str) -> str:
 
 def spec_path(cdi_root: pathlib.Path, claim_uid: str) -> pathlib.Path:
     """The claim's spec file (one per claim; the claim UID keeps runtimes' caches honest)."""
-    return cdi_root / f"{constants.CDI_VENDOR}-{constants.CDI_CLAIM_CLASS}_{claim_uid}.yaml"
+    return cdi_root / f"{_SPEC_PREFIX}{claim_uid}.yaml"
 
 
-def spec(*, claim_uid: str, info: dict[str, str], devices: dict[str, Edits]) -> dict[str, Any]:
-    """A CDI spec for ``devices`` (device name → edits) of one claim."""
+def spec(*, info: SpecInfo, devices: dict[str, Edits]) -> dict[str, Any]:
+    """A CDI spec for ``devices`` (device name → edits) of the claim ``info`` describes."""
     return {
         "cdiVersion": CDI_VERSION,
         "kind": constants.CDI_KIND,
-        "annotations": {_ANNOTATION.format(k): v for k, v in sorted(info.items())},
+        "annotations": info.annotations(),
         "devices": [
-            {"name": f"{claim_uid}-{name}", "containerEdits": edits.to_dict()}
+            {"name": f"{info.claim_uid}-{name}", "containerEdits": edits.to_dict()}
             for name, edits in devices.items()
         ],
     }
+
+
+def read_specs(cdi_root: pathlib.Path) -> list[SpecInfo]:
+    """What every claim spec in ``cdi_root`` says; unreadable ones are logged and skipped.
+
+    Skipped specs are not lost: a claim the API still shows allocated here is rebuilt from the
+    API, and unprepare removes its file by the claim UID in the name.
+    """
+    found = []
+    for path in sorted(cdi_root.glob(f"{_SPEC_PREFIX}*.yaml")):
+        info = None
+        try:
+            document = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            log.warning("CDI spec %s is unreadable (%s); ignoring it", path, exc)
+        else:
+            info = parse_info(document) if isinstance(document, dict) else None
+        if info is not None and path == spec_path(cdi_root, info.claim_uid):
+            found.append(info)
+    return found
 
 
 def write(cdi_root: pathlib.Path, claim_uid: str, document: dict[str, Any]) -> None:

@@ -7,8 +7,17 @@ import hashlib
 import json
 from typing import Any
 
-from computedomains.api import constants
+from computedomains.api import constants, models, schema
 from computedomains.kubeletplugin import errors
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimRef:
+    """A claim as the kubelet names it."""
+
+    uid: str
+    namespace: str
+    name: str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,3 +111,27 @@ def parameters_for(claim: ClaimView, request: str) -> dict[str, Any] | None:
         if not config.requests or request in config.requests:
             chosen = config.parameters
     return chosen
+
+
+def allocated_to(claim: dict[str, Any], node: str) -> bool:
+    """True when every device of our driver in ``claim``'s allocation is on ``node``."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = allocation.get("devices", {}).get("results", [])
+    ours = [r for r in results if r.get("driver") == constants.DRIVER_NAME]
+    return bool(ours) and all(r.get("pool") == node for r in ours)
+
+
+def domain_uid(claim: ClaimView) -> str:
+    """The ComputeDomain UID the claim's opaque config names ("" for none or a bad one).
+
+    For a claim already prepared (rebuilding what the node holds); prepare itself refuses a
+    bad config with its reason (``validate.plan``).
+    """
+    parameters = parameters_for(claim, claim.devices[0].request)
+    if parameters is None:
+        return ""
+    try:
+        config = models.parse_opaque_config(parameters)
+    except schema.ValidationError:
+        return ""
+    return config.domain_id

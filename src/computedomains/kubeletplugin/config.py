@@ -7,7 +7,7 @@ import dataclasses
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants
+from computedomains.api import constants, fabricverdict, imex
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +29,20 @@ class PluginConfig:
     """Channel devices published per node: how many pods of one domain a node can host."""
     imex_ready_timeout: float
     """Seconds a prepare waits for the node's IMEX domain before answering "retry later"."""
+    collection_interval: float
+    """Seconds between garbage collection rounds (claims gone, aborted entries expired, the
+    node label verified and put back). 60: a lost label or a leaked claim is fixed within a
+    minute for one node read and a few cache lookups; tests shorten it."""
+    imex_status_max_age: float
+    """Seconds after its last heartbeat that the IMEX status counts as stale (a dead agent's):
+    well above the agent's heartbeat interval, so a slow agent loop is not taken for a dead one."""
+    fault_grace: fabricverdict.Grace
+    """How long an unreadable verdict file keeps the last usable verdict (node-init's grace)."""
+    binding_conditions: bool
+    """Channel devices of a node nobody holds carry binding conditions, so the scheduler waits
+    for the controller to reserve the node for one domain (Kubernetes 1.36 beta; older API
+    servers drop the field). Off: two domains' first pods can race for a free node, and the
+    loser waits on it (docs/placement.md)."""
     http_bind: str
 
     @property
@@ -110,17 +124,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds a prepare waits for the IMEX domain before asking to retry",
     )
+    flags.add(
+        parser,
+        "--imex-status-max-age",
+        default=f"{imex.MAX_AGE:g}",
+        type=float,
+        help="seconds after its last heartbeat that the IMEX agent's status is stale",
+    )
+    fabricverdict.add_grace_flags(parser)
+    flags.add_switch(
+        parser,
+        "--binding-conditions",
+        default=True,
+        negatable=True,
+        help="have the controller confirm a first placement on a free node (binding conditions)",
+    )
+    flags.add(
+        parser,
+        "--collection-interval",
+        default="60",
+        type=float,
+        help="seconds between garbage collection rounds (which also verify the node label)",
+    )
     flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
 
 
 def from_args(args: argparse.Namespace) -> PluginConfig:
     """Resolve parsed flags into the config, validating what argparse cannot."""
-    if not 1 <= args.channel_slots <= 126:
+    if not 1 <= args.channel_slots <= 63:
         raise SystemExit(
-            f"--channel-slots must be 1..126 (a slice holds 128 devices), got {args.channel_slots}"
+            "--channel-slots must be 1..63 (a slice with tainted devices holds 64, one of them "
+            f"the daemon device), got {args.channel_slots}"
         )
     if args.imex_ready_timeout <= 0:
         raise SystemExit(f"--imex-ready-timeout must be positive, got {args.imex_ready_timeout}")
+    if args.collection_interval <= 0:
+        raise SystemExit(f"--collection-interval must be positive, got {args.collection_interval}")
+    if args.imex_status_max_age <= 0:
+        raise SystemExit(f"--imex-status-max-age must be positive, got {args.imex_status_max_age}")
     return PluginConfig(
         node_name=args.node_name,
         namespace=args.namespace,
@@ -133,5 +174,9 @@ def from_args(args: argparse.Namespace) -> PluginConfig:
         imex_status_file=args.imex_status_file,
         channel_slots=args.channel_slots,
         imex_ready_timeout=args.imex_ready_timeout,
+        collection_interval=args.collection_interval,
+        imex_status_max_age=args.imex_status_max_age,
+        fault_grace=fabricverdict.grace_from_args(args),
+        binding_conditions=args.binding_conditions,
         http_bind=args.http_bind,
     )

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import re
 from typing import Any
 
-from computedomains.api import constants
+from computedomains.api import constants, placement
 
 
 class DeviceType(enum.StrEnum):
@@ -32,7 +31,6 @@ class PublishedDevice:
     slot: int
 
 
-_CHANNEL_NAME = re.compile(r"channel-0(?:-s(\d+))?")
 DAEMON_DEVICE = "daemon-0"
 
 
@@ -51,7 +49,7 @@ def device_type(name: str) -> DeviceType | None:
     """The type of a device this plugin publishes, by name (None: not one of ours)."""
     if name == DAEMON_DEVICE:
         return DeviceType.DAEMON
-    return DeviceType.CHANNEL if _CHANNEL_NAME.fullmatch(name) else None
+    return DeviceType.CHANNEL if placement.is_channel_device(name) else None
 
 
 def slice_name(node_name: str) -> str:
@@ -65,20 +63,33 @@ def slice_manifest(
     node_uid: str,
     devices: list[PublishedDevice],
     clique: str,
+    holder: str,
+    binding_conditions: bool,
     generation: int,
 ) -> dict[str, Any]:
-    """The ResourceSlice object (resource.k8s.io/v1) for this node."""
+    """The ResourceSlice object (resource.k8s.io/v1) for this node.
+
+    Channel devices show who holds the node (``api/placement.py``): tainted for the holder, or,
+    while nobody holds it, with the binding conditions the controller answers.
+    """
     published = []
     for device in devices:
         attributes: dict[str, dict[str, Any]] = {
             "type": {"string": device.type.value},
             "id": {"int": 0},
         }
-        if device.type is DeviceType.CHANNEL:
-            attributes["slot"] = {"int": device.slot}
         if clique:
             attributes[constants.CLIQUE_ATTRIBUTE] = {"string": clique}
-        published.append({"name": device.name, "attributes": attributes})
+        entry: dict[str, Any] = {"name": device.name, "attributes": attributes}
+        if device.type is DeviceType.CHANNEL:
+            attributes["slot"] = {"int": device.slot}
+            attributes[placement.HOLDER_ATTRIBUTE] = {"string": holder}
+            if holder:
+                entry["taints"] = [placement.taint(holder)]
+            elif binding_conditions:
+                entry["bindingConditions"] = [placement.RESERVED_CONDITION]
+                entry["bindingFailureConditions"] = [placement.REFUSED_CONDITION]
+        published.append(entry)
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",

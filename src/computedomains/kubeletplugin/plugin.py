@@ -5,13 +5,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 import types
 
 import grpc
 import prometheus_client
 
 from computedomains import httpserver
-from computedomains.api import constants
+from computedomains.api import constants, placement
 from computedomains.drapb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -21,11 +22,10 @@ from computedomains.drapb import (
 from computedomains.kube import client as kube_client
 from computedomains.kube import events
 from computedomains.kube.informer import Informer
-from computedomains.kubeletplugin import config, driver, metrics, server, slices
+from computedomains.kubeletplugin import config, driver, metrics, nodestate, server, slices
 
 log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
-GC_SECONDS = 60.0
 _DOMAINS = f"/apis/{constants.API_VERSION}/{constants.COMPUTE_DOMAIN_PLURAL}"
 _CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
@@ -43,28 +43,68 @@ def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
     return True, f"{info.name} serving {', '.join(info.supported_versions)}"
 
 
+def _housekeep(
+    stop: threading.Event, wake: threading.Event, *, publisher: slices.Publisher,
+    core: driver.Driver, collect_every: float,
+) -> None:  # fmt: skip
+    """Keep the slice in step (at once when woken) and collect garbage now and then."""
+    next_gc = time.monotonic()
+    while not stop.is_set():
+        wake.wait(SLICE_SYNC_SECONDS)
+        wake.clear()
+        if stop.is_set():
+            return
+        try:
+            publisher.sync()
+            if time.monotonic() >= next_gc:
+                core.collect_garbage()
+                next_gc = time.monotonic() + collect_every
+        except Exception:
+            log.exception("housekeeping failed; retrying")
+
+
 def run(cfg: config.PluginConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
     stop = threading.Event()
+    # Set when the node's hold may have changed (a claim here was reserved or released): the
+    # slice is republished at once rather than at the next periodic sync.
+    wake = threading.Event()
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:
         stop.set()
+        wake.set()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
     api = kube_client.connect(cfg.kubeconfig)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
+
+    def claim_changed(kind: str, claim: dict[str, object]) -> None:
+        allocation = placement.parse_claim(claim)
+        if allocation is not None and allocation.node == cfg.node_name:
+            wake.set()
+
     domains = Informer(api, path=_DOMAINS)
-    claims = Informer(api, path=_CLAIMS)
+    claims = Informer(api, path=_CLAIMS, on_change=claim_changed)
     domains.start()
     claims.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
+    fabric = nodestate.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
     core = driver.Driver(
-        cfg, api=api, stats=stats, recorder=recorder, domains=domains, claims_cache=claims
-    )
+        cfg, api=api, stats=stats, recorder=recorder, domains=domains, claims_cache=claims,
+        fabric=fabric.read,
+    )  # fmt: skip
     core.load()
-    publisher = slices.Publisher(api, cfg)
+
+    def holder() -> str:
+        here = (placement.parse_claim(c) for c in claims.items())
+        return placement.holder(
+            label=core.node_domain or "",
+            allocations=(a for a in here if a is not None and a.node == cfg.node_name),
+        )
+
+    publisher = slices.Publisher(api, cfg, holder=holder, fabric=fabric.read)
     publisher.sync()
     registration = server.Registration(cfg.dra_socket)
     # A prepare may wait for IMEX: one thread per claim a node can hold, plus room for probes.
@@ -83,16 +123,7 @@ def run(cfg: config.PluginConfig) -> int:
         probes={"/healthz": lambda: liveness(cfg), "/readyz": readiness},
     )
     log.info("kubelet plugin for node %s serving (%s)", cfg.node_name, cfg.dra_socket)
-    next_gc = 0.0
-    while not stop.wait(SLICE_SYNC_SECONDS):
-        try:
-            publisher.sync()
-            next_gc -= SLICE_SYNC_SECONDS
-            if next_gc <= 0:
-                core.collect_garbage()
-                next_gc = GC_SECONDS
-        except Exception:
-            log.exception("housekeeping failed; retrying")
+    _housekeep(stop, wake, publisher=publisher, core=core, collect_every=cfg.collection_interval)
     log.info("shutting down")
     reg.stop(grace=None)
     cfg.registration_socket.unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from computedomains.drapb import (
     pluginregistration_v1_pb2,
     pluginregistration_v1_pb2_grpc,
 )
-from computedomains.kubeletplugin import driver, metrics
+from computedomains.kubeletplugin import claims, driver, metrics
 
 SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 _KUBELET_CALL_TIMEOUT = 45.0
@@ -69,7 +69,7 @@ class DRAService:
         deadline = time.monotonic() + max(0.5, remaining - _SAFETY)
         response = self._pb2.NodePrepareResourcesResponse()
         for claim in request.claims:
-            ref = driver.ClaimRef(claim.uid, claim.namespace, claim.name)
+            ref = claims.ClaimRef(claim.uid, claim.namespace, claim.name)
             with self._stats.observe("prepare"):
                 result = self._driver.prepare(ref, deadline=deadline)
             entry = response.claims[claim.uid]
@@ -91,7 +91,7 @@ class DRAService:
         for claim in request.claims:
             with self._stats.observe("unprepare"):
                 result = self._driver.unprepare(
-                    driver.ClaimRef(claim.uid, claim.namespace, claim.name)
+                    claims.ClaimRef(claim.uid, claim.namespace, claim.name)
                 )
             response.claims[claim.uid].error = result.error
         return response

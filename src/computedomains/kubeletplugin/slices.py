@@ -1,8 +1,9 @@
-"""Publish the node's ResourceSlice and keep it in step with the fabric verdict."""
+"""Publish the node's ResourceSlice and keep it in step with the fabric verdict and the hold."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from computedomains.kube import client
@@ -14,12 +15,26 @@ _SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 class Publisher:
-    """Writes the slice when what it should contain changes (and at start)."""
+    """Writes the slice when what it should contain changes (and at start).
 
-    def __init__(self, api: client.Client, cfg: config.PluginConfig) -> None:
+    ``holder`` says which domain holds the node now ("" nobody): the plugin's own label, or
+    the domain the controller reserved the node for (``api/placement.py``); ``fabric`` reads
+    the verdict (through the plugin's fault grace).
+    """
+
+    def __init__(
+        self,
+        api: client.Client,
+        cfg: config.PluginConfig,
+        *,
+        holder: Callable[[], str],
+        fabric: Callable[[], nodestate.Fabric],
+    ) -> None:
         self._api = api
         self._cfg = cfg
-        self._published: tuple[tuple[devices.PublishedDevice, ...], str] | None = None
+        self._holder = holder
+        self._fabric = fabric
+        self._published: tuple[tuple[devices.PublishedDevice, ...], str, str] | None = None
 
     @property
     def published(self) -> bool:
@@ -28,9 +43,10 @@ class Publisher:
 
     def sync(self) -> bool:
         """Publish if the verdict changed what to publish; returns True when it wrote."""
-        fabric = nodestate.read_fabric(self._cfg.fabric_verdict_file)
+        fabric = self._fabric()
         wanted = tuple(devices.node_devices(slots=self._cfg.channel_slots, usable=fabric.usable))
-        key = (wanted, fabric.clique)
+        holder = self._holder()
+        key = (wanted, fabric.clique, holder)
         if key == self._published:
             return False
         name = devices.slice_name(self._cfg.node_name)
@@ -49,6 +65,8 @@ class Publisher:
             node_uid=node["metadata"]["uid"],
             devices=list(wanted),
             clique=fabric.clique,
+            holder=holder,
+            binding_conditions=self._cfg.binding_conditions,
             generation=generation,
         )
         if existing is None:
@@ -57,10 +75,11 @@ class Publisher:
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             self._api.replace(f"{_SLICES}/{name}", body)
         log.info(
-            "published %d devices (fabric %s, clique %s, pool generation %d)",
+            "published %d devices (fabric %s, clique %s, held by %s, pool generation %d)",
             len(wanted),
             fabric.verdict,
             fabric.clique or "-",
+            holder or "nobody",
             generation,
         )
         self._published = key

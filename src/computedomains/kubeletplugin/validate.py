@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from computedomains.api import models, schema
@@ -36,8 +36,18 @@ def describe(domain: dict[str, Any] | None, uid: str) -> str:
     return f"ComputeDomain {meta['namespace']}/{meta['name']} ({uid})"
 
 
-def plan(view: claims.ClaimView, *, fabric: nodestate.Fabric, domain_of: DomainLookup) -> Plan:
-    """Check the claim against its config, its ComputeDomain and the node's fabric."""
+def plan(
+    view: claims.ClaimView,
+    *,
+    fabric: nodestate.Fabric,
+    domain_of: DomainLookup,
+    driver_namespace: str,
+) -> Plan:
+    """Check the claim against its config, its ComputeDomain and the node's fabric.
+
+    ``driver_namespace`` is where the chart runs the IMEX agent: the only namespace whose
+    claims may hold a node's daemon (IMEX management) device.
+    """
     where = f"claim {view.namespace}/{view.name}"
     types = {devices.device_type(d.device) for d in view.devices}
     if None in types or len(types) != 1:
@@ -48,6 +58,14 @@ def plan(view: claims.ClaimView, *, fabric: nodestate.Fabric, domain_of: DomainL
         )
     device_type = types.pop()
     assert device_type is not None
+    if device_type is devices.DeviceType.DAEMON and view.namespace != driver_namespace:
+        # Whoever holds the management device can run an IMEX daemon of their own on the node.
+        raise errors.Permanent(
+            "DaemonClaimOutsideDriverNamespace",
+            f"{where} holds the node's IMEX daemon device, which only the IMEX agent in "
+            f"namespace {driver_namespace} may use: workloads claim channels from their "
+            "ComputeDomain's ResourceClaimTemplate",
+        )
     parameters = claims.parameters_for(view, view.devices[0].request)
     if parameters is None:
         if device_type is devices.DeviceType.DAEMON:
@@ -98,16 +116,22 @@ def plan(view: claims.ClaimView, *, fabric: nodestate.Fabric, domain_of: DomainL
     )
 
 
-def check_node(plan: Plan, state: checkpoint.Checkpoint, domain_of: DomainLookup) -> None:
-    """A node is in one domain at a time: refuse a channel of another while one is held."""
-    if plan.device_type is not devices.DeviceType.CHANNEL:
-        return
-    holders = {e.domain_uid for e in state.claims.values() if e.holds_node()} - {plan.domain_uid}
-    if holders:
-        other = holders.pop()
-        raise errors.Retryable(
-            "NodeInAnotherComputeDomain",
-            f"{plan.domain_label} cannot use this "
-            f"node: it is in {describe(domain_of(other), other)} until that "
-            "domain's pods on it are gone",
-        )
+def other_holder(entry: checkpoint.ClaimEntry, held: Iterable[checkpoint.ClaimEntry]) -> str | None:
+    """The domain that keeps ``entry``'s domain off the node, if any (a node is in one at a time).
+
+    ``held`` are the node's other claims; an aborted claim or a daemon claim holds nothing.
+    """
+    if not entry.holds_node():
+        return None
+    others = {e.domain_uid for e in held if e.holds_node() and e.uid != entry.uid}
+    others.discard(entry.domain_uid)
+    return min(others) if others else None
+
+
+def node_busy(plan: Plan, other: str, *, domain_of: DomainLookup) -> errors.Retryable:
+    """The refusal of ``plan`` while ``other`` holds the node (names both domains)."""
+    return errors.Retryable(
+        "NodeInAnotherComputeDomain",
+        f"{plan.domain_label} cannot use this node: it is in {describe(domain_of(other), other)} "
+        "until that domain's pods on it are gone",
+    )

@@ -5,11 +5,16 @@ Steps, each timed and printed: build the tools if needed, start a 2-rack simulat
 manifests in ``examples/`` (the same ones a real cluster takes), then follow the workload and
 the domain live until the domain is Ready. Without a terminal it prints only changes, so the
 output reads well in a log file.
+
+Each run names its cluster after its own process (``demo-<pid>``), so demos, ``make test`` and
+``computedomains sim up`` run side by side; the name and the kubeconfig are printed when the
+cluster is up and again once the domain is Ready.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import signal
 import subprocess
@@ -30,6 +35,18 @@ from computedomains.sim import cluster, tools, topology
 DEMO_NAMESPACE = "demo"
 DRIVER_NAMESPACE = "compute-domains"
 RELEASE = "compute-domains"
+
+
+def cluster_name() -> str:
+    """The cluster name of the demo running in this process: ``demo-<pid>``.
+
+    Unique among the clusters running on the machine (two live processes never share a PID),
+    and chosen without looking around, so two demos starting at once cannot pick the same one;
+    a PID is reused only after its process is gone, and SimCluster clears a dead cluster's
+    leftovers. A fixed name made every second demo, and the test of the demo, fail while one
+    ran.
+    """
+    return f"demo-{os.getpid()}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,14 +134,14 @@ class Demo:
         box.ensure_all(["etcd", "kubernetes", "kwok", "helm3"])
         self.step("tools", started)
         sim = cluster.SimCluster(
-            name="demo", topology_spec=topology.Topology(racks=self.racks), toolbox=box
+            name=cluster_name(), topology_spec=topology.Topology(racks=self.racks), toolbox=box
         )
         try:
             mark = time.monotonic()
             state = sim.start()
-            self.out(
-                f"Simulated cluster up: {state.nodes} GB200 nodes, kubeconfig {state.kubeconfig}"
-            )
+            self.out(f"Simulated cluster {sim.name} up: {state.nodes} GB200 nodes")
+            self.out(f"  kubeconfig  {state.kubeconfig}")
+            self.out(f"  status      computedomains sim status --name {sim.name}")
             self.step("cluster", mark)
             api = sim.api_client()
             self._install_chart(box, state.kubeconfig)
@@ -132,6 +149,9 @@ class Demo:
             domain = self._apply_examples(api)
             self._follow(api, domain, timeout=timeout)
             self.out(f"ComputeDomain {DEMO_NAMESPACE}/{domain} is Ready. Timings: {self.timings}")
+            # Again here: the live progress has pushed the first mention off the screen.
+            kubectl = f"kubectl get computedomains -n {DEMO_NAMESPACE}"
+            self.out(f"Try:  KUBECONFIG={state.kubeconfig} {kubectl}")
             if not until_ready:
                 self.out("Cluster keeps running; Ctrl-C stops it and cleans up.")
                 signal.pause()  # until Ctrl-C or SIGTERM

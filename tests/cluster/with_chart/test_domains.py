@@ -8,9 +8,6 @@ chosen nodes and reference the claim template the controller creates for their d
 from __future__ import annotations
 
 import json
-import subprocess
-import uuid
-from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -20,7 +17,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes
-from tests.support import kube
+from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster
 
@@ -28,139 +25,14 @@ RACK1 = [f"gb200-r1-n{i:02d}" for i in range(18)]
 CDS = f"/apis/{constants.API_VERSION}"
 
 
-def _create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
-    name = f"cd-{uuid.uuid4().hex[:5]}"
-    body = {
-        "apiVersion": constants.API_VERSION,
-        "kind": constants.COMPUTE_DOMAIN_KIND,
-        "metadata": {"name": name},
-        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
-    }
-    created = cast(
-        dict[str, Any],
-        client.CustomObjectsApi(api).create_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
-        ),
-    )
-    resource = client.ResourceV1Api(api)
-    waiting.until(
-        f"the controller to create {namespace}/{name}-channel",
-        lambda: resource.read_namespaced_resource_claim_template(f"{name}-channel", namespace),
-        timeout=30,
-        retry_on=(ApiException,),
-    )
-    return created
-
-
-def _domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
-    found = cast(
-        dict[str, Any],
-        client.CustomObjectsApi(api).get_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
-        ),
-    )
-    return found
-
-
-def _workers(
-    api: client.ApiClient,
-    namespace: str,
-    domain: dict[str, Any],
-    nodes: list[str],
-    per_node: int = 1,
-) -> list[str]:
-    template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
-    names = []
-    for node in nodes:
-        for i in range(per_node):
-            name = f"{domain['metadata']['name']}-{node[-6:]}-{i}"
-            client.CoreV1Api(api).create_namespaced_pod(
-                namespace,
-                {
-                    "metadata": {"name": name, "labels": {"domain": domain["metadata"]["name"]}},
-                    "spec": {
-                        "nodeSelector": {"kubernetes.io/hostname": node},
-                        "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": template}],
-                        "containers": [
-                            {
-                                "name": "main",
-                                "image": "busybox:1.37",
-                                "command": ["sleep", "3600"],
-                                "resources": {"claims": [{"name": "imex"}]},
-                            }
-                        ],
-                    },
-                },
-            )
-            names.append(name)
-    return names
-
-
-def _wait_ready(
-    api: client.ApiClient, namespace: str, domain: dict[str, Any], pods: list[str]
-) -> dict[str, Any]:
-    name = domain["metadata"]["name"]
-    core = client.CoreV1Api(api)
-
-    def ready() -> dict[str, Any] | None:
-        running = [
-            p
-            for p in core.list_namespaced_pod(namespace, label_selector=f"domain={name}").items
-            if p.status.phase == "Running"
-        ]
-        current = _domain(api, namespace, name)
-        status = current.get("status") or {}
-        return current if len(running) == len(pods) and status.get("status") == "Ready" else None
-
-    return waiting.until(
-        f"{len(pods)} pods Running and ComputeDomain {name} Ready", ready, timeout=180, interval=1
-    )
-
-
-def _cliques(api: client.ApiClient, driver_namespace: str, uid: str) -> list[dict[str, Any]]:
-    listing = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        constants.GROUP,
-        constants.VERSION,
-        driver_namespace,
-        constants.CLIQUE_PLURAL,
-        label_selector=f"{constants.COMPUTE_DOMAIN_LABEL}={uid}",
-    )
-    return list(listing["items"])
-
-
-def _imex_nodes(sim: sim_cluster.SimCluster, node: str) -> dict[str, Any]:
-    """What the node's nvidia-imex-ctl says about its peers (``-N -j``)."""
-    imex_dir = sim.host_trees[node].root / "var/run/compute-domains/imex"
-    ctl = sim.host_trees[node].root / "usr/bin/nvidia-imex-ctl"
-    done = subprocess.run(
-        [str(ctl), "-c", str(imex_dir / "imexd.cfg"), "-N", "-j"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
-
-
-def _delete_pods(api: client.ApiClient, namespace: str, domain: str) -> None:
-    core = client.CoreV1Api(api)
-    core.delete_collection_namespaced_pod(namespace, label_selector=f"domain={domain}")
-    waiting.until(
-        f"the pods of {domain} to be gone",
-        lambda: not core.list_namespaced_pod(namespace, label_selector=f"domain={domain}").items,
-        timeout=120,
-    )
-
-
 def test_eighteen_node_domain_forms_with_unique_slots_and_full_mesh(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
-    domain = _create_domain(api, namespace)
-    pods = _workers(api, namespace, domain, RACK1)
-    ready = _wait_ready(api, namespace, domain, pods)
+    domain = domains.create_domain(api, namespace)
+    pods = domains.workers(api, namespace, domain, RACK1)
+    ready = domains.wait_ready(api, namespace, domain, pods)
     uid = domain["metadata"]["uid"]
-    (clique,) = _cliques(api, chart, uid)
+    (clique,) = domains.cliques(api, chart, uid)
     members = clique["daemons"]
     assert sorted(m["nodeName"] for m in members) == RACK1
     assert sorted(m["index"] for m in members) == list(range(18))
@@ -170,13 +42,13 @@ def test_eighteen_node_domain_forms_with_unique_slots_and_full_mesh(
 
     def full_mesh() -> bool:
         # IMEX is READY on its own at once; the links to the peers come up after.
-        answers = [_imex_nodes(sim, node) for node in RACK1]
+        answers = [domains.imex_nodes(sim, node) for node in RACK1]
         assert all(n["name"].startswith(prefix) for a in answers for n in a["nodes"])
         return all(sum(n.get("state") == "CONNECTED" for n in a["nodes"]) == 17 for a in answers)
 
     waiting.until("every IMEX daemon to connect to its 17 peers", full_mesh, timeout=60, interval=1)
 
-    _delete_pods(api, namespace, domain["metadata"]["name"])
+    domains.delete_pods(api, namespace, domain["metadata"]["name"])
     client.CustomObjectsApi(api).delete_namespaced_custom_object(
         constants.GROUP,
         constants.VERSION,
@@ -195,11 +67,11 @@ def test_eighteen_node_domain_forms_with_unique_slots_and_full_mesh(
             client.ResourceV1Api(api).list_namespaced_resource_claim_template(namespace).items
         )
         try:
-            _domain(api, namespace, domain["metadata"]["name"])
+            domains.get_domain(api, namespace, domain["metadata"]["name"])
             exists = True
         except ApiException as exc:
             exists = kube.status_of(exc) != 404
-        return not (labelled or templates or _cliques(api, chart, uid) or exists)
+        return not (labelled or templates or domains.cliques(api, chart, uid) or exists)
 
     waiting.until(
         "the domain, its cliques, template and node labels to be gone",
@@ -213,34 +85,34 @@ def test_eighteen_node_domain_forms_with_unique_slots_and_full_mesh(
     assert status["state"] in ("STOPPED", "IDLE") or status["domainUID"] != uid
 
 
-def test_domain_across_two_racks_has_two_cliques_with_their_own_slots(
+def test_domain_across_two_racks_has_twocliques_with_their_own_slots(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
     nodes = ["gb200-r0-n00", "gb200-r0-n01", "gb200-r1-n00", "gb200-r1-n01"]
-    domain = _create_domain(api, namespace)
-    pods = _workers(api, namespace, domain, nodes, per_node=4)
-    _wait_ready(api, namespace, domain, pods)
-    cliques = _cliques(api, chart, domain["metadata"]["uid"])
+    domain = domains.create_domain(api, namespace)
+    pods = domains.workers(api, namespace, domain, nodes, per_node=4)
+    domains.wait_ready(api, namespace, domain, pods)
+    cliques = domains.cliques(api, chart, domain["metadata"]["uid"])
     assert len(cliques) == 2
     assert len({c["daemons"][0]["cliqueID"] for c in cliques}) == 2
     for clique in cliques:
         assert sorted(m["index"] for m in clique["daemons"]) == [0, 1]
-    _delete_pods(api, namespace, domain["metadata"]["name"])
+    domains.delete_pods(api, namespace, domain["metadata"]["name"])
 
 
 def test_two_domains_on_one_clique_stay_isolated(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
     first_nodes, second_nodes = RACK1[2:5], RACK1[5:8]
-    first, second = _create_domain(api, namespace), _create_domain(api, namespace)
-    first_pods = _workers(api, namespace, first, first_nodes)
-    second_pods = _workers(api, namespace, second, second_nodes)
-    _wait_ready(api, namespace, first, first_pods)
-    _wait_ready(api, namespace, second, second_pods)
+    first, second = domains.create_domain(api, namespace), domains.create_domain(api, namespace)
+    first_pods = domains.workers(api, namespace, first, first_nodes)
+    second_pods = domains.workers(api, namespace, second, second_nodes)
+    domains.wait_ready(api, namespace, first, first_pods)
+    domains.wait_ready(api, namespace, second, second_pods)
 
     def meshed(nodes: list[str]) -> bool:
         return all(
-            sum(n.get("state") == "CONNECTED" for n in _imex_nodes(sim, m)["nodes"]) == 2
+            sum(n.get("state") == "CONNECTED" for n in domains.imex_nodes(sim, m)["nodes"]) == 2
             for m in nodes
         )
 
@@ -252,7 +124,7 @@ def test_two_domains_on_one_clique_stay_isolated(
     )
     addresses = {}
     for node in first_nodes + second_nodes:
-        answer = _imex_nodes(sim, node)
+        answer = domains.imex_nodes(sim, node)
         addresses[node] = {n["address"] for n in answer["nodes"] if n.get("state") == "CONNECTED"}
         prefix = (
             "cd-"
@@ -263,7 +135,7 @@ def test_two_domains_on_one_clique_stay_isolated(
     second_peers = set().union(*(addresses[n] for n in second_nodes))
     assert first_peers and second_peers and not first_peers & second_peers
     for domain in (first, second):
-        _delete_pods(api, namespace, domain["metadata"]["name"])
+        domains.delete_pods(api, namespace, domain["metadata"]["name"])
 
 
 @pytest.mark.parametrize(
@@ -326,23 +198,23 @@ def test_controller_and_agent_rbac_is_least_privilege(
 def _members(api: client.ApiClient, driver_ns: str, uid: str) -> dict[str, tuple[int, str]]:
     return {
         m["nodeName"]: (m["index"], m["status"])
-        for c in _cliques(api, driver_ns, uid)
+        for c in domains.cliques(api, driver_ns, uid)
         for m in c["daemons"]
     }
 
 
-def _agent_pid(node: str) -> int | None:
-    return kube.find_process("imex-agent", f"--node-name={node}")
+def _agent_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
+    return kube.find_process("imex-agent", f"--node-name={node}", under=sim.host_trees[node].root)
 
 
 def test_churn_frees_slots_safely_and_survivors_stay_ready(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
     nodes = RACK1[10:14]
-    domain = _create_domain(api, namespace)
+    domain = domains.create_domain(api, namespace)
     uid, name = domain["metadata"]["uid"], domain["metadata"]["name"]
-    pods = _workers(api, namespace, domain, nodes)
-    _wait_ready(api, namespace, domain, pods)
+    pods = domains.workers(api, namespace, domain, nodes)
+    domains.wait_ready(api, namespace, domain, pods)
     before = _members(api, chart, uid)
     assert sorted(i for i, _ in before.values()) == [0, 1, 2, 3]
 
@@ -368,12 +240,12 @@ def test_churn_frees_slots_safely_and_survivors_stay_ready(
 
     # Scale up on a new node: it takes the lowest free slot, 1; survivors stayed Ready throughout.
     newcomer = RACK1[14]
-    _workers(api, namespace, domain, [newcomer])
+    domains.workers(api, namespace, domain, [newcomer])
     waiting.until(
         f"{newcomer} to join with slot 1 and the domain to be Ready again",
         lambda: (
             _members(api, chart, uid).get(newcomer) == (1, "Ready")
-            and _domain(api, namespace, name)["status"]["status"] == "Ready"
+            and domains.get_domain(api, namespace, name)["status"]["status"] == "Ready"
         ),
         timeout=120,
         interval=1,
@@ -381,12 +253,12 @@ def test_churn_frees_slots_safely_and_survivors_stay_ready(
 
     # Kill one member's IMEX agent: the simulated kubelet restarts it and the domain recovers.
     victim = nodes[0]
-    pid = _agent_pid(victim)
+    pid = _agent_pid(sim, victim)
     assert pid is not None
     processes.stop_pids([pid], grace=0)
     waiting.until(
         "the agent to be restarted",
-        lambda: (p := _agent_pid(victim)) is not None and p != pid,
+        lambda: (p := _agent_pid(sim, victim)) is not None and p != pid,
         timeout=60,
     )
     waiting.until(
@@ -394,9 +266,9 @@ def test_churn_frees_slots_safely_and_survivors_stay_ready(
         lambda: (
             len(_members(api, chart, uid)) == 4
             and all(s == "Ready" for _, s in _members(api, chart, uid).values())
-            and _domain(api, namespace, name)["status"]["status"] == "Ready"
+            and domains.get_domain(api, namespace, name)["status"]["status"] == "Ready"
         ),
         timeout=120,
         interval=1,
     )
-    _delete_pods(api, namespace, name)
+    domains.delete_pods(api, namespace, name)

@@ -288,8 +288,9 @@ def _inject_imex_fault(sim: sim_cluster.SimCluster, node: str, fault: str) -> pa
     return path
 
 
-def _plugin_pid(node: str) -> int | None:
-    return kube.find_process("kubelet-plugin", f"--node-name={node}")
+def _plugin_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
+    root = sim.host_trees[node].root
+    return kube.find_process("kubelet-plugin", f"--node-name={node}", under=root)
 
 
 def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
@@ -302,12 +303,12 @@ def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
     _template(api, namespace, "imex", domainID=uid)
     _pod(api, namespace, "survivor", node=KILL_NODE, template="imex")
     _warning(api, namespace, "survivor", "is not ready on node")
-    killed = _plugin_pid(KILL_NODE)
+    killed = _plugin_pid(sim, KILL_NODE)
     assert killed is not None
     processes.stop_pids([killed], grace=0)  # SIGTERM then SIGKILL, by PID
     waiting.until(
         "the simulated kubelet to restart the plugin",
-        lambda: (pid := _plugin_pid(KILL_NODE)) is not None and pid != killed,
+        lambda: (pid := _plugin_pid(sim, KILL_NODE)) is not None and pid != killed,
         timeout=60,
     )
     fault.unlink()

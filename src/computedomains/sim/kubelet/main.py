@@ -3,7 +3,9 @@
 Pods come from an informer (list+watch). The loop hands each node's pods to that node's DRA
 thread (:class:`node.NodeDra`) and runs chart pods (label
 ``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
-pod its "sandbox") and, with claims, once those are prepared. kwok keeps owning pod status.
+pod its "sandbox") and, with claims, once those are prepared. kwok owns pod status, except
+for the container statuses of a chart pod once one of its processes exited: those say what
+the processes really do, as the controller reads the IMEX agent's container state.
 Every process starts from this loop's thread: the parent-death signal fires when the thread
 that forked a child ends, and this thread lives as long as the process.
 """
@@ -23,7 +25,7 @@ import time
 import types
 import urllib.parse
 from collections.abc import Mapping
-from typing import cast
+from typing import Any, cast
 
 from computedomains.kube import client as kube_client
 from computedomains.kube import informer, kubeconfig, pods, wire
@@ -76,6 +78,8 @@ class _Running:
     runner: runner.PodRunner
     token_at: float | None
     """When to renew the ServiceAccount token (None: the pod has none)."""
+    reported: int = 0
+    """The runner's :attr:`runner.PodRunner.version` the pod's container statuses show."""
 
 
 class SimKubelet:
@@ -151,8 +155,11 @@ class SimKubelet:
             if running.runner.finished:
                 del self._running[uid]
                 self._clean(running.pod)
-            elif running.token_at is not None and now >= running.token_at:
+                continue
+            if running.token_at is not None and now >= running.token_at:
                 running.token_at = self._write_token(running.pod, now)
+            if uid in wanted and running.reported != running.runner.version:
+                self._report_containers(running, wanted[uid])
         self._unrunnable &= set(wanted)
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
@@ -181,7 +188,12 @@ class SimKubelet:
         if spec.get("automountServiceAccountToken", True):
             token_at = self._write_token(pod, now)
         log_dir = self._logs / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
-        pod_runner = runner.PodRunner(label=label, plan=plan, log_dir=log_dir)
+        pod_runner = runner.PodRunner(
+            label=label,
+            plan=plan,
+            log_dir=log_dir,
+            hold_dir=node.pod_dir(root, meta["uid"]) / runner.HOLD_DIR,
+        )
         self._running[meta["uid"]] = _Running(pod, pod_runner, token_at)
         pod_runner.tick(now)
 
@@ -205,6 +217,24 @@ class SimKubelet:
             },
             injections=injections,
         )
+
+    def _report_containers(self, running: _Running, pod: wire.Pod) -> None:
+        """Show the pod's processes as its container statuses; retried next tick on failure."""
+        meta = pod["metadata"]
+        reported = cast(dict[str, Any], pod).get("status", {}).get("containerStatuses") or []
+        version = running.runner.version
+        # containerStatuses has no merge key: the whole list is replaced.
+        body = {"status": {"containerStatuses": running.runner.container_statuses(reported)}}
+        try:
+            self._api.patch(
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
+                body,
+                strategic=True,
+            )
+        except kube_client.API_ERRORS as exc:
+            _LOG.warning("container statuses of %s/%s: %s", meta["namespace"], meta["name"], exc)
+            return
+        running.reported = version
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:
         """Mint a pod-bound token and write the ServiceAccount folder; returns when to renew."""

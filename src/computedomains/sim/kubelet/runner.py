@@ -4,17 +4,21 @@ Init containers run in order, each to completion (retried with capped backoff wh
 fail), then every container starts and is restarted per the pod's ``restartPolicy`` with
 capped backoff. :meth:`PodRunner.tick` never blocks: the caller drives every pod of every
 node from one loop, and stopping is SIGTERM now, SIGKILL once the grace period has passed.
+Once a container has exited, :meth:`PodRunner.container_statuses` says what the kubelet would
+report of it (kwok reports every container running from the start and never looks again).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import logging
 import os
 import pathlib
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from computedomains.sim import processes
 from computedomains.sim.kubelet import backoff, podspec
@@ -22,6 +26,10 @@ from computedomains.sim.kubelet import backoff, podspec
 _STABLE_SECONDS = 60.0
 """A container that ran this long before exiting restarts without the accumulated delay."""
 _LOG = logging.getLogger(__name__)
+HOLD_DIR = "hold"
+"""A folder of the pod's own (:func:`node.pod_dir`): a file in it named after a container keeps
+that container from starting, as a crash-loop backoff would; removing the file lets it start
+at the next tick. Tests use it to keep a killed process down."""
 
 
 class _Phase(enum.Enum):
@@ -42,6 +50,16 @@ class _Container:
     started_at: float = 0.0
     completed: bool = False
     """Exited in a way that needs no restart (a finished init container, say)."""
+    started_wall: datetime.datetime | None = None
+    """Wall-clock time of the latest start, as the kubelet's ``startedAt``."""
+    starts: int = 0
+    last_exit: dict[str, Any] | None = None
+    """The ``terminated`` state of the latest exit, once there was one."""
+
+
+def _stamp(moment: datetime.datetime) -> str:
+    """A time as the kubelet writes it: RFC 3339, whole seconds (rounded down)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def restarts(code: int, *, init: bool, sidecar: bool, pod_policy: str) -> bool:
@@ -70,10 +88,21 @@ def _prepare_mounts(mounts: Sequence[podspec.Mount]) -> None:
 class PodRunner:
     """The processes of one pod."""
 
-    def __init__(self, *, label: str, plan: podspec.PodPlan, log_dir: pathlib.Path) -> None:
+    def __init__(
+        self,
+        *,
+        label: str,
+        plan: podspec.PodPlan,
+        log_dir: pathlib.Path,
+        hold_dir: pathlib.Path | None = None,
+    ) -> None:
         self.label = label
         self._plan = plan
         self._log_dir = log_dir
+        self._hold_dir = hold_dir
+        self.version = 0
+        """Grows whenever a container exits or restarts: what :meth:`container_statuses`
+        says has changed."""
         self._init = [_Container(p, init=not p.sidecar) for p in plan.init]
         self._containers = [_Container(p, init=False) for p in plan.containers]
         self._phase = _Phase.INIT
@@ -82,6 +111,33 @@ class PodRunner:
     def pids(self) -> list[int]:
         """PIDs of the processes running now."""
         return [c.child.pid for c in self._init + self._containers if c.child is not None]
+
+    def container_statuses(self, reported: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """``reported`` (the pod's ``containerStatuses``), corrected for every container.
+
+        A container that has exited at least once is shown as it is: running again, backing
+        off, or done.
+        """
+        mine = {c.plan.name: c for c in self._containers}
+        out = []
+        for entry in reported:
+            container = mine.get(str(entry.get("name")))
+            if container is None or container.last_exit is None:
+                out.append(dict(entry))
+                continue
+            if container.child is not None and container.started_wall is not None:
+                state: dict[str, Any] = {"running": {"startedAt": _stamp(container.started_wall)}}
+            elif container.completed:
+                state = {"terminated": container.last_exit}
+            else:
+                message = f"back-off restarting failed container {container.plan.name}"
+                state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
+            out.append({
+                **entry, "state": state, "lastState": {"terminated": container.last_exit},
+                "ready": container.child is not None, "started": container.child is not None,
+                "restartCount": max(0, container.starts - 1),
+            })  # fmt: skip
+        return out
 
     @property
     def finished(self) -> bool:
@@ -136,6 +192,13 @@ class PodRunner:
         if self._phase is _Phase.TERMINATING:
             return
         _LOG.info("%s: container %s exited with %s", self.label, container.plan.name, code)
+        finished = datetime.datetime.now(datetime.UTC)
+        exit_code = code if code >= 0 else 128 - code  # killed by a signal: 128 + its number
+        container.last_exit = {
+            "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+            "startedAt": _stamp(container.started_wall or finished), "finishedAt": _stamp(finished),
+        }  # fmt: skip
+        self._changed(container)
         if not restarts(code, init=container.init, sidecar=container.plan.sidecar,
                         pod_policy=self._plan.restart_policy):  # fmt: skip
             container.completed = True
@@ -151,7 +214,10 @@ class PodRunner:
         if not container.retry.ready(now):
             return
         plan = container.plan
+        if self._hold_dir is not None and (self._hold_dir / plan.name).exists():
+            return
         container.started_at = now
+        container.started_wall = datetime.datetime.now(datetime.UTC)
         try:
             _prepare_mounts(plan.mounts)
             plan.cwd.mkdir(parents=True, exist_ok=True)
@@ -167,3 +233,11 @@ class PodRunner:
                          self.label, plan.name, delay, exc)  # fmt: skip
             return
         _LOG.info("%s: started %s (pid %d)", self.label, plan.name, container.child.pid)
+        container.starts += 1
+        if container.last_exit is not None:
+            self._changed(container)
+
+    def _changed(self, container: _Container) -> None:
+        """Count a change of what :meth:`container_statuses` reports (init containers: none)."""
+        if any(c is container for c in self._containers):
+            self.version += 1

@@ -1,0 +1,191 @@
+"""The ``FabricVerdict`` node file: what node-init tells the kubelet plugin and the IMEX agent.
+
+node-init writes it; the kubelet plugin, the IMEX agent and ``fabric show --json`` read or
+print it (``docs/node-side.md``). Its fields, its verdict values, the one rule for "usable" and
+the grace through which a usable verdict outlives a fault that may pass are defined here once,
+so writer and readers cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import pathlib
+from typing import ClassVar
+
+from computedomains import nodefiles
+from computedomains import settings as flags
+from computedomains.api.schema import Model, ValidationError, field
+
+KIND = "FabricVerdict"
+
+
+class VerdictKind(enum.StrEnum):
+    """The fabric verdict of a node (the ``verdict`` field)."""
+
+    NO_FABRIC = "no-fabric"
+    HEALTHY = "healthy"
+    TRANSITIONAL = "transitional"
+    DEGRADED = "degraded"
+    BROKEN = "broken"
+    INCONSISTENT = "inconsistent"
+
+
+USABLE = frozenset({VerdictKind.HEALTHY, VerdictKind.DEGRADED, VerdictKind.NO_FABRIC})
+"""Verdicts under which a node serves ComputeDomain claims: with channels in its clique
+(healthy, degraded: slower links still carry IMEX), or without a fabric (claims succeed with no
+channel devices)."""
+
+
+def usable(verdict: str) -> bool:
+    """Whether a node with ``verdict`` may serve ComputeDomain claims.
+
+    Takes the wire value, so a reader's placeholder for "no verdict yet" (or a verdict a newer
+    writer invented) is simply not usable.
+    """
+    return verdict in USABLE
+
+
+class GpuFabricEntry(Model):
+    """One GPU's fabric registration as NVML reported it."""
+
+    state: str = field("state", "nvmlGpuFabricState_t without its prefix (COMPLETED, ...).")
+    status: str = field("status", "Registration result, the nvmlReturn_t name without NVML_.")
+    cluster_uuid: str = field("clusterUuid", "NVLink cluster UUID; all zeros when unregistered.")
+    clique_id: int = field("cliqueId", "NVLink clique ID within the cluster.")
+    health_mask: int | None = field(
+        "healthMask", "NVML's fabric health mask; absent when the driver has none.", default=None
+    )
+
+
+class GpuEntry(Model):
+    """One GPU as discovery saw it (the same shape as in the fake-NVML file)."""
+
+    index: int = field("index", "NVML index of the GPU.")
+    uuid: str = field("uuid", "GPU UUID.")
+    name: str = field("name", "Product name.")
+    fabric: GpuFabricEntry | None = field(
+        "fabric", "Fabric registration; absent when the GPU has no NVLink fabric.", default=None
+    )
+
+
+class FabricVerdict(Model):
+    """A FabricVerdict document."""
+
+    KIND: ClassVar[str | None] = KIND
+    API_VERSION: ClassVar[str | None] = nodefiles.API_VERSION
+
+    node: str = field("node", "The node the verdict is about.")
+    verdict: VerdictKind = field("verdict", "The verdict.")
+    reason: str = field(
+        "reason",
+        # Kept as text: a newer writer may use a reason this reader does not know yet.
+        "CamelCase reason, as on the NVLinkFabricReady node condition.",
+    )
+    message: str = field("message", "What a human should know or do.")
+    clique: str = field(
+        "clique", "<clusterUUID>.<cliqueID>; empty unless healthy or degraded.", default=""
+    )
+    driver_version: str = field("driverVersion", "GPU driver version.", default="")
+    imex_channel_count: int | None = field(
+        "imexChannelCount", "IMEX channels the driver exposes; absent when unknown.", default=None
+    )
+    gpus: tuple[GpuEntry, ...] = field(
+        "gpus", "Every GPU; absent when discovery failed.", default=()
+    )
+    observed_at: str = field(
+        "observedAt", "RFC 3339 UTC time of the discovery the verdict rests on.", default=""
+    )
+
+    @property
+    def usable(self) -> bool:
+        """See :func:`usable`."""
+        return usable(self.verdict)
+
+
+def write(path: pathlib.Path, verdict: FabricVerdict) -> None:
+    """Replace the verdict file atomically."""
+    nodefiles.write_json(path, verdict.to_dict())
+
+
+def read(path: pathlib.Path) -> FabricVerdict | None:
+    """The verdict at ``path``; None when absent, :class:`nodefiles.CorruptNodeFile` if bad."""
+    document = nodefiles.read_json(path, kind=KIND)
+    if document is None:
+        return None
+    try:
+        # Not strict: fields a newer writer added are ignored, as for objects from the API.
+        return FabricVerdict.from_dict(document, strict=False)
+    except ValidationError as exc:
+        raise nodefiles.CorruptNodeFile(path, str(exc)) from None
+
+
+# -- The fault grace ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Grace:
+    """How long a usable verdict outlives a fault that may pass; the first bound reached ends it.
+
+    Such faults: an NVML error, a registration in progress again, an unreadable file. Taking
+    a node's verdict away stops IMEX under the job running there, which costs far more than
+    serving a few minutes on a fabric that is really gone (its IMEX links fail on their own).
+    """
+
+    checks: int = 3
+    """Consecutive failed checks that make a fault sustained. At node-init's default re-check
+    interval (60 s) three ride out a failed NVML call or a fabric-manager failover (tens of
+    seconds) and give up on the node about two minutes after the fault began."""
+    seconds: float = 180.0
+    """Seconds after the first failed check that make a fault sustained: bounds the grace
+    however rarely checks run (a re-check interval raised to ten minutes must not keep a dead
+    fabric's verdict for half an hour). Above three default intervals, so by default the
+    count decides."""
+
+    def sustained(self, *, failures: int, elapsed: float) -> bool:
+        """Whether a fault seen on ``failures`` checks in a row over ``elapsed`` s is past it."""
+        return failures >= self.checks or elapsed >= self.seconds
+
+
+def add_grace_flags(parser: argparse.ArgumentParser) -> None:
+    """Add ``--fault-grace-checks`` and ``--fault-grace-seconds``.
+
+    Every component that holds a verdict through a fault takes these two, with one name and
+    one bound each; argparse refuses a value out of bounds, from the command line or the
+    environment alike.
+    """
+    defaults = Grace()
+    flags.add(
+        parser,
+        "--fault-grace-checks",
+        default=str(defaults.checks),
+        type=_at_least_one,
+        help="failed fabric checks in a row after which a usable verdict is given up (>= 1)",
+    )
+    flags.add(
+        parser,
+        "--fault-grace-seconds",
+        default=f"{defaults.seconds:g}",
+        type=_not_negative,
+        help="seconds of failed fabric checks after which a usable verdict is given up",
+    )
+
+
+def grace_from_args(args: argparse.Namespace) -> Grace:
+    """The grace :func:`add_grace_flags` parsed."""
+    return Grace(checks=args.fault_grace_checks, seconds=args.fault_grace_seconds)
+
+
+def _at_least_one(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def _not_negative(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {number:g}")
+    return number

@@ -1,0 +1,235 @@
+"""Placement across ComputeDomains: how a node's hold by one domain reaches the scheduler.
+
+A node serves one domain at a time, but its channel devices look free to the scheduler
+whichever domain holds the node. Three DRA mechanisms make the hold visible (docs/placement.md):
+
+- **Device taints** (Kubernetes 1.36, ``DRADeviceTaints``): the kubelet plugin taints the
+  channel devices of a held node with the holding domain's UID; each domain's claim template
+  tolerates exactly its own taint.
+- **Binding conditions** (1.36, ``DRADeviceBindingConditions``): the channel devices of a
+  node nobody holds carry a binding condition, so the scheduler waits in PreBind until the
+  controller has decided who gets the node: the first domain is granted it, any other domain's
+  claim gets the failure condition and the scheduler places it elsewhere.
+- **An attribute and a selector** (every version, the fallback on 1.34/1.35 where the gates
+  above are off): the devices carry the holder's UID as an attribute and each template selects
+  only devices held by nobody or by its own domain.
+
+This module is the contract between the plugin (publishes) and the controller (decides):
+names, the one rule for who holds a node, and the parsing of claims both read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from computedomains.api import constants, models
+from computedomains.api.schema import ValidationError
+
+HOLD_TAINT_KEY = constants.COMPUTE_DOMAIN_LABEL
+"""Device taint key on the channel devices of a held node (value: the domain UID), the same
+name as the node label that says the same thing."""
+HOLD_TAINT_EFFECT = "NoSchedule"
+"""Never ``NoExecute``: that would evict the holder's own running pods' claims."""
+HOLDER_ATTRIBUTE = "computeDomain"
+"""Device attribute (driver domain): the holding domain's UID, "" while nobody holds it."""
+RESERVED_CONDITION = "ComputeDomainNodeReserved"
+"""Binding condition: the controller reserved the node for the claim's domain."""
+REFUSED_CONDITION = "ComputeDomainNodeRefused"
+"""Binding failure condition: the node went to another domain (or the domain is gone)."""
+
+_CHANNEL_NAME = re.compile(r"channel-0(?:-s(\d+))?")
+
+
+class RefusalReason(enum.StrEnum):
+    """``reason`` of a :data:`REFUSED_CONDITION`."""
+
+    NODE_IN_ANOTHER_DOMAIN = "NodeInAnotherComputeDomain"
+    DOMAIN_NOT_FOUND = "ComputeDomainNotFound"
+
+
+RESERVED_REASON = "NodeReserved"
+
+
+def is_channel_device(name: str) -> bool:
+    """True for the channel devices the plugin publishes (``channel-0``, ``channel-0-s<N>``)."""
+    return _CHANNEL_NAME.fullmatch(name) is not None
+
+
+def taint(domain_uid: str) -> dict[str, str]:
+    """The device taint of a node held by ``domain_uid``."""
+    return {"key": HOLD_TAINT_KEY, "value": domain_uid, "effect": HOLD_TAINT_EFFECT}
+
+
+def toleration(domain_uid: str) -> dict[str, str]:
+    """The toleration of ``domain_uid``'s claims: its own hold, nobody else's."""
+    return {
+        "key": HOLD_TAINT_KEY,
+        "operator": "Equal",
+        "value": domain_uid,
+        "effect": HOLD_TAINT_EFFECT,
+    }
+
+
+def selector(domain_uid: str) -> str:
+    """CEL: devices held by nobody or by ``domain_uid``.
+
+    A slice without the attribute (a plugin from before it existed) still matches: an unknown
+    attribute would be an error that aborts the whole allocation.
+    """
+    attrs = f'device.attributes["{constants.DRIVER_NAME}"]'
+    return (
+        f'!("{HOLDER_ATTRIBUTE}" in {attrs}) || {attrs}.{HOLDER_ATTRIBUTE} in ["", "{domain_uid}"]'
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class ChannelAllocation:
+    """A claim allocated channel devices of this driver on one node, as placement sees it."""
+
+    uid: str
+    namespace: str
+    name: str
+    domain_uid: str
+    """From the claim's ComputeDomainChannelConfig ("" when it has none or a bad one)."""
+    node: str
+    """The pool of the devices, which is the node's name (one pool per node)."""
+    devices: tuple[str, ...]
+    allocated_at: str
+    """``allocationTimestamp`` (or the claim's creation time): first come, first served."""
+    pending: bool
+    """The devices carry binding conditions and the controller has not answered yet."""
+    granted: bool
+    """The controller reserved the node for the claim's domain."""
+    refused: bool
+    """The controller refused the node to the claim (the scheduler will place it again)."""
+    pods: tuple[tuple[str, str], ...] = ()
+    """(name, uid) of the pods the claim is reserved for."""
+
+
+def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, str]:
+    for entry in status.get("devices") or []:
+        if (
+            entry.get("driver") == constants.DRIVER_NAME
+            and entry.get("pool") == pool
+            and entry.get("device") == device
+        ):
+            return {str(c.get("type")): str(c.get("status")) for c in entry.get("conditions") or []}
+    return {}
+
+
+def _domain_of(claim: Mapping[str, Any]) -> str:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    configs = list((allocation.get("devices") or {}).get("config") or [])
+    configs += list(((claim.get("spec") or {}).get("devices") or {}).get("config") or [])
+    for config in configs:
+        opaque = config.get("opaque") or {}
+        if opaque.get("driver") != constants.DRIVER_NAME:
+            continue
+        try:
+            parsed = models.parse_opaque_config(opaque.get("parameters") or {})
+        except ValidationError:
+            continue
+        if isinstance(parsed, models.ChannelConfig):
+            return parsed.domain_id
+    return ""
+
+
+def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
+    """The channel allocation of ``claim``; None when it holds no channel device of ours."""
+    status = claim.get("status") or {}
+    allocation = status.get("allocation") or {}
+    results = [
+        r
+        for r in (allocation.get("devices") or {}).get("results") or []
+        if r.get("driver") == constants.DRIVER_NAME and is_channel_device(str(r.get("device")))
+    ]
+    if not results:
+        return None
+    meta = claim.get("metadata") or {}
+    pool = str(results[0].get("pool", ""))
+    conditions = [_conditions(status, pool, str(r.get("device"))) for r in results]
+    binding = any(r.get("bindingConditions") for r in results)
+    granted = binding and all(c.get(RESERVED_CONDITION) == "True" for c in conditions)
+    refused = any(c.get(REFUSED_CONDITION) == "True" for c in conditions)
+    return ChannelAllocation(
+        uid=str(meta.get("uid", "")),
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        domain_uid=_domain_of(claim),
+        node=pool,
+        devices=tuple(str(r.get("device")) for r in results),
+        allocated_at=str(allocation.get("allocationTimestamp") or meta.get("creationTimestamp")),
+        pending=binding and not granted and not refused,
+        granted=granted,
+        refused=refused,
+        pods=tuple(
+            (str(r.get("name")), str(r.get("uid")))
+            for r in status.get("reservedFor") or []
+            if r.get("resource") == "pods"
+        ),
+    )
+
+
+def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
+    """Who holds a node: the domain in its label, else the first domain granted it ("" none).
+
+    ``allocations`` are the channel allocations on that node.
+    """
+    if label:
+        return label
+    granted = sorted((a.allocated_at, a.uid, a.domain_uid) for a in allocations if a.granted)
+    return granted[0][2] if granted else ""
+
+
+def stranded(allocation: ChannelAllocation, *, label: str) -> bool:
+    """The claim was allocated on a node that another domain took first, without asking.
+
+    That happens only without binding conditions (Kubernetes before 1.36, or switched off):
+    two domains' first pods picked the same free node in the same moment, and the other's
+    prepare labelled the node first. The plugin refuses this claim for as long as the other
+    domain holds the node.
+    """
+    binding = allocation.pending or allocation.granted or allocation.refused
+    return bool(label) and not binding and allocation.domain_uid != label
+
+
+def answered_status(
+    status: Mapping[str, Any],
+    allocation: ChannelAllocation,
+    *,
+    granted: bool,
+    reason: str,
+    message: str,
+    now: str,
+) -> dict[str, Any]:
+    """``status`` of the claim with the answer to ``allocation``'s binding conditions.
+
+    Device entries of other drivers (and of our devices not in this allocation) are kept.
+    """
+    condition = {
+        "type": RESERVED_CONDITION if granted else REFUSED_CONDITION,
+        "status": "True",
+        "reason": reason,
+        "message": message[:1024],
+        "lastTransitionTime": now,
+    }
+    ours = {(constants.DRIVER_NAME, allocation.node, d) for d in allocation.devices}
+    kept = [
+        e
+        for e in status.get("devices") or []
+        if (e.get("driver"), e.get("pool"), e.get("device")) not in ours
+    ]
+    answered = [
+        {
+            "driver": constants.DRIVER_NAME,
+            "pool": allocation.node,
+            "device": device,
+            "conditions": [condition],
+        }
+        for device in allocation.devices
+    ]
+    return {**status, "devices": kept + answered}

@@ -1,0 +1,226 @@
+"""The thin act step of placement: answer the binding conditions :mod:`placement` decides.
+
+One node at a time (its work-queue key), on the leader only. Answers go to the claim's
+``status.devices``; the scheduler, waiting in PreBind, then binds the pod or places it again.
+
+An answer is never changed: the binder remembers what it answered until its caches show it,
+so a second round that runs before the watch caught up answers the same way.
+
+Without binding conditions (Kubernetes before 1.36, or switched off) two domains' first pods
+can take the same free node in the same moment; the plugin prepares the first and refuses the
+other for as long as the first holds the node. The binder then deletes the stranded pod when a
+workload controller owns it (which creates it again, and the scheduler now sees the hold), and
+tells the owner of a bare pod why it waits (docs/placement.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import threading
+from collections.abc import Callable
+
+from computedomains.api import placement as contract
+from computedomains.controller import placement
+from computedomains.controller.caches import Caches
+from computedomains.kube import client, events, resourceclaims, workqueue, writes
+
+log = logging.getLogger(__name__)
+
+
+def _key(allocation: contract.ChannelAllocation) -> tuple[str, str, tuple[str, ...], str]:
+    """One allocation of one claim (a claim refused a node is allocated again later)."""
+    return (allocation.uid, allocation.node, allocation.devices, allocation.allocated_at)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Binder:
+    """Answers claims allocated on free nodes, node by node."""
+
+    def __init__(
+        self,
+        api: client.Client,
+        caches: Caches,
+        *,
+        recorder: events.Recorder,
+        may_write: Callable[[], bool] = lambda: True,
+        observe: Callable[[bool], None] = lambda granted: None,
+        now: Callable[[], str] = _now,
+    ) -> None:
+        self._api = api
+        self._caches = caches
+        self._recorder = recorder
+        self._may_write = may_write
+        self._observe = observe
+        self._now = now
+        self._queue = workqueue.WorkQueue()
+        self._lock = threading.Lock()
+        self._answered: dict[tuple[str, str, tuple[str, ...], str], bool] = {}
+        """Allocation → granted, for answers the caches may not show yet."""
+        self._thread: threading.Thread | None = None
+
+    def node_changed(self, node: str) -> None:
+        """A claim on ``node`` changed: decide the node again (no-op while not leading)."""
+        if self._thread is not None:
+            self._queue.add(node)
+
+    def start(self) -> None:
+        """Answer whatever waits, then keep answering (on becoming leader)."""
+        self._queue = workqueue.WorkQueue()
+        self._thread = threading.Thread(target=self._work, name="binder", daemon=True)
+        self._thread.start()
+        for node in {a.node for a in self._caches.allocations() if a.pending}:
+            self._queue.add(node)
+
+    def stop(self) -> None:
+        """Stop answering (on losing leadership or shutting down); :meth:`join` waits."""
+        self._queue.shutdown()
+
+    def join(self, timeout: float) -> None:
+        """Wait (bounded) for the node being answered after :meth:`stop`."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+            if thread.is_alive():
+                log.error("binder still busy after %.0fs", timeout)
+
+    def _work(self) -> None:
+        queue = self._queue
+        while (node := queue.get()) is not None:
+            try:
+                self.bind(node)
+                queue.forget(node)
+            except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
+                delay = queue.add_rate_limited(node)
+                log.warning("placement on node %s failed, retrying in %.1fs: %s", node, delay, exc)
+            finally:
+                queue.done(node)
+
+    def bind(self, node: str) -> None:
+        """Answer every pending claim on ``node``."""
+        allocations = self._overlay(self._caches.allocations(node=node))
+        domains = {
+            str(d["metadata"]["uid"]): f"ComputeDomain {d['metadata']['namespace']}/"
+            f"{d['metadata']['name']}"
+            for d in self._caches.domains.items()
+            if not d["metadata"].get("deletionTimestamp")
+        }
+        label = self._caches.node_label(node)
+        answers = placement.decide(node=node, label=label, allocations=allocations, domains=domains)
+        for answer in answers:
+            self._answer(answer)
+        for allocation in allocations:
+            if contract.stranded(allocation, label=label):
+                holder = domains.get(label, f"ComputeDomain {label}")
+                for pod in allocation.pods:
+                    self._unstrand(allocation, pod, holder=holder)
+
+    def _overlay(
+        self, allocations: list[contract.ChannelAllocation]
+    ) -> list[contract.ChannelAllocation]:
+        """The cached allocations with this binder's answers the caches do not show yet."""
+        with self._lock:
+            pending = {_key(a) for a in self._caches.allocations() if a.pending}
+            # Forget answers the caches show now, or whose allocation is gone.
+            self._answered = {k: g for k, g in self._answered.items() if k in pending}
+            answered = dict(self._answered)
+        return [
+            dataclasses.replace(a, pending=False, granted=answered[_key(a)],
+                                refused=not answered[_key(a)])
+            if _key(a) in answered else a
+            for a in allocations
+        ]  # fmt: skip
+
+    def _fence(self) -> None:
+        if not self._may_write():
+            raise writes.Fenced("not answering: this replica may no longer hold the lease")
+
+    def _answer(self, answer: placement.Answer) -> None:
+        """Write one answer into the claim's device status, unless the claim moved on.
+
+        A full status update with the resourceVersion just read, as the scheduler writes it
+        (an apply would re-assert the immutable allocation); a conflict retries the node.
+        """
+        claim = answer.allocation
+        path = resourceclaims.path(claim.namespace, claim.name)
+        try:
+            current = self._api.get(path)
+        except client.ApiError as exc:
+            if exc.status == client.NOT_FOUND:
+                return  # the claim is gone: nothing waits for the answer
+            raise
+        now = contract.parse_claim(current)
+        if now is None or _key(now) != _key(claim) or not now.pending:
+            return  # deallocated, placed again, or answered: the next round sees it
+        current["status"] = contract.answered_status(
+            current.get("status") or {},
+            claim,
+            granted=answer.granted,
+            reason=answer.reason,
+            message=answer.message,
+            now=self._now(),
+        )
+        self._fence()
+        self._api.replace(f"{path}/status", current)
+        with self._lock:
+            self._answered[_key(claim)] = answer.granted
+        self._observe(answer.granted)
+        log.info(
+            "claim %s/%s on node %s: %s (%s)",
+            claim.namespace,
+            claim.name,
+            claim.node,
+            "reserved" if answer.granted else "refused",
+            answer.message,
+        )
+
+    def _unstrand(
+        self, allocation: contract.ChannelAllocation, pod: tuple[str, str], *, holder: str
+    ) -> None:
+        """Have a pod stranded on a node another domain took recreated, or say why it waits."""
+        name, uid = pod
+        path = f"/api/v1/namespaces/{allocation.namespace}/pods/{name}"
+        try:
+            current = self._api.get(path)
+        except client.ApiError as exc:
+            if exc.status == client.NOT_FOUND:
+                return
+            raise
+        meta, status = current.get("metadata", {}), current.get("status", {})
+        if meta.get("uid") != uid or meta.get("deletionTimestamp"):
+            return
+        if status.get("phase") != "Pending":
+            return  # it runs: the plugin prepared it, so the node is its domain's after all
+        owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        ref = events.ObjectRef("Pod", name, allocation.namespace, uid)
+        where = f"node {allocation.node} went to {holder} in the same moment"
+        if owner is None:
+            self._recorder.emit(
+                ref,
+                reason=contract.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
+                message=f"{where}; this pod waits until that domain leaves the node "
+                "(delete it to have it placed elsewhere)",
+                warning=True,
+            )
+            return
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        self._fence()
+        try:
+            self._api.delete(path, body=options)
+        except client.ApiError as exc:
+            if exc.status in (client.NOT_FOUND, client.CONFLICT):
+                return
+            raise
+        self._recorder.emit(
+            ref,
+            reason=contract.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
+            message=f"{where}; deleted so that {owner.get('kind')} {owner.get('name')} creates "
+            "it again on a node the scheduler now sees as free",
+            warning=True,
+        )
+        log.info("pod %s/%s stranded on node %s: deleted", allocation.namespace, name,
+                 allocation.node)  # fmt: skip

@@ -1,0 +1,80 @@
+"""Who gets a free node when claims of several domains were allocated on it: pure.
+
+The channel devices of a node nobody holds carry binding conditions (``api/placement.py``),
+so the scheduler waits in PreBind until the controller answers each claim allocated there.
+The controller is the single writer of membership, so it is the one that decides: the domain
+that holds the node (its label) keeps it; a free node goes to the domain of the claim that was
+allocated first, and every claim of another domain is refused, which makes the scheduler
+deallocate it and place it again (by then the node's devices are tainted for the winner).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from computedomains.api import placement
+
+
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """The binding-condition answer to write for one pending claim."""
+
+    allocation: placement.ChannelAllocation
+    granted: bool
+    reason: str
+    message: str
+
+
+def decide(
+    *,
+    node: str,
+    label: str,
+    allocations: Sequence[placement.ChannelAllocation],
+    domains: Mapping[str, str],
+) -> list[Answer]:
+    """Answer every pending claim on ``node``.
+
+    ``label`` is the node's computeDomain label ("" absent); ``allocations`` are the channel
+    allocations on the node; ``domains`` maps the UID of every live (not deleting) domain to
+    how messages name it.
+    """
+    holder = placement.holder(label=label, allocations=allocations)
+    answers = []
+    for claim in sorted(
+        (a for a in allocations if a.pending), key=lambda a: (a.allocated_at, a.uid)
+    ):
+        where = f"node {node}"
+        if claim.domain_uid not in domains:
+            answers.append(
+                Answer(
+                    claim,
+                    granted=False,
+                    reason=placement.RefusalReason.DOMAIN_NOT_FOUND,
+                    message=f"ComputeDomain {claim.domain_uid or '(none)'} does not exist or is "
+                    "being deleted",
+                )
+            )
+            continue
+        if not holder:
+            holder = claim.domain_uid  # first come, first served
+        if claim.domain_uid == holder:
+            answers.append(
+                Answer(
+                    claim,
+                    granted=True,
+                    reason=placement.RESERVED_REASON,
+                    message=f"{where} is reserved for {domains[holder]}",
+                )
+            )
+        else:
+            answers.append(
+                Answer(
+                    claim,
+                    granted=False,
+                    reason=placement.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
+                    message=f"{where} is held by another ComputeDomain; the scheduler places "
+                    f"the pod of {domains[claim.domain_uid]} on another node",
+                )
+            )
+    return answers

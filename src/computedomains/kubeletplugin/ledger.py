@@ -1,0 +1,181 @@
+"""The node's claims in memory: one lock, and the checkpoint written before it is released.
+
+Every change is made under the lock and saved before the lock is released, so the file never
+lags behind what was answered. Nothing here calls the API server: the lock is held for a
+dictionary update and a local file write only, so a prepare waiting for IMEX or for an API
+answer never holds up another claim (the API calls live in ``prepare.py``, ``nodelabel.py``
+and ``collection.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import pathlib
+import threading
+from collections.abc import Callable, Iterable
+
+from computedomains.kubeletplugin import cdi, checkpoint, nodelabel, validate
+
+ClaimState = checkpoint.ClaimState
+
+
+class Commit(enum.StrEnum):
+    """What finishing a prepare does with the claim's entry."""
+
+    COMPLETE = "Complete"
+    ALREADY_COMPLETE = "AlreadyComplete"
+    """A concurrent prepare of the same claim finished first: answer what it recorded."""
+    ABANDONED = "Abandoned"
+    """Unprepared or collected while it was being prepared: hand nothing out."""
+    CLAIM_GONE = "ClaimGone"
+    """The claim was deleted (or replaced) meanwhile: hand nothing out, remember nothing."""
+
+
+def decide_commit(
+    current: checkpoint.ClaimEntry | None, *, allocation: str, claim_present: bool
+) -> Commit:
+    """How a prepare of ``allocation`` that got this far ends, given the entry it finds now."""
+    if current is None or current.state is ClaimState.ABORTED or current.allocation != allocation:
+        return Commit.ABANDONED
+    if current.state is ClaimState.COMPLETED:
+        return Commit.ALREADY_COMPLETE
+    if not claim_present:
+        return Commit.CLAIM_GONE
+    return Commit.COMPLETE
+
+
+class Ledger:
+    """The node's claims for this boot, and their checkpoint file and CDI specs."""
+
+    def __init__(
+        self, *, checkpoint_file: pathlib.Path, cdi_root: pathlib.Path, clock: Callable[[], float]
+    ) -> None:
+        self._file = checkpoint_file
+        self._cdi_root = cdi_root
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._checkpoint = checkpoint.Checkpoint(boot_id="")
+
+    def load(self, state: checkpoint.Checkpoint, *, persist: bool) -> None:
+        """Take ``state`` as the node's claims (at start-up), saving it when ``persist``."""
+        with self._lock:
+            self._checkpoint = state
+            if persist:
+                self._save()
+
+    def entry(self, uid: str) -> checkpoint.ClaimEntry | None:
+        """The claim's entry, if any."""
+        with self._lock:
+            return self._checkpoint.claims.get(uid)
+
+    def entries(self) -> tuple[checkpoint.ClaimEntry, ...]:
+        """A snapshot of every entry."""
+        with self._lock:
+            return tuple(self._checkpoint.claims.values())
+
+    def held_domain(self) -> str | None:
+        """The domain the node's claims hold it for (None: the node is in no domain)."""
+        with self._lock:
+            return nodelabel.wanted(self._checkpoint.claims.values())
+
+    def completed_devices(self) -> dict[str, int]:
+        """Devices of completed claims by device type."""
+        counts = {"channel": 0, "daemon": 0}
+        with self._lock:
+            for entry in self._checkpoint.claims.values():
+                if entry.state is ClaimState.COMPLETED:
+                    counts[entry.device_type] = counts.get(entry.device_type, 0) + len(
+                        entry.devices
+                    )
+        return counts
+
+    def start(self, entry: checkpoint.ClaimEntry) -> str | None:
+        """Record a prepare as started; returns the other domain holding the node instead.
+
+        Saved only when the claim makes the node join its domain, the one change that is
+        visible outside (the label); anything else a crash leaves (a CDI spec named by the
+        claim UID) is found without it.
+        """
+        with self._lock:
+            claims = self._checkpoint.claims
+            other = validate.other_holder(entry, claims.values())
+            if other is not None:
+                return other
+            current = claims.get(entry.uid)
+            if current is not None and current.state is ClaimState.COMPLETED:
+                return None  # a concurrent prepare finished it: its commit answers the same
+            joins = entry.holds_node() and nodelabel.wanted(claims.values()) != entry.domain_uid
+            claims[entry.uid] = entry
+            if joins:
+                self._save()
+            return None
+
+    def commit(
+        self,
+        uid: str,
+        *,
+        allocation: str,
+        devices: tuple[checkpoint.PreparedDevice, ...],
+        claim_present: bool,
+    ) -> tuple[Commit, checkpoint.ClaimEntry | None]:
+        """Finish a prepare whose CDI spec is written: completed, or undone (see :class:`Commit`).
+
+        Returns the outcome and the entry as it stands afterwards.
+        """
+        with self._lock:
+            claims = self._checkpoint.claims
+            current = claims.get(uid)
+            outcome = decide_commit(current, allocation=allocation, claim_present=claim_present)
+            if outcome is Commit.COMPLETE:
+                assert current is not None
+                claims[uid] = dataclasses.replace(
+                    current, state=ClaimState.COMPLETED, devices=devices
+                )
+                self._save()
+            elif outcome is Commit.ABANDONED and (
+                current is None or current.state is ClaimState.ABORTED
+            ):
+                # The spec written a moment ago is this prepare's alone: the unprepare or
+                # collection removed the one before. (A live entry of a newer allocation owns
+                # the spec path now, and its own prepare writes it.)
+                cdi.remove(self._cdi_root, uid)
+            elif outcome is Commit.CLAIM_GONE:
+                del claims[uid]
+                cdi.remove(self._cdi_root, uid)
+                self._save()
+            return outcome, claims.get(uid)
+
+    def release(self, uid: str) -> checkpoint.ClaimEntry | None:
+        """Unprepare: remove the spec and the entry; returns the entry that was released.
+
+        A claim still being prepared is marked aborted instead (with the time), so that a
+        late retry of the same allocation does not take the devices again.
+        """
+        with self._lock:
+            claims = self._checkpoint.claims
+            entry = claims.get(uid)
+            cdi.remove(self._cdi_root, uid)  # also for unknown claims: a crash may have left it
+            if entry is None or entry.state is ClaimState.ABORTED:
+                return None
+            if entry.state is ClaimState.STARTED:
+                claims[uid] = dataclasses.replace(
+                    entry, state=ClaimState.ABORTED, devices=(), aborted_at=self._clock()
+                )
+            else:
+                del claims[uid]
+            self._save()
+            return entry
+
+    def forget(self, uids: Iterable[str]) -> list[checkpoint.ClaimEntry]:
+        """Drop these entries and their specs (claims gone, aborted ones expired)."""
+        with self._lock:
+            dropped = [e for uid in uids if (e := self._checkpoint.claims.pop(uid, None))]
+            for entry in dropped:
+                cdi.remove(self._cdi_root, entry.uid)
+            if dropped:
+                self._save()
+            return dropped
+
+    def _save(self) -> None:
+        checkpoint.save(self._file, self._checkpoint)

@@ -1,0 +1,241 @@
+"""Prepare one claim: check it, join the node to its domain, wait for IMEX, write its CDI spec.
+
+Every step is idempotent, so a kubelet retry or a plugin restart half-way simply redoes it.
+The ledger is read and changed under its lock; everything that waits (the API server, IMEX)
+happens outside it, so claims prepare concurrently. A prepare ends with a commit that looks
+again at the claim's entry: one unprepared, collected or deleted while it waited hands out
+nothing and leaves no spec behind (``ledger.decide_commit``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+from computedomains.kube import client as kube_client
+from computedomains.kube import resourceclaims
+from computedomains.kube.informer import Informer
+from computedomains.kubeletplugin import (
+    cdi,
+    checkpoint,
+    claims,
+    config,
+    devices,
+    errors,
+    imexwait,
+    ledger,
+    nodelabel,
+    nodestate,
+    procinfo,
+    validate,
+)
+
+log = logging.getLogger(__name__)
+CLAIM_CHECK_SECONDS = 1.0
+"""How often a prepare waiting for IMEX makes sure its claim still exists (when the watch
+cache does not show it, that takes an API call)."""
+
+FabricReader = Callable[[], nodestate.Fabric]
+
+
+class Preparer:
+    """Prepares claims on this node (one instance, called from many gRPC threads)."""
+
+    def __init__(
+        self,
+        cfg: config.PluginConfig,
+        *,
+        api: kube_client.Client,
+        book: ledger.Ledger,
+        label: nodelabel.NodeLabel,
+        domains: Informer,
+        claims_cache: Informer | None,
+        fabric: FabricReader,
+    ) -> None:
+        self._cfg = cfg
+        self._api = api
+        self._book = book
+        self._label = label
+        self._domains = domains
+        self._claims = claims_cache
+        self._fabric = fabric
+
+    def prepare(
+        self, ref: claims.ClaimRef, *, deadline: float
+    ) -> tuple[checkpoint.PreparedDevice, ...]:
+        """The claim's devices; raises :class:`errors.PrepareError` or an API error.
+
+        An unexpected exception becomes a Permanent ``InternalError`` of this claim alone
+        (its traceback logged), never a failure of the kubelet's whole batch.
+        """
+        view: claims.ClaimView | None = None
+        try:
+            done = self._book.entry(ref.uid)
+            if done is not None and done.state is checkpoint.ClaimState.COMPLETED:
+                return done.devices  # the kubelet re-sends after its own restart
+            view = self._read_claim(ref)
+            return self._prepare(view, deadline=deadline)
+        except errors.PrepareError as exc:
+            exc.pods = view.reserved_for if view is not None else ()
+            raise
+        except kube_client.API_ERRORS:
+            raise
+        except Exception as exc:
+            log.exception("prepare of %s/%s failed unexpectedly", ref.namespace, ref.name)
+            failure = errors.Permanent(
+                "InternalError",
+                f"preparing claim {ref.namespace}/{ref.name} failed unexpectedly "
+                f"({type(exc).__name__}: {exc}); the kubelet plugin's log has the details",
+            )
+            failure.pods = view.reserved_for if view is not None else ()
+            raise failure from exc
+
+    def _prepare(
+        self, view: claims.ClaimView, *, deadline: float
+    ) -> tuple[checkpoint.PreparedDevice, ...]:
+        fabric = self._fabric()
+        plan = validate.plan(
+            view, fabric=fabric, domain_of=self._domain, driver_namespace=self._cfg.namespace
+        )
+        started = checkpoint.ClaimEntry(
+            uid=view.uid,
+            namespace=view.namespace,
+            name=view.name,
+            state=checkpoint.ClaimState.STARTED,
+            domain_uid=plan.domain_uid,
+            device_type=plan.device_type.value,
+            allocation=view.allocation_digest,
+        )
+        other = self._book.start(started)
+        if other is not None:
+            raise validate.node_busy(plan, other, domain_of=self._domain)
+        waited = False
+        if plan.device_type is devices.DeviceType.CHANNEL:
+            self._label.sync()
+            if fabric.has_fabric:
+                waited = imexwait.wait_ready(
+                    plan,
+                    status_file=self._cfg.imex_status_file,
+                    node_name=self._cfg.node_name,
+                    until=min(deadline, time.monotonic() + self._cfg.imex_ready_timeout),
+                    max_age=self._cfg.imex_status_max_age,
+                    check=self._wait_check(view),
+                )
+        prepared = self._write_cdi(view, plan, fabric)
+        # After a wait, ask the API server itself: the watch may not have seen a deletion yet.
+        present = not waited or not self._claim_gone(view, authoritative=True)
+        outcome, entry = self._book.commit(
+            view.uid, allocation=view.allocation_digest, devices=prepared, claim_present=present
+        )
+        if outcome is ledger.Commit.COMPLETE:
+            return prepared
+        if outcome is ledger.Commit.ALREADY_COMPLETE:
+            assert entry is not None
+            return entry.devices
+        self._label.sync()  # the node may hold nothing any more
+        raise _abandoned(view, gone=outcome is ledger.Commit.CLAIM_GONE)
+
+    def _read_claim(self, ref: claims.ClaimRef) -> claims.ClaimView:
+        claim = self._claims.by_uid(ref.uid) if self._claims is not None else None
+        if claim is None or not claims.allocated_to(claim, self._cfg.node_name):
+            # Unless the watch saw this claim allocated to this node (what the kubelet asks
+            # about: the hot path saves an API round trip), ask the API server.
+            claim = self._get_claim(ref.namespace, ref.name)
+        if claim is None:
+            raise errors.Permanent(
+                "ClaimNotFound",
+                f"ResourceClaim {ref.namespace}/{ref.name} does not exist "
+                "(deleted before it was prepared?)",
+            )
+        view = claims.view(claim, expected_uid=ref.uid)
+        entry = self._book.entry(ref.uid)
+        if (
+            entry is not None
+            and entry.state is checkpoint.ClaimState.ABORTED
+            and entry.allocation == view.allocation_digest
+        ):
+            raise errors.Permanent(
+                "StalePrepare",
+                f"claim {ref.namespace}/{ref.name} was unprepared while it was being prepared; "
+                "not re-taking its devices",
+            )
+        return view
+
+    def _wait_check(self, view: claims.ClaimView) -> Callable[[], None]:
+        """Run by the IMEX wait before each poll: stop waiting for a claim nobody wants now."""
+        next_look = time.monotonic() + CLAIM_CHECK_SECONDS
+
+        def check() -> None:
+            nonlocal next_look
+            entry = self._book.entry(view.uid)
+            if entry is None or entry.state is not checkpoint.ClaimState.STARTED:
+                raise _abandoned(view, gone=False)  # unprepare or collection cleaned up
+            if time.monotonic() < next_look:
+                return
+            next_look = time.monotonic() + CLAIM_CHECK_SECONDS
+            if self._claim_gone(view, authoritative=False):
+                self._book.forget([view.uid])
+                self._label.sync()  # the node may hold nothing any more
+                raise _abandoned(view, gone=True)
+
+        return check
+
+    def _claim_gone(self, view: claims.ClaimView, *, authoritative: bool) -> bool:
+        """Whether the claim was deleted or replaced (a new object with another UID).
+
+        Unless ``authoritative``, the watch cache showing the claim is taken as its answer.
+        """
+        if not authoritative and self._claims is not None and self._claims.by_uid(view.uid):
+            return False
+        found = self._get_claim(view.namespace, view.name)
+        return found is None or found["metadata"]["uid"] != view.uid
+
+    def _get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, resourceclaims.read(self._api, namespace, name))
+
+    def _domain(self, uid: str) -> dict[str, Any] | None:
+        found = self._domains.by_uid(uid)
+        if found is None:
+            self._domains.refresh()  # the watch may lag behind a domain created a moment ago
+            found = self._domains.by_uid(uid)
+        return found
+
+    def _write_cdi(
+        self, view: claims.ClaimView, plan: validate.Plan, fabric: nodestate.Fabric
+    ) -> tuple[checkpoint.PreparedDevice, ...]:
+        edits = procinfo.edits_for(plan, fabric=fabric, cfg=self._cfg)
+        prepared = []
+        for device in view.devices:
+            ids: tuple[str, ...] = ()
+            if not edits.empty():
+                ids = (cdi.device_id(view.uid, device.device),)
+            prepared.append(
+                checkpoint.PreparedDevice((device.request,), device.pool, device.device, ids)
+            )
+        if not edits.empty():
+            info = cdi.SpecInfo(
+                claim_uid=view.uid,
+                namespace=view.namespace,
+                name=view.name,
+                domain_uid=plan.domain_uid,
+                device_type=plan.device_type.value,
+            )
+            document = cdi.spec(info=info, devices={d.device: edits for d in view.devices})
+            cdi.write(self._cfg.cdi_root, view.uid, document)
+        return tuple(prepared)
+
+
+def _abandoned(view: claims.ClaimView, *, gone: bool) -> errors.Permanent:
+    where = f"ResourceClaim {view.namespace}/{view.name}"
+    if gone:
+        return errors.Permanent(
+            "ClaimDeleted",
+            f"{where} was deleted (or replaced) while it was being prepared; "
+            "nothing was handed out",
+        )
+    return errors.Permanent(
+        "PrepareAborted",
+        f"{where} was unprepared while it was being prepared; nothing was handed out",
+    )

@@ -1,0 +1,66 @@
+"""The benchmarks' cluster: the simulated 2-rack cluster with the chart installed, per module."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.sim import cluster, topology
+from tests.chart import rendering
+from tests.support import clusters, kube
+
+NAMESPACE = "bench"
+"""Where the benchmarks' workloads run."""
+
+
+@pytest.fixture(scope="module")
+def installed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[cluster.SimCluster, Any, str]]:
+    sim = cluster.SimCluster(
+        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=topology.Topology(), log=lambda _: None
+    )
+    with sim:
+        api = clusters.typed_client(sim.kubeconfig)
+        h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=sim.kubeconfig)
+        h.run(
+            "install",
+            "cd",
+            str(rendering.CHART),
+            "-n",
+            "cd-system",
+            "--create-namespace",
+            "-f",
+            str(rendering.PROFILES["sim"]),
+            "--set-json",
+            'imexAgent.extraEnv=[{"name":"COMPUTE_DOMAINS_FAKE_IMEX_HOSTS","value":"/var/run/compute-domains/imex/hosts"},{"name":"COMPUTE_DOMAINS_FAKE_IMEX_START_DELAY","value":"0.5"}]',
+            "--wait",
+            "--timeout",
+            "5m",
+            timeout=400,
+        )
+        slices = client.ResourceV1Api(api)
+        waiting.until(
+            "every plugin to publish",
+            lambda: (
+                len(
+                    [
+                        s
+                        for s in slices.list_resource_slice().items
+                        if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
+                    ]
+                )
+                >= 36
+            ),
+            timeout=300,
+            interval=1,
+        )
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
+        kube.wait_for_default_service_account(api, NAMESPACE)
+        yield sim, api, "cd-system"

@@ -1,0 +1,174 @@
+"""A killed IMEX agent leaves no stale READY behind: nobody believes it past the freshness bound.
+
+The chart runs every component; the agent's ``nvidia-imex`` (the fake one) dies with the agent.
+What the dead agent wrote stays: the node's status file says READY and its pod condition True.
+The kubelet plugin stops believing the file once its heartbeat is older than its bound, and
+the controller stops believing the condition as soon as the agent container is down (the
+simulated kubelet reports the container's real state, and keeps it down while a test asks).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+import signal
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants, imex
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim.kubelet import node as sim_node
+from computedomains.sim.kubelet import runner
+from tests.support import domains, kube
+
+pytestmark = pytest.mark.cluster
+
+NODES = ["gb200-r0-n12", "gb200-r0-n13", "gb200-r0-n14"]
+VICTIM = NODES[0]
+
+
+def _container_args(api: client.ApiClient, namespace: str, component: str) -> dict[str, str]:
+    """The flags (``--name`` to value) of the ``component`` container on the victim node."""
+    (pod,) = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(
+            namespace,
+            label_selector=f"{constants.COMPONENT_LABEL}={component}",
+            field_selector=f"spec.nodeName={VICTIM}",
+        )
+        .items
+    )
+    container = next(c for c in pod.spec.containers if c.name == component)
+    return dict(str(a).partition("=")[::2] for a in container.args)
+
+
+def _agent_pod(api: client.ApiClient, namespace: str) -> Any:
+    (pod,) = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(
+            namespace,
+            label_selector=f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}",
+            field_selector=f"spec.nodeName={VICTIM}",
+        )
+        .items
+    )
+    return pod
+
+
+def _status(path: pathlib.Path) -> imex.ImexStatus:
+    status = imex.read_status(path)
+    assert status is not None
+    return status
+
+
+def _member(api: client.ApiClient, namespace: str, uid: str) -> str:
+    """The victim's ``status`` in the domain's clique."""
+    statuses = {
+        d["nodeName"]: str(d["status"])
+        for c in domains.cliques(api, namespace, uid)
+        for d in c["daemons"]
+    }
+    return statuses.get(VICTIM, "")
+
+
+def _refusals(api: client.ApiClient, namespace: str, pod: str) -> list[str]:
+    """Messages of the plugin's ImexNotReady Events on ``pod``."""
+    listing = client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={pod}"
+    )
+    return [str(e.message) for e in listing.items if e.reason == "ImexNotReady"]
+
+
+def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_restarts(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    max_age = float(_container_args(api, chart, "kubelet-plugin")["--imex-status-max-age"])
+    beat = float(_container_args(api, chart, "imex-agent")["--heartbeat-interval"])
+    domain = domains.create_domain(api, namespace)
+    name, uid = domain["metadata"]["name"], domain["metadata"]["uid"]
+    pods = domains.workers(api, namespace, domain, NODES)
+    domains.wait_ready(api, namespace, domain, pods)
+    status_file = sim.host_trees[VICTIM].root / "var/run/compute-domains/imex/status.json"
+    formed = _status(status_file)
+    assert (formed.state, formed.domain_uid) == (imex.State.READY, uid)
+    waiting.until(
+        "the agent to rewrite its unchanged status (a heartbeat)",
+        lambda: (
+            (s := _status(status_file)).heartbeat_at != formed.heartbeat_at
+            and s.updated_at == formed.updated_at
+        ),
+        timeout=beat * 3,
+        interval=0.2,
+    )
+
+    agent = _agent_pod(api, chart)
+    hold = (
+        sim_node.pod_dir(sim.host_trees[VICTIM].root, agent.metadata.uid)
+        / runner.HOLD_DIR
+        / imex.AGENT_CONTAINER
+    )
+    hold.parent.mkdir(parents=True, exist_ok=True)
+    hold.touch()
+    try:
+        pid = kube.find_process("imex-agent", f"--node-name={VICTIM}")
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        killed = time.monotonic()
+
+        # The controller: the agent container is down, so its condition (still True) is void.
+        waiting.until(
+            f"{VICTIM} and the domain to leave Ready",
+            lambda: (
+                _member(api, chart, uid) != "Ready"
+                and domains.get_domain(api, namespace, name)["status"]["status"] != "Ready"
+            ),
+            timeout=60,
+            interval=0.5,
+        )
+        assert kube.find_process("imex-agent", f"--node-name={VICTIM}") is None, "kept down"
+
+        # The plugin: the file still says READY, but its heartbeat stopped with the agent.
+        stale = waiting.until(
+            "the dead agent's status to go stale",
+            lambda: imex.staleness(
+                _status(status_file), now=datetime.datetime.now(datetime.UTC), max_age=max_age
+            ),
+            timeout=max_age + 15,
+            interval=0.5,
+        )
+        elapsed = time.monotonic() - killed
+        # Fresh until about the bound after the kill (the heartbeat kept it so), stale by then.
+        assert max_age / 2 <= elapsed <= max_age + 5, f"stale after {elapsed:.1f}s"
+        dead = _status(status_file)
+        assert (dead.state, dead.domain_uid, dead.agent) == (imex.State.READY, uid, formed.agent)
+        assert "is not running" in stale
+
+        late = domains.create_pod(api, namespace, domain, f"{name}-late", node=VICTIM)
+        (refusal, *_) = waiting.until(
+            f"the prepare of {late} on {VICTIM} to be refused as not ready",
+            lambda: _refusals(api, namespace, late),
+            timeout=120,
+            interval=1,
+        )
+        assert "the IMEX status is stale" in refusal and VICTIM in refusal
+        phase = client.CoreV1Api(api).read_namespaced_pod(late, namespace).status.phase
+        assert phase == "Pending"
+    finally:
+        hold.unlink(missing_ok=True)
+
+    waiting.until(
+        "the agent to be started again",
+        lambda: kube.find_process("imex-agent", f"--node-name={VICTIM}"),
+        timeout=30,
+    )
+    domains.wait_ready(api, namespace, domain, [*pods, late])
+    back = _status(status_file)
+    assert back.agent is not None and formed.agent is not None
+    assert back.agent.start_id != formed.agent.start_id, "a new run of the agent"
+    assert back.state == imex.State.READY and _member(api, chart, uid) == "Ready"
+    domains.delete_pods(api, namespace, name)

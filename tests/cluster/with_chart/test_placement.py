@@ -1,0 +1,192 @@
+"""Domains side by side in one cluster: no pod is ever prepared on a node another domain holds.
+
+The scheduler sees the hold (device taints and the holder attribute on the node's channel
+devices) and, for a free node, waits for the controller's answer to the devices' binding
+conditions (docs/placement.md). The kubelet plugin's refusal (``NodeInAnotherComputeDomain``)
+stays the last defence: on Kubernetes 1.36 these tests check that it never has to act. Before
+1.36 (``COMPUTE_DOMAINS_KUBE_VERSION=1.34``, ``make test-fallback``) there are no binding
+conditions: a pod that loses a same-moment race for a free node is refused by the plugin and,
+when a workload controller owns it, deleted by the controller and created again elsewhere.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from tests.support import domains
+
+pytestmark = pytest.mark.cluster
+
+REFUSAL = "NodeInAnotherComputeDomain"
+
+
+def _node_of(api: client.ApiClient, namespace: str, pod: str) -> str:
+    return str(client.CoreV1Api(api).read_namespaced_pod(pod, namespace).spec.node_name or "")
+
+
+def _refusals(api: client.ApiClient, namespaces: list[str]) -> list[str]:
+    """Prepare refusals the plugin recorded: each means a pod was placed on a held node."""
+    core = client.CoreV1Api(api)
+    return [
+        f"{e.involved_object.namespace}/{e.involved_object.name}: {e.message}"
+        for ns in namespaces
+        for e in core.list_namespaced_event(ns).items
+        if e.reason == REFUSAL
+    ]
+
+
+def _binding_conditions(api: client.ApiClient) -> bool:
+    """Whether the API server has DRA binding conditions (on by default from 1.36)."""
+    version = client.VersionApi(api).get_code()
+    return (int(version.major), int(version.minor.rstrip("+"))) >= (1, 36)
+
+
+def _holder_of(api: client.ApiClient, node: str) -> str:
+    labels = client.CoreV1Api(api).read_node(node).metadata.labels or {}
+    return str(labels.get(constants.COMPUTE_DOMAIN_LABEL, ""))
+
+
+def _namespaces(api: client.ApiClient, count: int) -> list[str]:
+    core = client.CoreV1Api(api)
+    names = [f"tenant-{uuid.uuid4().hex[:6]}" for _ in range(count)]
+    for name in names:
+        core.create_namespace({"metadata": {"name": name}})
+    return names
+
+
+def _running_node(api: client.ApiClient, namespace: str) -> str:
+    """The node of the one Running pod in ``namespace``."""
+    (node,) = [
+        p.spec.node_name
+        for p in client.CoreV1Api(api).list_namespaced_pod(namespace).items
+        if p.status.phase == "Running"
+    ]
+    return str(node)
+
+
+def _cleanup(api: client.ApiClient, namespaces: list[str]) -> None:
+    core = client.CoreV1Api(api)
+    for ns in namespaces:
+        client.AppsV1Api(api).delete_collection_namespaced_deployment(ns)
+        core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+    waiting.until(
+        "the tenants' pods to be gone",
+        lambda: not any(core.list_namespaced_pod(ns).items for ns in namespaces),
+        timeout=120,
+    )
+    for ns in namespaces:
+        core.delete_namespace(ns)
+
+
+def test_ten_domains_created_at_once_all_start_beside_a_running_one(
+    chart: str, api: client.ApiClient, namespace: str
+) -> None:
+    first = domains.create_domain(api, namespace)
+    nodes = ["gb200-r0-n16", "gb200-r0-n17"]
+    pods = domains.workers(api, namespace, first, nodes, per_node=2)
+    domains.wait_ready(api, namespace, first, pods)
+    tenants = _namespaces(api, 10)
+    try:
+        created = [domains.create_domain(api, ns) for ns in tenants]
+        for ns, domain in zip(tenants, created, strict=True):
+            domains.create_deployment(api, ns, domain)  # an ordinary manifest: no node selector
+        for ns, domain in zip(tenants, created, strict=True):
+            domains.wait_ready(api, ns, domain, ["one replica"])
+        placed = {ns: _running_node(api, ns) for ns in tenants}
+        assert not set(placed.values()) & set(nodes), placed
+        assert len(set(placed.values())) == len(tenants), f"two domains share a node: {placed}"
+        for ns, domain in zip(tenants, created, strict=True):
+            assert _holder_of(api, placed[ns]) == domain["metadata"]["uid"]
+        assert {_holder_of(api, n) for n in nodes} == {first["metadata"]["uid"]}
+        if _binding_conditions(api):
+            assert _refusals(api, [namespace, *tenants]) == []
+    finally:
+        _cleanup(api, tenants)
+        domains.delete_pods(api, namespace, first["metadata"]["name"])
+
+
+def _preferring(node: str, fallback: str) -> dict[str, Any]:
+    """Allowed on ``node`` and ``fallback``, ``node`` preferred: both domains aim at it."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/hostname",
+                                "operator": "In",
+                                "values": [node, fallback],
+                            }
+                        ]
+                    }
+                ]
+            },
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "preference": {
+                        "matchExpressions": [
+                            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                        ]
+                    },
+                }
+            ],
+        }
+    }
+
+
+def test_two_domains_racing_for_one_free_node_the_loser_goes_elsewhere(
+    chart: str, api: client.ApiClient, namespace: str
+) -> None:
+    target, fallback = "gb200-r1-n15", "gb200-r1-n16"
+    tenants = _namespaces(api, 2)
+    try:
+        created = [domains.create_domain(api, ns) for ns in tenants]
+        for ns, domain in zip(tenants, created, strict=True):
+            domains.create_deployment(api, ns, domain, affinity=_preferring(target, fallback))
+        for ns, domain in zip(tenants, created, strict=True):
+            domains.wait_ready(api, ns, domain, ["one replica"])
+        placed = sorted(_running_node(api, ns) for ns in tenants)
+        assert placed == sorted([target, fallback])
+        if _binding_conditions(api):
+            assert _refusals(api, tenants) == []
+    finally:
+        _cleanup(api, tenants)
+
+
+def test_a_domain_aimed_only_at_a_held_node_waits_with_a_reason_then_runs(
+    chart: str, api: client.ApiClient, namespace: str
+) -> None:
+    node = "gb200-r1-n17"
+    tenants = _namespaces(api, 2)
+    try:
+        holder, waiter = (domains.create_domain(api, ns) for ns in tenants)
+        domains.create_pod(api, tenants[0], holder, "worker", node=node)
+        domains.wait_ready(api, tenants[0], holder, ["worker"])
+        domains.create_pod(api, tenants[1], waiter, "worker", node=node)
+        core = client.CoreV1Api(api)
+
+        def reason() -> str | None:
+            found = [
+                e.message
+                for e in core.list_namespaced_event(tenants[1]).items
+                if e.involved_object.name == "worker" and e.reason == "FailedScheduling"
+            ]
+            return found[0] if found else None
+
+        message = waiting.until("the waiting pod's scheduling failure", reason, timeout=60)
+        assert "cannot allocate all claims" in message, message
+        assert _node_of(api, tenants[1], "worker") == ""  # never bound, never prepared
+        core.delete_namespaced_pod("worker", tenants[0], grace_period_seconds=0)
+        domains.wait_ready(api, tenants[1], waiter, ["worker"])
+        assert _holder_of(api, node) == waiter["metadata"]["uid"]
+        assert _refusals(api, tenants) == []
+    finally:
+        _cleanup(api, tenants)

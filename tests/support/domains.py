@@ -1,0 +1,194 @@
+"""Workloads for the chart-installed tests: ComputeDomains, their pods, cliques, IMEX peers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.sim import cluster as sim_cluster
+
+
+def create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
+    name = f"cd-{uuid.uuid4().hex[:5]}"
+    body = {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+    }
+    created = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+        ),
+    )
+    resource = client.ResourceV1Api(api)
+    waiting.until(
+        f"the controller to create {namespace}/{name}-channel",
+        lambda: resource.read_namespaced_resource_claim_template(f"{name}-channel", namespace),
+        timeout=30,
+        retry_on=(ApiException,),
+    )
+    return created
+
+
+def get_domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    found = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api).get_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+        ),
+    )
+    return found
+
+
+def pod_spec(
+    domain: dict[str, Any], *, node: str = "", affinity: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The spec of a pod of ``domain`` (its claim template): on ``node``, or anywhere."""
+    template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    spec: dict[str, Any] = {
+        "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": template}],
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox:1.37",
+                "command": ["sleep", "3600"],
+                "resources": {"claims": [{"name": "imex"}]},
+            }
+        ],
+    }
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if affinity:
+        spec["affinity"] = affinity
+    return spec
+
+
+def create_pod(
+    api: client.ApiClient,
+    namespace: str,
+    domain: dict[str, Any],
+    name: str,
+    *,
+    node: str = "",
+    affinity: dict[str, Any] | None = None,
+) -> str:
+    """A bare pod of ``domain``, labelled ``domain=<its name>``; returns its name."""
+    labels = {"domain": domain["metadata"]["name"]}
+    client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": labels},
+            "spec": pod_spec(domain, node=node, affinity=affinity),
+        },
+    )
+    return name
+
+
+def create_deployment(
+    api: client.ApiClient,
+    namespace: str,
+    domain: dict[str, Any],
+    *,
+    affinity: dict[str, Any] | None = None,
+) -> str:
+    """A one-replica Deployment of ``domain``'s pods (an owner that recreates them)."""
+    name = str(domain["metadata"]["name"])
+    labels = {"domain": name}
+    client.AppsV1Api(api).create_namespaced_deployment(
+        namespace,
+        {
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": pod_spec(domain, affinity=affinity),
+                },
+            },
+        },
+    )
+    return name
+
+
+def workers(
+    api: client.ApiClient,
+    namespace: str,
+    domain: dict[str, Any],
+    nodes: list[str],
+    per_node: int = 1,
+) -> list[str]:
+    """``per_node`` pods of ``domain`` on each of ``nodes``."""
+    return [
+        create_pod(
+            api, namespace, domain, f"{domain['metadata']['name']}-{node[-6:]}-{i}", node=node
+        )
+        for node in nodes
+        for i in range(per_node)
+    ]
+
+
+def wait_ready(
+    api: client.ApiClient, namespace: str, domain: dict[str, Any], pods: list[str]
+) -> dict[str, Any]:
+    name = domain["metadata"]["name"]
+    core = client.CoreV1Api(api)
+
+    def ready() -> dict[str, Any] | None:
+        running = [
+            p
+            for p in core.list_namespaced_pod(namespace, label_selector=f"domain={name}").items
+            if p.status.phase == "Running"
+        ]
+        current = get_domain(api, namespace, name)
+        status = current.get("status") or {}
+        return current if len(running) == len(pods) and status.get("status") == "Ready" else None
+
+    return waiting.until(
+        f"{len(pods)} pods Running and ComputeDomain {name} Ready", ready, timeout=180, interval=1
+    )
+
+
+def cliques(api: client.ApiClient, driver_namespace: str, uid: str) -> list[dict[str, Any]]:
+    listing = client.CustomObjectsApi(api).list_namespaced_custom_object(
+        constants.GROUP,
+        constants.VERSION,
+        driver_namespace,
+        constants.CLIQUE_PLURAL,
+        label_selector=f"{constants.COMPUTE_DOMAIN_LABEL}={uid}",
+    )
+    return list(listing["items"])
+
+
+def imex_nodes(sim: sim_cluster.SimCluster, node: str) -> dict[str, Any]:
+    """What the node's nvidia-imex-ctl says about its peers (``-N -j``)."""
+    imex_dir = sim.host_trees[node].root / "var/run/compute-domains/imex"
+    ctl = sim.host_trees[node].root / "usr/bin/nvidia-imex-ctl"
+    done = subprocess.run(
+        [str(ctl), "-c", str(imex_dir / "imexd.cfg"), "-N", "-j"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def delete_pods(api: client.ApiClient, namespace: str, domain: str) -> None:
+    core = client.CoreV1Api(api)
+    core.delete_collection_namespaced_pod(namespace, label_selector=f"domain={domain}")
+    waiting.until(
+        f"the pods of {domain} to be gone",
+        lambda: not core.list_namespaced_pod(namespace, label_selector=f"domain={domain}").items,
+        timeout=120,
+    )

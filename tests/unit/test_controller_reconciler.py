@@ -1,0 +1,173 @@
+"""The act step: fenced writes, planned writes that never outlive their snapshot, template
+refusals reported. Against the in-memory API (``FakeApi``), with the controller's real caches
+listed from it."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any, cast
+
+import prometheus_client
+import pytest
+
+from computedomains.api import constants
+from computedomains.controller import metrics, objects
+from computedomains.controller.caches import Caches
+from computedomains.controller.frozencliques import Frozen
+from computedomains.controller.reconciler import Reconciler
+from computedomains.controller.views import Domain
+from computedomains.kube import client, events, writes
+from tests.support.fakeapi import FakeApi
+from tests.support.snapshots import C1, UID
+
+DRIVER_NS = "drv"
+DOMAIN_PATH = objects.domain_path("ns", "cd")
+TEMPLATES = objects.templates_path("ns")
+EVENTS = "/api/v1/namespaces/ns/events"
+
+
+def domain_object(*, finalized: bool = True) -> dict[str, Any]:
+    return {
+        "apiVersion": constants.API_VERSION,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": "cd", "namespace": "ns", "uid": UID, "resourceVersion": "5",
+                     "finalizers": [constants.FINALIZER] if finalized else []},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": "cd-channel"}}},
+    }  # fmt: skip
+
+
+class Api(FakeApi):
+    """The in-memory API, answering a create of the template with ``template_answer``."""
+
+    template_answer: client.ApiError | None = None
+
+    def create(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        if path == TEMPLATES and self.template_answer is not None:
+            self.calls.append(("POST", path))
+            raise self.template_answer
+        return super().create(path, body, **kwargs)
+
+    def event_reasons(self) -> list[str]:
+        return [o["reason"] for p, o in self.objects.items() if p.startswith(f"{EVENTS}/")]
+
+
+def reconciler(
+    api: Api, *, domain: dict[str, Any], cliques: Sequence[dict[str, Any]] = (),
+    nodes: Sequence[dict[str, Any]] = (), template: bool = True,
+    may_write: list[bool] | None = None,
+) -> Reconciler:  # fmt: skip
+    """A reconciler whose caches listed these objects; the API holds the same."""
+    api.objects[DOMAIN_PATH] = copy.deepcopy(domain)
+    for clique in cliques:
+        name = clique["metadata"]["name"]
+        api.objects[objects.cliques_path(DRIVER_NS, name)] = copy.deepcopy(clique)
+    templates = [objects.workload_template(Domain.parse(domain))] if template else []
+    lists = {
+        objects.DOMAINS: [domain],
+        objects.NODES: list(nodes),
+        objects.cliques_path(DRIVER_NS): list(cliques),
+        objects.agents_path(DRIVER_NS): [],
+        objects.TEMPLATES: [{**t, "metadata": {**t["metadata"], "uid": "t1"}} for t in templates],
+    }
+    for path, items in lists.items():
+        api.objects[path] = {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
+    caches = Caches(cast(client.Client, api), namespace=DRIVER_NS, on_key=lambda _: None,
+                    on_relist=lambda: None)  # fmt: skip
+    for informer in (caches.domains, caches.nodes, caches.cliques, caches.agents,
+                     caches.templates):  # fmt: skip
+        informer.refresh()
+    allowed = may_write if may_write is not None else [True]
+    stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
+    return Reconciler(
+        cast(client.Client, api), caches, limit=18,
+        recorder=events.Recorder(cast(client.Client, api), component="test"),
+        formation=metrics.FormationClock(stats), may_write=lambda: allowed[0],
+    )  # fmt: skip
+
+
+def clique(*daemons: dict[str, Any], version: str = "5") -> dict[str, Any]:
+    body = objects.clique_object(namespace=DRIVER_NS, uid=UID, clique=C1, daemons=())
+    body["metadata"] |= {"uid": "clique-1", "resourceVersion": version}
+    body["daemons"] = list(daemons)
+    return body
+
+
+def entry(name: str, index: int, status: str = "Ready") -> dict[str, Any]:
+    return {"nodeName": name, "ipAddress": "", "cliqueID": C1, "index": index, "status": status}
+
+
+def test_a_replica_that_may_not_write_writes_nothing() -> None:
+    api = Api()
+    subject = reconciler(api, domain=domain_object(finalized=False), template=False,
+                         may_write=[False])  # fmt: skip
+    with pytest.raises(writes.Fenced):
+        subject.reconcile(UID)
+    assert api.writes() == []
+
+
+def test_a_status_planned_from_an_old_copy_is_refused_and_not_reapplied() -> None:
+    api = Api()
+    subject = reconciler(api, domain=domain_object())
+    api.objects[DOMAIN_PATH]["metadata"]["resourceVersion"] = "9"  # written since we listed
+    api.objects[DOMAIN_PATH]["status"] = {"status": "NotReady", "nodesReady": "0/3"}
+    with pytest.raises(writes.Stale):
+        subject.reconcile(UID)
+    assert api.objects[DOMAIN_PATH]["status"] == {"status": "NotReady", "nodesReady": "0/3"}
+    assert [c for c in api.calls if c[1].startswith(DOMAIN_PATH)] == [
+        ("PUT", f"{DOMAIN_PATH}/status")
+    ]  # one attempt, no re-read
+
+
+def test_a_clique_written_by_someone_else_since_the_snapshot_is_not_overwritten() -> None:
+    api = Api()
+    # Node a keeps its slot (it carries the domain's label) but has no agent: the snapshot
+    # plans to write it NotReady.
+    node_a = {"metadata": {"name": "a", "uid": "node-a", "resourceVersion": "1", "labels": {
+        constants.COMPUTE_DOMAIN_LABEL: UID, constants.CLIQUE_LABEL: C1}}}  # fmt: skip
+    subject = reconciler(api, domain=domain_object(), cliques=[clique(entry("a", 0))],
+                         nodes=[node_a])  # fmt: skip
+    # Meanwhile another leader wrote the clique: b joined.
+    newer = clique(entry("a", 0), entry("b", 1), version="8")
+    path = objects.cliques_path(DRIVER_NS, newer["metadata"]["name"])
+    api.objects[path] = copy.deepcopy(newer)
+    with pytest.raises(writes.Stale):
+        subject.reconcile(UID)
+    assert api.objects[path]["daemons"] == newer["daemons"]
+    assert [c for c in api.calls if c[1] == path] == [("PUT", path)]  # one attempt, no re-read
+    assert ("PUT", f"{DOMAIN_PATH}/status") not in api.calls  # the round ended there
+
+
+def test_a_refused_template_gets_a_warning_once_and_the_status_is_still_written() -> None:
+    api = Api()
+    api.template_answer = client.ApiError(422, "Invalid", "metadata.name: Invalid value")
+    subject = reconciler(api, domain=domain_object(), template=False)
+    assert subject.reconcile(UID) is None
+    assert api.event_reasons() == ["ResourceClaimTemplateRejected"]
+    assert api.objects[DOMAIN_PATH].get("status", {}).get("status") == "Ready"
+    subject.reconcile(UID)
+    assert api.event_reasons() == ["ResourceClaimTemplateRejected"]  # once
+    assert api.calls.count(("POST", TEMPLATES)) == 2  # tried again: it may be fixed meanwhile
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 503])
+def test_a_template_create_that_may_work_later_fails_the_round(status: int) -> None:
+    api = Api()
+    api.template_answer = client.ApiError(status, "Later", "try again")
+    subject = reconciler(api, domain=domain_object(), template=False)
+    with pytest.raises(client.ApiError):
+        subject.reconcile(UID)
+    assert api.event_reasons() == []
+
+
+def test_the_snapshot_keeps_an_unreadable_clique_frozen() -> None:
+    api = Api()
+    listed = clique({**entry("a", 4), "fromTheFuture": True})
+    subject = reconciler(api, domain=domain_object(), cliques=[listed])
+    daemons = subject._caches.snapshot(domain_object()).cliques[C1]
+    assert isinstance(daemons, Frozen)
+    assert [(d.node_name, d.index) for d in daemons] == [("a", 4)]
+    subject.reconcile(UID)  # "a" is not in the domain and has no agent: it would be freed
+    path = objects.cliques_path(DRIVER_NS, listed["metadata"]["name"])
+    assert [c for c in api.writes() if c[1] == path] == []
+    assert "CliqueFrozen" in api.event_reasons()

@@ -1,0 +1,244 @@
+"""Placement across domains: what the plugin publishes, how claims are read, who gets a node."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any, cast
+
+import pytest
+
+from computedomains.api import constants, placement
+from computedomains.controller import decide as decide_domain
+from computedomains.controller import objects
+from computedomains.controller import placement as decide
+from computedomains.controller.views import Claim, NodeInfo, NodeName
+from computedomains.kubeletplugin import devices
+from tests.support import snapshots
+
+X, Y, Z = "uid-x", "uid-y", "uid-z"
+NAMES = {X: "ComputeDomain a/x", Y: "ComputeDomain b/y"}
+
+
+def _slice(holder: str, *, binding: bool = True) -> dict[str, dict[str, Any]]:
+    published = devices.node_devices(slots=2, usable=True)
+    manifest = devices.slice_manifest(
+        node_name="n1", node_uid="u", devices=published, clique="c.1", holder=holder,
+        binding_conditions=binding, generation=1,
+    )  # fmt: skip
+    return {d["name"]: d for d in manifest["spec"]["devices"]}
+
+
+def test_a_held_node_taints_its_channels_for_the_holder_only() -> None:
+    published = _slice(X)
+    for name in ("channel-0", "channel-0-s1"):
+        assert published[name]["taints"] == [
+            {"key": constants.COMPUTE_DOMAIN_LABEL, "value": X, "effect": "NoSchedule"}
+        ]
+        assert published[name]["attributes"][placement.HOLDER_ATTRIBUTE] == {"string": X}
+        assert "bindingConditions" not in published[name]
+    daemon = published[devices.DAEMON_DEVICE]
+    assert "taints" not in daemon and "bindingConditions" not in daemon
+    assert placement.HOLDER_ATTRIBUTE not in daemon["attributes"]
+
+
+def test_a_free_node_asks_the_controller_before_binding() -> None:
+    published = _slice("")
+    channel = published["channel-0-s1"]
+    assert "taints" not in channel
+    assert channel["bindingConditions"] == [placement.RESERVED_CONDITION]
+    assert channel["bindingFailureConditions"] == [placement.REFUSED_CONDITION]
+    assert channel["attributes"][placement.HOLDER_ATTRIBUTE] == {"string": ""}
+    assert "bindingConditions" not in _slice("", binding=False)["channel-0"]
+
+
+def test_the_template_tolerates_and_selects_only_its_own_hold() -> None:
+    assert placement.toleration(X) == {
+        "key": placement.HOLD_TAINT_KEY, "operator": "Equal", "value": X, "effect": "NoSchedule"
+    }  # fmt: skip
+    expression = placement.selector(X)
+    assert f'in ["", "{X}"]' in expression
+    assert expression.startswith(f'!("{placement.HOLDER_ATTRIBUTE}" in device.attributes[')
+
+
+def _claim(
+    uid: str, domain: str, *, node: str = "n1", at: str = "2026-01-01T00:00:01Z",
+    binding: bool = True, conditions: tuple[tuple[str, str], ...] = (), device: str = "channel-0",
+) -> dict[str, Any]:  # fmt: skip
+    params = {"apiVersion": constants.API_VERSION, "kind": constants.CHANNEL_CONFIG_KIND,
+              "domainID": domain, "allocationMode": "Single"}  # fmt: skip
+    result: dict[str, Any] = {"request": "channel", "driver": constants.DRIVER_NAME,
+                              "pool": node, "device": device}  # fmt: skip
+    if binding:
+        result |= {"bindingConditions": [placement.RESERVED_CONDITION],
+                   "bindingFailureConditions": [placement.REFUSED_CONDITION]}  # fmt: skip
+    status: dict[str, Any] = {
+        "allocation": {
+            "devices": {
+                "results": [result],
+                "config": [{"source": "FromClaim", "requests": ["channel"],
+                            "opaque": {"driver": constants.DRIVER_NAME, "parameters": params}}],
+            },
+            "allocationTimestamp": at,
+        }
+    }  # fmt: skip
+    if conditions:
+        status["devices"] = [
+            {"driver": constants.DRIVER_NAME, "pool": node, "device": device,
+             "conditions": [{"type": t, "status": v} for t, v in conditions]}
+        ]  # fmt: skip
+    return {"metadata": {"uid": uid, "namespace": "ns", "name": f"claim-{uid}"}, "status": status}
+
+
+def _parsed(claim: dict[str, Any]) -> placement.ChannelAllocation:
+    parsed = placement.parse_claim(claim)
+    assert parsed is not None
+    return parsed
+
+
+@pytest.mark.parametrize(
+    ("claim", "pending", "granted", "refused"),
+    [
+        (_claim("c1", X), True, False, False),
+        (_claim("c1", X, conditions=((placement.RESERVED_CONDITION, "True"),)), False, True, False),
+        (_claim("c1", X, conditions=((placement.REFUSED_CONDITION, "True"),)), False, False, True),
+        (
+            _claim("c1", X, conditions=((placement.RESERVED_CONDITION, "False"),)),
+            True,
+            False,
+            False,
+        ),
+        (_claim("c1", X, binding=False), False, False, False),
+    ],
+)
+def test_claims_read_as_pending_granted_or_refused(
+    claim: dict[str, Any], pending: bool, granted: bool, refused: bool
+) -> None:
+    parsed = _parsed(claim)
+    assert (parsed.pending, parsed.granted, parsed.refused) == (pending, granted, refused)
+    assert (parsed.domain_uid, parsed.node, parsed.devices) == (X, "n1", ("channel-0",))
+
+
+def test_claims_without_our_channel_devices_are_not_placement_facts() -> None:
+    assert placement.parse_claim(_claim("c1", X, device=devices.DAEMON_DEVICE)) is None
+    assert placement.parse_claim({"metadata": {"uid": "c1"}}) is None
+
+
+GRANTED = ((placement.RESERVED_CONDITION, "True"),)
+
+
+@pytest.mark.parametrize(
+    ("label", "claims", "expected"),
+    [
+        # first come, first served; the later domain is placed elsewhere
+        ("", [_claim("a", X, at="t1"), _claim("b", Y, at="t2")], {"a": True, "b": False}),
+        ("", [_claim("b", Y, at="t2"), _claim("a", X, at="t1")], {"a": True, "b": False}),
+        # the same domain's claims share the node
+        ("", [_claim("a", X, at="t1"), _claim("b", X, at="t2")], {"a": True, "b": True}),
+        # the label wins over any claim; an earlier grant wins over a pending claim
+        (Y, [_claim("a", X, at="t1"), _claim("b", Y, at="t2")], {"a": False, "b": True}),
+        ("", [_claim("a", X, at="t2", conditions=GRANTED), _claim("b", Y, at="t1")], {"b": False}),
+        # a claim of a domain that is gone is refused
+        ("", [_claim("a", Z, at="t1"), _claim("b", Y, at="t2")], {"a": False, "b": True}),
+        # nothing pending, nothing to answer
+        ("", [_claim("a", X, conditions=GRANTED)], {}),
+    ],
+)
+def test_who_gets_a_free_node(
+    label: str, claims: list[dict[str, Any]], expected: dict[str, bool]
+) -> None:
+    answers = decide.decide(
+        node="n1", label=label, allocations=[_parsed(c) for c in claims], domains=NAMES
+    )
+    assert {a.allocation.uid: a.granted for a in answers} == expected
+    for answer in answers:
+        refusals = set(placement.RefusalReason)
+        assert (
+            answer.reason == placement.RESERVED_REASON
+            if answer.granted
+            else answer.reason in refusals
+        )
+
+
+def test_the_holder_is_the_label_else_the_first_grant() -> None:
+    first = _parsed(_claim("a", X, at="t1", conditions=GRANTED))
+    second = _parsed(_claim("b", Y, at="t2", conditions=GRANTED))
+    assert placement.holder(label="", allocations=[second, first]) == X
+    assert placement.holder(label=Y, allocations=[first]) == Y
+    assert placement.holder(label="", allocations=[_parsed(_claim("c", X))]) == ""
+
+
+def test_the_answer_is_written_for_every_allocated_device_and_keeps_others() -> None:
+    claim = _parsed(_claim("a", X))
+    other = {"driver": "gpu.example.com", "pool": "n1", "device": "gpu-0", "conditions": []}
+    status = {"allocation": {"x": 1}, "devices": [other]}
+    written = placement.answered_status(
+        status, claim, granted=False, reason="R", message="m", now="t"
+    )
+    assert written["allocation"] == {"x": 1}
+    assert written["devices"][0] == other
+    (ours,) = written["devices"][1:]
+    assert (ours["pool"], ours["device"]) == ("n1", "channel-0")
+    assert ours["conditions"][0]["type"] == placement.REFUSED_CONDITION
+    assert status["devices"] == [other]  # not changed in place
+
+
+@pytest.mark.parametrize(
+    ("label", "claim", "member"),
+    [
+        (X, Claim.ALLOCATED, True),
+        (X, Claim.RESERVED, True),
+        (X, Claim.NONE, False),  # a label alone admits nobody
+        ("", Claim.RESERVED, True),  # forming while the scheduler waits in PreBind
+        ("", Claim.ALLOCATED, False),
+        (Y, Claim.RESERVED, False),  # another domain holds the node
+    ],
+)
+def test_membership_needs_a_claim_on_the_node(label: str, claim: Claim, member: bool) -> None:
+    info = NodeInfo(name=NodeName("n1"), domain=label, clique="c.1", claim=claim)
+    assert info.member_of(X) is member
+
+
+@pytest.mark.parametrize(
+    ("claim", "label", "stranded"),
+    [
+        (_claim("a", X, binding=False), Y, True),  # another domain's prepare came first
+        (_claim("a", X, binding=False), X, False),
+        (_claim("a", X, binding=False), "", False),
+        (_claim("a", X), Y, False),  # binding conditions: the binder answers it instead
+        (_claim("a", X, conditions=GRANTED), Y, False),
+    ],
+)
+def test_a_claim_is_stranded_only_where_another_domain_took_the_node_unasked(
+    claim: dict[str, Any], label: str, stranded: bool
+) -> None:
+    assert placement.stranded(_parsed(claim), label=label) is stranded
+
+
+def test_a_template_from_before_placement_is_replaced() -> None:
+    dom = snapshots.domain()
+    current = objects.workload_template(dom)
+    assert objects.template_current(cast(dict[str, Any], current), dom)
+    old = copy.deepcopy(cast(dict[str, Any], current))
+    del old["spec"]["spec"]["devices"]["requests"][0]["exactly"]["selectors"]
+    assert not objects.template_current(old, dom)
+    plan = decide_domain.plan(
+        dataclasses.replace(snapshots.snapshot(), template_outdated=True), limit=18,
+        reported=frozenset(),
+    )  # fmt: skip
+    assert plan.delete_template and not plan.create_template
+
+
+def test_a_forged_label_gets_no_slot_and_one_warning() -> None:
+    forged = snapshots.node("n1", claim=Claim.NONE)
+    plan = decide_domain.plan(
+        snapshots.snapshot(nodes=[forged, snapshots.node("n2")]), limit=18, reported=frozenset()
+    )
+    listed = {d.node_name for ds in plan.cliques.values() for d in ds}
+    assert listed == {"n2"}
+    warnings = [e for e in plan.status_events if e.reason == "NodeLabelWithoutClaim"]
+    assert len(warnings) == 1 and "n1" in warnings[0].message and warnings[0].warning
+    again = decide_domain.plan(
+        snapshots.snapshot(nodes=[forged, snapshots.node("n2")]), limit=18, reported=plan.reported
+    )
+    assert not [e for e in again.status_events if e.reason == "NodeLabelWithoutClaim"]
