@@ -7,7 +7,7 @@ import dataclasses
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants, fabricverdict
+from computedomains.api import constants, fabricverdict, flaggroups
 from computedomains.fabric import classify, discovery
 
 
@@ -33,21 +33,10 @@ class Settings:
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """Add node-init's flags (``docs/node-side.md``)."""
-    flags.add(parser, "--node-name", default="", help="this node's name (downward API)")
-    flags.add(
-        parser,
-        "--kubeconfig",
-        default="",
-        help="kubeconfig to use instead of the pod's ServiceAccount",
-    )
+    flaggroups.add_node(parser, required=False)  # checked in from_args, naming the env twin
+    flaggroups.add_kube(parser, namespace=False)
     discovery.add_flags(parser)
-    flags.add(
-        parser,
-        "--verdict-file",
-        default=str(Settings.verdict_file),
-        type=pathlib.Path,
-        help="where to write the FabricVerdict file",
-    )
+    flaggroups.add_node_paths(parser, "--fabric-verdict-file")
     flags.add(
         parser,
         "--transitional-grace",
@@ -83,9 +72,9 @@ def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Sett
         parser.error("--recheck-interval must be positive, --transitional-grace not negative")
     return Settings(
         node_name=args.node_name,
-        kubeconfig=pathlib.Path(args.kubeconfig) if args.kubeconfig else None,
+        kubeconfig=args.kubeconfig,
         discovery=discovery.DiscoverySettings.from_args(args),
-        verdict_file=args.verdict_file,
+        verdict_file=args.fabric_verdict_file,
         transitional_grace=args.transitional_grace,
         fault_grace=fabricverdict.grace_from_args(args),
         taint_broken=args.taint_broken,

@@ -420,7 +420,7 @@ compute-domains.nodeInit.args
 - --fabric-backend={{ .Values.fabric.backend }}
 - --driver-root={{ $p.driverRoot }}
 - --proc-root={{ $p.procRoot }}
-- --verdict-file={{ $p.verdictFile }}
+- --fabric-verdict-file={{ $p.verdictFile }}
 {{- if eq .Values.fabric.backend "fake" }}
 - --fake-nvml-file={{ .Values.fabric.fakeNvmlFile }}
 {{- end }}

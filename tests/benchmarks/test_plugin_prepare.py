@@ -89,7 +89,7 @@ def _node_init_memory(proc: plugin.PluginProcess) -> tuple[int, int]:
         "--fabric-backend=fake",
         f"--fake-nvml-file={proc.tree.fake_nvml}",
         f"--proc-root={proc.tree.root / 'proc'}",
-        f"--verdict-file={verdict}",
+        f"--fabric-verdict-file={verdict}",
         "--watch",
         "--recheck-interval=0.2",
     ]

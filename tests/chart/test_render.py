@@ -16,7 +16,7 @@ import shutil
 import pytest
 import yaml
 
-from computedomains.api import constants
+from computedomains.api import constants, flaggroups
 from computedomains.nodeinit import plan as node_plan
 from tests.chart import rendering as r
 from tests.support import helm
@@ -885,3 +885,23 @@ def test_every_value_is_in_the_schema_the_readme_and_a_template() -> None:
         prefixes = [".".join(parts[:n]) for n in range(len(parts), min(2, len(parts)) - 1, -1)]
         read = any(re.search(re.escape(f".Values.{p}") + r"\b", templates) for p in prefixes)
         assert read, f"no template reads {path}"
+
+
+NODE_CONTAINERS = ["node-init", "node-init-watch", "kubelet-plugin", "imex-agent"]
+CONTAINER_ONLY_PATHS = {"--driver-root", "--proc-root"}
+"""Paths the chart mounts elsewhere in the container (the host's driver root and /proc)."""
+
+
+@pytest.mark.parametrize("name", NODE_CONTAINERS)
+def test_node_path_flags_follow_the_one_table(h4: helm.Helm, name: str) -> None:
+    """Every node path flag the chart passes is the table's default, or a mount of the host's."""
+    c = r.container(r.template(h4), name)
+    passed = {f: r.flag(c, f.removeprefix("--")) for f in flaggroups.NODE_PATHS}
+    passed = {f: v for f, v in passed.items() if v is not None}
+    assert passed, f"{name} passes no node path"
+    mounts = {m["mountPath"] for m in c.get("volumeMounts", [])}
+    for flag, value in passed.items():
+        if flag in CONTAINER_ONLY_PATHS:
+            assert value in mounts, f"{name} {flag}={value} is not mounted"
+        else:
+            assert value == str(flaggroups.NODE_PATHS[flag].default), (name, flag)

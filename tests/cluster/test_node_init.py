@@ -167,7 +167,7 @@ def test_watching_node_init_follows_the_fabric_into_broken_and_back(
         str(tree.fake_nvml),
         "--proc-root",
         str(tree.root / "proc"),
-        "--verdict-file",
+        "--fabric-verdict-file",
         str(_verdict_file(sim, WATCH_NODE)),
         "--taint-broken",
         "--watch",

@@ -11,7 +11,7 @@ from typing import Any, cast
 import prometheus_client
 import pytest
 
-from computedomains.api import constants
+from computedomains.api import constants, resources
 from computedomains.controller import metrics, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
@@ -22,8 +22,8 @@ from tests.support.fakeapi import FakeApi
 from tests.support.snapshots import C1, UID
 
 DRIVER_NS = "drv"
-DOMAIN_PATH = objects.domain_path("ns", "cd")
-TEMPLATES = objects.templates_path("ns")
+DOMAIN_PATH = resources.COMPUTE_DOMAINS.path("cd", namespace="ns")
+TEMPLATES = resources.RESOURCE_CLAIM_TEMPLATES.path(namespace="ns")
 EVENTS = "/api/v1/namespaces/ns/events"
 
 
@@ -61,14 +61,16 @@ def reconciler(
     api.objects[DOMAIN_PATH] = copy.deepcopy(domain)
     for clique in cliques:
         name = clique["metadata"]["name"]
-        api.objects[objects.cliques_path(DRIVER_NS, name)] = copy.deepcopy(clique)
+        api.objects[resources.CLIQUES.path(name, namespace=DRIVER_NS)] = copy.deepcopy(clique)
     templates = [objects.workload_template(Domain.parse(domain))] if template else []
     lists = {
-        objects.DOMAINS: [domain],
-        objects.NODES: list(nodes),
-        objects.cliques_path(DRIVER_NS): list(cliques),
-        objects.agents_path(DRIVER_NS): [],
-        objects.TEMPLATES: [{**t, "metadata": {**t["metadata"], "uid": "t1"}} for t in templates],
+        resources.COMPUTE_DOMAINS.path(): [domain],
+        resources.NODES.path(): list(nodes),
+        resources.CLIQUES.path(namespace=DRIVER_NS): list(cliques),
+        resources.PODS.path(namespace=DRIVER_NS): [],
+        resources.RESOURCE_CLAIM_TEMPLATES.path(): [
+            {**t, "metadata": {**t["metadata"], "uid": "t1"}} for t in templates
+        ],
     }
     for path, items in lists.items():
         api.objects[path] = {"metadata": {"resourceVersion": "1"}, "items": copy.deepcopy(items)}
@@ -129,7 +131,7 @@ def test_a_clique_written_by_someone_else_since_the_snapshot_is_not_overwritten(
                          nodes=[node_a])  # fmt: skip
     # Meanwhile another leader wrote the clique: b joined.
     newer = clique(entry("a", 0), entry("b", 1), version="8")
-    path = objects.cliques_path(DRIVER_NS, newer["metadata"]["name"])
+    path = resources.CLIQUES.path(newer["metadata"]["name"], namespace=DRIVER_NS)
     api.objects[path] = copy.deepcopy(newer)
     with pytest.raises(writes.Stale):
         subject.reconcile(UID)
@@ -168,6 +170,6 @@ def test_the_snapshot_keeps_an_unreadable_clique_frozen() -> None:
     assert isinstance(daemons, Frozen)
     assert [(d.node_name, d.index) for d in daemons] == [("a", 4)]
     subject.reconcile(UID)  # "a" is not in the domain and has no agent: it would be freed
-    path = objects.cliques_path(DRIVER_NS, listed["metadata"]["name"])
+    path = resources.CLIQUES.path(listed["metadata"]["name"], namespace=DRIVER_NS)
     assert [c for c in api.writes() if c[1] == path] == []
     assert "CliqueFrozen" in api.event_reasons()

@@ -223,6 +223,11 @@ class DaemonConfig(Model):
     domain_id: str = field("domainID", "UID of the ComputeDomain.", min_length=1)
 
 
+def clique_name(domain_uid: str, clique_id: str) -> str:
+    """``<domain UID>.<clique ID>``: the name of a domain's ComputeDomainClique (incumbent's)."""
+    return f"{domain_uid}.{clique_id}"
+
+
 def parse_opaque_config(parameters: Mapping[str, Any]) -> ChannelConfig | DaemonConfig:
     """Strictly parse the ``parameters`` of an opaque config for our driver.
 

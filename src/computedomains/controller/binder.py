@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 
 from computedomains.api import placement as contract
+from computedomains.api import resources
 from computedomains.controller import placement
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, events, resourceclaims, workqueue, writes
@@ -183,7 +184,7 @@ class Binder:
     ) -> None:
         """Have a pod stranded on a node another domain took recreated, or say why it waits."""
         name, uid = pod
-        path = f"/api/v1/namespaces/{allocation.namespace}/pods/{name}"
+        path = resources.PODS.path(name, namespace=allocation.namespace)
         try:
             current = self._api.get(path)
         except client.ApiError as exc:

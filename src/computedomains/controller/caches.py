@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, cast
 
-from computedomains.api import constants, imex, models, placement
+from computedomains.api import constants, imex, models, placement, resources
 from computedomains.controller import frozencliques, objects
 from computedomains.controller.views import (
     Claim,
@@ -114,29 +114,31 @@ class Caches:
         its old domain, and a change of neither is no news."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
-        self.domains = Informer(api, path=objects.DOMAINS, on_relist=on_relist,
+        self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
                                 on_change=lambda _, o: self._key(o["metadata"]["uid"]))  # fmt: skip
         self._on_relist = on_relist
         self.nodes = Informer(
-            api, path=objects.NODES, transform=_trim_node, on_change=self._node_changed,
+            api, path=resources.NODES.path(), transform=_trim_node, on_change=self._node_changed,
             on_relist=self._nodes_relisted,
         )  # fmt: skip
         self.cliques = Informer(
-            api, path=objects.cliques_path(namespace),
+            api, path=resources.CLIQUES.path(namespace=namespace),
             label_selector=constants.COMPUTE_DOMAIN_LABEL,
             on_change=lambda _, o: self._key(_label(o)), on_relist=on_relist,
         )  # fmt: skip
         self.agents = Informer(
-            api, path=objects.agents_path(namespace), label_selector=objects.AGENT_SELECTOR,
-            transform=_trim_pod, on_change=self._agent_changed, on_relist=on_relist,
+            api, path=resources.PODS.path(namespace=namespace),
+            label_selector=objects.AGENT_SELECTOR, transform=_trim_pod,
+            on_change=self._agent_changed, on_relist=on_relist,
         )  # fmt: skip
         self.templates = Informer(
-            api, path=objects.TEMPLATES, label_selector=objects.TEMPLATE_SELECTOR,
+            api, path=resources.RESOURCE_CLAIM_TEMPLATES.path(),
+            label_selector=objects.TEMPLATE_SELECTOR,
             on_change=lambda _, o: self._key(_label(o)), on_relist=on_relist,
         )  # fmt: skip
         self.claims = Informer(
-            api, path=objects.CLAIMS, transform=_trim_claim, on_change=self._claim_changed,
-            on_relist=self._claims_relisted,
+            api, path=resources.RESOURCE_CLAIMS.path(), transform=_trim_claim,
+            on_change=self._claim_changed, on_relist=self._claims_relisted,
         )  # fmt: skip
         self._all = (
             self.domains, self.nodes, self.cliques, self.agents, self.templates, self.claims

@@ -15,8 +15,7 @@ import logging
 from collections.abc import Iterable, Set
 from typing import Any
 
-from computedomains.api import constants
-from computedomains.controller import objects
+from computedomains.api import constants, resources
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, nodes
 
@@ -74,7 +73,7 @@ def collect(api: client.Client, caches: Caches) -> list[Leftover]:
     )
     if not candidates:
         return []
-    listing = api.get(objects.DOMAINS)
+    listing = api.get(resources.COMPUTE_DOMAINS.path())
     live = {str(d["metadata"]["uid"]) for d in listing.get("items", [])}
     removed = []
     for item in candidates:
@@ -94,9 +93,9 @@ def _remove(api: client.Client, caches: Caches, item: Leftover) -> bool:
     if item.kind == "label":
         return nodes.remove_label_if(api, item.name, constants.COMPUTE_DOMAIN_LABEL, item.domain)
     path = (
-        objects.cliques_path(item.namespace, item.name)
+        resources.CLIQUES.path(item.name, namespace=item.namespace)
         if item.kind == "clique"
-        else objects.templates_path(item.namespace, item.name)
+        else resources.RESOURCE_CLAIM_TEMPLATES.path(item.name, namespace=item.namespace)
     )
     preconditions = {"uid": item.uid, "resourceVersion": item.resource_version}
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}

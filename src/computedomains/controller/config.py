@@ -8,6 +8,7 @@ import pathlib
 import socket
 
 from computedomains import settings as flags
+from computedomains.api import flaggroups
 from computedomains.kube import leaderelection
 
 DEFAULT_LEASE_NAME = "compute-domains-controller"
@@ -37,9 +38,7 @@ class ControllerConfig:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the controller's flags."""
-    flags.add(parser, "--namespace", default="default", help="the driver's namespace")
-    flags.add(parser, "--kubeconfig", default=None, type=flags.path,
-              help="kubeconfig (default: the pod's ServiceAccount)")  # fmt: skip
+    flaggroups.add_kube(parser)
     flags.add(parser, "--pod-name", default=None,
               help="this replica's pod name (default: the host name)")  # fmt: skip
     flags.add_switch(parser, "--leader-elect", default=True, negatable=True,
@@ -52,18 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               help="seconds the leader keeps trying to renew before it stops leading")  # fmt: skip
     flags.add(parser, "--retry-period", default="2", type=float,
               help="seconds between attempts to take or renew the Lease")  # fmt: skip
-    flags.add(parser, "--max-nodes-per-clique", default="18", type=int,
-              help="slots per clique (IMEX domain size limit)")  # fmt: skip
+    flaggroups.add_max_nodes_per_clique(parser)
     flags.add(parser, "--gc-interval", default="60", type=float,
               help="seconds between collections of deleted domains' leftovers")  # fmt: skip
-    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+    flaggroups.add_http(parser)
 
 
 def from_args(args: argparse.Namespace) -> ControllerConfig:
     """Resolve parsed flags into the config, validating what argparse cannot."""
-    if not 1 <= args.max_nodes_per_clique <= 9999:
-        # nodes.cfg names slots with four digits.
-        raise SystemExit(f"--max-nodes-per-clique must be 1..9999, got {args.max_nodes_per_clique}")
     if args.gc_interval <= 0:
         raise SystemExit(f"--gc-interval must be positive, got {args.gc_interval}")
     try:

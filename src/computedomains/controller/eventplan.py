@@ -16,7 +16,7 @@ import enum
 from collections.abc import Iterable
 
 from computedomains.api import constants, models
-from computedomains.controller import frozencliques, objects
+from computedomains.controller import frozencliques
 from computedomains.controller.membership import CliquesPlan
 from computedomains.controller.views import Snapshot
 
@@ -144,7 +144,7 @@ def _frozen(
             continue
         held = cliques.slots[clique].slots
         waiting = sorted(n for n, c in cliques.clique_of.items() if c == clique and n not in held)
-        name = objects.clique_name(snapshot.domain.uid, clique)
+        name = models.clique_name(snapshot.domain.uid, clique)
         told.append(
             f"ComputeDomainClique {name} cannot be read by this controller ({why}): its "
             f"{_count(len(held), 'slot')} stay as listed and it is not rewritten until a "

@@ -1,7 +1,7 @@
 """The objects the controller creates, built in code from the domain (no templates).
 
-Paths and label selectors live here too, so the reconciler, the garbage collector and the
-caches agree on where everything is.
+Label selectors live here too, so the reconciler, the garbage collector and the caches agree
+on what is ours; paths come from :mod:`computedomains.api.resources`.
 """
 
 from __future__ import annotations
@@ -13,48 +13,12 @@ from computedomains.api import constants, models, placement
 from computedomains.controller.views import CliqueID, Domain, DomainUID
 from computedomains.kube import wire
 
-DOMAINS = f"/apis/{constants.API_VERSION}/{constants.COMPUTE_DOMAIN_PLURAL}"
-"""Every ComputeDomain in every namespace."""
-TEMPLATES = "/apis/resource.k8s.io/v1/resourceclaimtemplates"
-"""Every ResourceClaimTemplate in every namespace."""
 TEMPLATE_SELECTOR = (
     f"{constants.COMPUTE_DOMAIN_LABEL},"
     f"{constants.COMPUTE_DOMAIN_TARGET_LABEL}={constants.WORKLOAD_TARGET}"
 )
 """Our workload templates: labelled with a domain, target Workload."""
-CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
-"""Every ResourceClaim in every namespace (placement reads those with our channel devices)."""
 AGENT_SELECTOR = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
-NODES = "/api/v1/nodes"
-
-
-def domain_path(namespace: str, name: str, subresource: str = "") -> str:
-    """The API path of a ComputeDomain (or of its subresource)."""
-    plural = constants.COMPUTE_DOMAIN_PLURAL
-    path = f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{plural}/{name}"
-    return f"{path}/{subresource}" if subresource else path
-
-
-def cliques_path(namespace: str, name: str = "") -> str:
-    """The ComputeDomainCliques of the driver namespace, or one of them."""
-    base = f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{constants.CLIQUE_PLURAL}"
-    return f"{base}/{name}" if name else base
-
-
-def templates_path(namespace: str, name: str = "") -> str:
-    """The ResourceClaimTemplates of ``namespace``, or one of them."""
-    base = f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates"
-    return f"{base}/{name}" if name else base
-
-
-def agents_path(namespace: str) -> str:
-    """The pods of the driver namespace (the agents are selected by label)."""
-    return f"/api/v1/namespaces/{namespace}/pods"
-
-
-def clique_name(uid: DomainUID, clique: CliqueID) -> str:
-    """``<cdUID>.<cliqueID>``, the incumbent's name."""
-    return f"{uid}.{clique}"
 
 
 def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
@@ -136,7 +100,7 @@ def clique_object(
     """A new ComputeDomainClique listing ``daemons``."""
     body = models.ComputeDomainClique(
         metadata={
-            "name": clique_name(uid, clique),
+            "name": models.clique_name(uid, clique),
             "namespace": namespace,
             "labels": {constants.COMPUTE_DOMAIN_LABEL: uid, constants.CLIQUE_ID_LABEL: clique},
         },

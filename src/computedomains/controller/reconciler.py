@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from computedomains.api import constants, models
+from computedomains.api import constants, models, resources
 from computedomains.controller import decide, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.eventplan import EventSpec, Reason
@@ -158,7 +158,7 @@ class Reconciler:
             return obj
 
         meta = raw["metadata"]
-        path = objects.domain_path(meta["namespace"], meta["name"])
+        path = resources.COMPUTE_DOMAINS.path(meta["name"], namespace=meta["namespace"])
         self._fence()
         try:
             updated = writes.read_modify_write(self._api, path, mutate, current=raw)
@@ -178,7 +178,7 @@ class Reconciler:
             return obj
 
         meta = raw["metadata"]
-        path = objects.domain_path(meta["namespace"], meta["name"])
+        path = resources.COMPUTE_DOMAINS.path(meta["name"], namespace=meta["namespace"])
         self._fence()
         updated = writes.write_planned(self._api, path, mutate, current=raw, subresource="status")
         assert updated is not None  # mutate always changes something
@@ -196,7 +196,7 @@ class Reconciler:
     # -- the workload template ------------------------------------------------------------
 
     def _create_template(self, domain: Domain) -> None:
-        path = objects.templates_path(domain.namespace, domain.template)
+        path = resources.RESOURCE_CLAIM_TEMPLATES.path(domain.template, namespace=domain.namespace)
         with self._lock:
             known_conflict = self._template_trouble.get(domain.uid) == _TAKEN
         if known_conflict:
@@ -207,7 +207,7 @@ class Reconciler:
                 return
         self._fence()
         try:
-            self._api.create(objects.templates_path(domain.namespace),
+            self._api.create(resources.RESOURCE_CLAIM_TEMPLATES.path(namespace=domain.namespace),
                              objects.workload_template(domain))  # fmt: skip
         except client.ApiError as exc:
             if exc.status == client.CONFLICT:
@@ -255,7 +255,7 @@ class Reconciler:
         self._emit(domain, EventSpec(reason, message, warning=True))
 
     def _delete_template(self, domain: Domain) -> None:
-        path = objects.templates_path(domain.namespace, domain.template)
+        path = resources.RESOURCE_CLAIM_TEMPLATES.path(domain.template, namespace=domain.namespace)
         existing = self._get(path)
         if existing is None or not objects.owned_by(existing, domain.uid):
             return
@@ -273,7 +273,7 @@ class Reconciler:
         namespace = self._caches.namespace
         for clique, daemons in sorted(changes.items()):
             existing = current.get(clique)
-            path = objects.cliques_path(namespace, objects.clique_name(uid, clique))
+            path = resources.CLIQUES.path(models.clique_name(uid, clique), namespace=namespace)
             self._fence()
             if not daemons:
                 if existing is not None:
@@ -300,7 +300,7 @@ class Reconciler:
     def _create_clique(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         """Create a clique the snapshot lacks; one that exists after all makes the plan stale."""
         try:
-            return self._api.create(objects.cliques_path(namespace), body)
+            return self._api.create(resources.CLIQUES.path(namespace=namespace), body)
         except client.ApiError as exc:
             if exc.status == client.CONFLICT:
                 raise writes.Stale.from_conflict(exc) from exc

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from computedomains import settings as flags
+from computedomains.api import flaggroups
 from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify, fake
 from computedomains.fabric.model import FabricDiscoveryError, NodeReport, Reason, Verdict
@@ -42,9 +43,9 @@ class DiscoverySettings:
     """The discovery flags, shared by ``node-init`` and ``fabric show``."""
 
     backend: BackendKind = BackendKind.NVML
-    driver_root: pathlib.Path = pathlib.Path("/")
+    driver_root: pathlib.Path = flaggroups.NODE_PATHS["--driver-root"].default
     fake_nvml_file: pathlib.Path = fake.DEFAULT_FAKE_NVML_FILE
-    proc_root: pathlib.Path = pathlib.Path("/proc")
+    proc_root: pathlib.Path = flaggroups.NODE_PATHS["--proc-root"].default
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> DiscoverySettings:
@@ -76,26 +77,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         choices=[b.value for b in BackendKind],
         help="where fabric information comes from: NVML, or the simulated node's file",
     )
-    flags.add(
-        parser,
-        "--driver-root",
-        default=str(defaults.driver_root),
-        type=pathlib.Path,
-        help="root of the driver installation that holds libnvidia-ml.so.1",
-    )
+    flaggroups.add_node_paths(parser, "--driver-root", "--proc-root")
     flags.add(
         parser,
         "--fake-nvml-file",
         default=str(defaults.fake_nvml_file),
         type=pathlib.Path,
         help="fake-NVML topology file read by the fake backend",
-    )
-    flags.add(
-        parser,
-        "--proc-root",
-        default=str(defaults.proc_root),
-        type=pathlib.Path,
-        help="the host's /proc (mounted from the host to see host processes)",
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import prometheus_client
 
 from computedomains import httpserver, nodefiles
-from computedomains.api import constants, fabricverdict, imex, models
+from computedomains.api import constants, fabricverdict, imex, models, resources
 from computedomains.api.schema import ValidationError
 from computedomains.imexagent import config, decide, metrics, report, supervisor
 from computedomains.kube import client as kube_client
@@ -39,11 +39,6 @@ HEARTBEAT_LIMIT = 120.0
 def utc_now() -> datetime.datetime:
     """The wall clock, for the timestamps others compare with theirs (the node's clock)."""
     return datetime.datetime.now(datetime.UTC)
-
-
-def cliques_path(namespace: str) -> str:
-    """The ComputeDomainClique collection of the driver namespace."""
-    return f"/apis/{constants.API_VERSION}/namespaces/{namespace}/{constants.CLIQUE_PLURAL}"
 
 
 def read_fabric(path: pathlib.Path) -> tuple[str, str]:
@@ -160,7 +155,7 @@ class Agent:
         self._node = _Watch(
             self._api,
             self._wake.set,
-            path="/api/v1/nodes",
+            path=resources.NODES.path(),
             field_selector=f"metadata.name={self._cfg.node_name}",
         )
         try:
@@ -246,8 +241,8 @@ class Agent:
         if clique_id:
             selector = f"{constants.CLIQUE_ID_LABEL}={clique_id}"
             self._cliques = _Watch(
-                self._api, self._wake.set, path=cliques_path(self._cfg.namespace),
-                label_selector=selector,
+                self._api, self._wake.set,
+                path=resources.CLIQUES.path(namespace=self._cfg.namespace), label_selector=selector,
             )  # fmt: skip
 
     def _listed(self) -> bool:
@@ -264,7 +259,7 @@ class Agent:
         clique_id, note = self._fabric
         daemons = None
         if domain and self._cliques is not None:
-            name = f"{domain}.{clique_id}"
+            name = models.clique_name(domain, clique_id)
             obj = next(
                 (o for o in self._cliques.informer.items() if o["metadata"].get("name") == name),
                 None,

@@ -8,11 +8,8 @@ import ipaddress
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants, imex
+from computedomains.api import flaggroups, imex
 from computedomains.imexagent import render
-
-MAX_SLOTS = 10000
-"""Slot names carry four digits."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,42 +70,15 @@ class AgentConfig:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the agent's flags."""
-    p = flags.path
-    flags.add(parser, "--node-name", default=None, required=True, help="this node's name")
-    flags.add(parser, "--namespace", default="default", help="the driver's namespace")
+    flaggroups.add_node(parser)
+    flaggroups.add_kube(parser)
     flags.add(parser, "--pod-name", default=None, required=True, help="this agent's pod")
     flags.add(parser, "--pod-uid", default="", help="this agent pod's UID")
     flags.add(parser, "--pod-ip", default=None, required=True, help="this agent pod's IP")
-    flags.add(
-        parser,
-        "--kubeconfig",
-        default=None,
-        type=p,
-        help="kubeconfig (default: the pod's ServiceAccount)",
-    )
-    flags.add(parser, "--driver-root", default="/", type=p, help="where the driver is installed")
-    flags.add(
-        parser,
-        "--imex-dir",
-        default=str(constants.IMEX_DIR),
-        type=p,
-        help="IMEX config, nodes file and the node's IMEX status",
-    )
-    flags.add(parser, "--hosts-file", default="/etc/hosts", type=p, help="hosts file IMEX reads")
-    flags.add(
-        parser,
-        "--fabric-verdict-file",
-        default=str(constants.FABRIC_VERDICT_FILE),
-        type=p,
-        help="verdict written by node-init",
-    )
-    flags.add(
-        parser,
-        "--max-nodes-per-clique",
-        default="18",
-        type=int,
-        help="IMEX slots per clique (18 compute trays in a GB200 NVL72 rack)",
-    )
+    flaggroups.add_node_paths(parser, "--driver-root", "--imex-dir", "--fabric-verdict-file")
+    flags.add(parser, "--hosts-file", default="/etc/hosts", type=flags.path,
+              help="hosts file IMEX reads")  # fmt: skip
+    flaggroups.add_max_nodes_per_clique(parser)
     flags.add(
         parser,
         "--imex-start-timeout",
@@ -130,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds between rewrites of the IMEX status file when nothing changed",
     )
-    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+    flaggroups.add_http(parser)
 
 
 def from_args(args: argparse.Namespace) -> AgentConfig:
@@ -139,10 +109,6 @@ def from_args(args: argparse.Namespace) -> AgentConfig:
         pod_ip = str(ipaddress.ip_address(args.pod_ip))
     except ValueError:
         raise SystemExit(f"--pod-ip must be an IP address, got {args.pod_ip!r}") from None
-    if not 1 <= args.max_nodes_per_clique <= MAX_SLOTS:
-        raise SystemExit(
-            f"--max-nodes-per-clique must be 1..{MAX_SLOTS}, got {args.max_nodes_per_clique}"
-        )
     for flag in ("imex_start_timeout", "imex_stop_timeout", "heartbeat_interval"):
         if getattr(args, flag) <= 0:
             name = flag.replace("_", "-")

@@ -16,7 +16,7 @@ import pathlib
 from collections.abc import Callable
 
 from computedomains import nodefiles
-from computedomains.api import imex
+from computedomains.api import imex, resources
 from computedomains.imexagent import config, decide, render
 from computedomains.kube import client as kube_client
 
@@ -164,7 +164,7 @@ class Reporter:
 
     def _write_condition(self, report: decide.Report) -> None:
         cfg = self._cfg
-        path = f"/api/v1/namespaces/{cfg.namespace}/pods/{cfg.pod_name}"
+        path = resources.PODS.path(cfg.pod_name, namespace=cfg.namespace)
         pod = self._api.get(path)
         body = imex.status_patch(
             pod_report(report, self._start),

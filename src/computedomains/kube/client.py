@@ -23,6 +23,8 @@ from typing import Any
 import urllib3
 import urllib3.exceptions
 
+from computedomains.api import resources
+
 SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
 """Set only by the simulated cluster, which cannot mount the token at the usual path."""
@@ -285,7 +287,9 @@ def mint_service_account_token(
             "name": bound_pod[0],
             "uid": bound_pod[1],
         }
-    path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token"
+    path = resources.SERVICE_ACCOUNTS.path(
+        service_account, namespace=namespace, subresource="token"
+    )
     answer = api.create(
         path, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
     )

@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from computedomains.api import resources
 from computedomains.kube import client
 
 log = logging.getLogger(__name__)
@@ -322,7 +323,7 @@ class Recorder:
 
     def _write(self, decision: Decision) -> None:
         ref, series = decision.key.ref, decision.series
-        collection = f"/api/v1/namespaces/{ref.namespace or 'default'}/events"
+        collection = resources.EVENTS.path(namespace=ref.namespace or "default")
         try:
             if decision.action is Action.PATCH:
                 try:

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import cast
 
+from computedomains.api import resources
 from computedomains.kube import client, wire
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,7 @@ log = logging.getLogger(__name__)
 
 def lease_path(namespace: str, name: str = "") -> str:
     """The API path of the Leases in ``namespace``, or of Lease ``name``."""
-    base = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
-    return f"{base}/{name}" if name else base
+    return resources.LEASES.path(name, namespace=namespace)
 
 
 def identity(pod_name: str) -> str:

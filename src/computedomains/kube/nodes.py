@@ -7,15 +7,15 @@ import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from computedomains.api import resources
 from computedomains.kube import client
 
-_NODES = "/api/v1/nodes"
 _CONFLICT_RETRIES = 5
 
 
 def path(name: str) -> str:
     """The API path of node ``name``."""
-    return f"{_NODES}/{name}"
+    return resources.NODES.path(name)
 
 
 def is_ready(node: Mapping[str, Any]) -> bool:
@@ -26,12 +26,12 @@ def is_ready(node: Mapping[str, Any]) -> bool:
 
 def create(api: client.Client, body: dict[str, Any]) -> None:
     """Create a Node from a manifest (simulated nodes register this way, like a kubelet)."""
-    api.create(_NODES, body)
+    api.create(resources.NODES.path(), body)
 
 
 def ready_names(api: client.Client, *, timeout: float = 30) -> tuple[set[str], int]:
     """Names of the Ready nodes, and how many nodes there are in all."""
-    items = api.get(_NODES, timeout=timeout).get("items", [])
+    items = api.get(resources.NODES.path(), timeout=timeout).get("items", [])
     return {n["metadata"]["name"] for n in items if is_ready(n)}, len(items)
 
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from computedomains.api import resources
 from computedomains.kube import client
 
-PATH = "/api/v1/pods"
+PATH = resources.PODS.path()
 """Every pod in every namespace (for :class:`computedomains.kube.informer.Informer`)."""
 
 
@@ -15,6 +16,6 @@ def annotate(
 ) -> None:
     """Merge-patch the pod's annotations (``None`` removes one)."""
     api.patch(
-        f"/api/v1/namespaces/{namespace}/pods/{name}",
+        resources.PODS.path(name, namespace=namespace),
         {"metadata": {"annotations": dict(annotations)}},
     )

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import cast
 
+from computedomains.api import resources
 from computedomains.kube import client, wire
 
-PATH = "/apis/resource.k8s.io/v1/resourceclaims"
+PATH = resources.RESOURCE_CLAIMS.path()
 """Every claim in every namespace (for an informer)."""
 
 
 def path(namespace: str, name: str) -> str:
     """The API path of one claim."""
-    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+    return resources.RESOURCE_CLAIMS.path(name, namespace=namespace)
 
 
 def read(api: client.Client, namespace: str, name: str) -> wire.ResourceClaim | None:

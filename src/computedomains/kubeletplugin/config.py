@@ -7,7 +7,7 @@ import dataclasses
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import constants, fabricverdict, imex
+from computedomains.api import constants, fabricverdict, flaggroups, imex
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,48 +68,12 @@ class PluginConfig:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the plugin's flags."""
-    p = flags.path
-    flags.add(parser, "--node-name", default=None, required=True, help="this node's name")
-    flags.add(parser, "--namespace", default="default", help="the driver's namespace")
-    flags.add(
-        parser,
-        "--kubeconfig",
-        default=None,
-        type=p,
-        help="kubeconfig (default: the pod's ServiceAccount)",
-    )
-    flags.add(
-        parser,
-        "--kubelet-registry-dir",
-        default=str(constants.KUBELET_REGISTRY_DIR),
-        type=p,
-        help="kubelet plugin registration directory",
-    )
-    flags.add(
-        parser,
-        "--kubelet-plugins-dir",
-        default=str(constants.KUBELET_PLUGINS_DIR),
-        type=p,
-        help="kubelet plugins directory (our sockets and checkpoint live below it)",
-    )
-    flags.add(
-        parser, "--cdi-root", default=str(constants.CDI_ROOT), type=p, help="CDI spec directory"
-    )
-    flags.add(parser, "--proc-root", default="/proc", type=p, help="the host's /proc")
-    flags.add(
-        parser,
-        "--fabric-verdict-file",
-        default=str(constants.FABRIC_VERDICT_FILE),
-        type=p,
-        help="verdict written by node-init",
-    )
-    flags.add(
-        parser,
-        "--imex-status-file",
-        default=str(constants.IMEX_STATUS_FILE),
-        type=p,
-        help="IMEX status written by the IMEX agent",
-    )
+    flaggroups.add_node(parser)
+    flaggroups.add_kube(parser)
+    flaggroups.add_node_paths(
+        parser, "--kubelet-registry-dir", "--kubelet-plugins-dir", "--cdi-root", "--proc-root",
+        "--fabric-verdict-file", "--imex-status-file",
+    )  # fmt: skip
     flags.add(
         parser,
         "--channel-slots",
@@ -146,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="seconds between garbage collection rounds (which also verify the node label)",
     )
-    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+    flaggroups.add_http(parser)
 
 
 def from_args(args: argparse.Namespace) -> PluginConfig:

@@ -12,7 +12,7 @@ import grpc
 import prometheus_client
 
 from computedomains import httpserver
-from computedomains.api import constants, placement
+from computedomains.api import placement, resources
 from computedomains.drapb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -26,8 +26,6 @@ from computedomains.kubeletplugin import config, driver, metrics, nodestate, ser
 
 log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
-_DOMAINS = f"/apis/{constants.API_VERSION}/{constants.COMPUTE_DOMAIN_PLURAL}"
-_CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
 
 def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
@@ -85,8 +83,8 @@ def run(cfg: config.PluginConfig) -> int:
         if allocation is not None and allocation.node == cfg.node_name:
             wake.set()
 
-    domains = Informer(api, path=_DOMAINS)
-    claims = Informer(api, path=_CLAIMS, on_change=claim_changed)
+    domains = Informer(api, path=resources.COMPUTE_DOMAINS.path())
+    claims = Informer(api, path=resources.RESOURCE_CLAIMS.path(), on_change=claim_changed)
     domains.start()
     claims.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)

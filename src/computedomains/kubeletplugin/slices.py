@@ -6,12 +6,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from computedomains.api import resources
 from computedomains.kube import client
 from computedomains.kube import nodes as kube_nodes
 from computedomains.kubeletplugin import config, devices, nodestate
 
 log = logging.getLogger(__name__)
-_SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 
 
 class Publisher:
@@ -52,7 +52,7 @@ class Publisher:
         name = devices.slice_name(self._cfg.node_name)
         node = self._api.get(kube_nodes.path(self._cfg.node_name))
         try:
-            existing: dict[str, Any] | None = self._api.get(f"{_SLICES}/{name}")
+            existing: dict[str, Any] | None = self._api.get(resources.RESOURCE_SLICES.path(name))
         except client.ApiError as exc:
             if exc.status != client.NOT_FOUND:
                 raise
@@ -70,10 +70,10 @@ class Publisher:
             generation=generation,
         )
         if existing is None:
-            self._api.create(_SLICES, body)
+            self._api.create(resources.RESOURCE_SLICES.path(), body)
         else:
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-            self._api.replace(f"{_SLICES}/{name}", body)
+            self._api.replace(resources.RESOURCE_SLICES.path(name), body)
         log.info(
             "published %d devices (fabric %s, clique %s, held by %s, pool generation %d)",
             len(wanted),

@@ -1,0 +1,97 @@
+"""Flags more than one component takes: one name, one default and one bound each.
+
+Every flag has an environment twin (``computedomains.settings``). The node paths are a
+table, :data:`NODE_PATHS`, which the chart's path helper is checked against
+(``tests/chart``), so the flags, their defaults and the chart cannot disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import pathlib
+
+from computedomains import settings as flags
+from computedomains.api import constants
+
+DEFAULT_NODES_PER_CLIQUE = 18
+"""Compute trays in a GB200/GB300 NVL72 rack: the nodes of one NVLink domain."""
+MAX_NODES_PER_CLIQUE = 9999
+"""nodes.cfg names IMEX slots with four digits."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePath:
+    """A node-local path flag: its default and what it names."""
+
+    flag: str
+    default: pathlib.Path
+    help: str
+
+
+NODE_PATHS = {
+    p.flag: p
+    for p in (
+        NodePath(
+            "--fabric-verdict-file", constants.FABRIC_VERDICT_FILE, "verdict node-init writes"
+        ),
+        NodePath("--imex-dir", constants.IMEX_DIR, "IMEX config, nodes file and IMEX status"),
+        NodePath("--imex-status-file", constants.IMEX_STATUS_FILE, "the IMEX agent's status"),
+        NodePath("--kubelet-registry-dir", constants.KUBELET_REGISTRY_DIR, "plugin registration"),
+        NodePath("--kubelet-plugins-dir", constants.KUBELET_PLUGINS_DIR, "sockets, checkpoint"),
+        NodePath("--cdi-root", constants.CDI_ROOT, "CDI spec directory"),
+        NodePath("--proc-root", pathlib.Path("/proc"), "the host's /proc"),
+        NodePath("--driver-root", pathlib.Path("/"), "where the NVIDIA driver is installed"),
+    )
+}
+"""Every node path flag; the chart mounts each at the same path in the containers."""
+
+
+def add_kube(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
+    """``--kubeconfig`` (and ``--namespace``, the driver's namespace)."""
+    flags.add(
+        parser,
+        "--kubeconfig",
+        default=None,
+        type=flags.path,
+        help="kubeconfig (default: the pod's ServiceAccount)",
+    )
+    if namespace:
+        flags.add(parser, "--namespace", default="default", help="the driver's namespace")
+
+
+def add_node(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """``--node-name``: the node the component serves (downward API in the chart)."""
+    flags.add(parser, "--node-name", default=None if required else "", required=required,
+              help="this node's name")  # fmt: skip
+
+
+def add_http(parser: argparse.ArgumentParser) -> None:
+    """``--http-bind``: metrics and probes."""
+    flags.add(parser, "--http-bind", default="0.0.0.0:8080", help="metrics and probes host:port")
+
+
+def add_node_paths(parser: argparse.ArgumentParser, *names: str) -> None:
+    """The node path flags ``names`` (keys of :data:`NODE_PATHS`)."""
+    for name in names:
+        path = NODE_PATHS[name]
+        flags.add(parser, name, default=str(path.default), type=flags.path, help=path.help)
+
+
+def add_max_nodes_per_clique(parser: argparse.ArgumentParser) -> None:
+    """``--max-nodes-per-clique``: IMEX slots per clique, 1 to :data:`MAX_NODES_PER_CLIQUE`."""
+    flags.add(
+        parser,
+        "--max-nodes-per-clique",
+        default=str(DEFAULT_NODES_PER_CLIQUE),
+        type=_nodes_per_clique,
+        help=f"IMEX slots per clique, 1..{MAX_NODES_PER_CLIQUE} "
+        f"({DEFAULT_NODES_PER_CLIQUE} compute trays in an NVL72 rack)",
+    )
+
+
+def _nodes_per_clique(value: str) -> int:
+    number = int(value)
+    if not 1 <= number <= MAX_NODES_PER_CLIQUE:
+        raise argparse.ArgumentTypeError(f"must be 1..{MAX_NODES_PER_CLIQUE}, got {number}")
+    return number

@@ -1,0 +1,42 @@
+"""The API resources the components use, and their paths: one table instead of built URLs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from computedomains.api import constants
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """Where objects of one kind live on the API server."""
+
+    group: str
+    """"" for the core group."""
+    version: str
+    plural: str
+    namespaced: bool
+
+    def path(self, name: str = "", *, namespace: str = "", subresource: str = "") -> str:
+        """The object's path, or its collection's (in ``namespace``, or in all of them)."""
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        path = f"{base}/{self.plural}"
+        if name:
+            path += f"/{name}"
+        return f"{path}/{subresource}" if subresource else path
+
+
+COMPUTE_DOMAINS = Resource(
+    constants.GROUP, constants.VERSION, constants.COMPUTE_DOMAIN_PLURAL, namespaced=True
+)
+CLIQUES = Resource(constants.GROUP, constants.VERSION, constants.CLIQUE_PLURAL, namespaced=True)
+RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
+RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
+RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
+NODES = Resource("", "v1", "nodes", False)
+PODS = Resource("", "v1", "pods", True)
+EVENTS = Resource("", "v1", "events", True)
+SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True)
+LEASES = Resource("coordination.k8s.io", "v1", "leases", True)

@@ -1,0 +1,32 @@
+"""The table of API resources builds every path the components use."""
+
+from __future__ import annotations
+
+import pytest
+
+from computedomains.api import resources
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (resources.NODES.path(), "/api/v1/nodes"),
+        (resources.NODES.path("n1"), "/api/v1/nodes/n1"),
+        (resources.PODS.path(), "/api/v1/pods"),
+        (resources.PODS.path("p", namespace="ns", subresource="status"),
+         "/api/v1/namespaces/ns/pods/p/status"),
+        (resources.COMPUTE_DOMAINS.path(), "/apis/resource.nvidia.com/v1beta1/computedomains"),
+        (resources.COMPUTE_DOMAINS.path("cd", namespace="ns", subresource="status"),
+         "/apis/resource.nvidia.com/v1beta1/namespaces/ns/computedomains/cd/status"),
+        (resources.CLIQUES.path(namespace="d"),
+         "/apis/resource.nvidia.com/v1beta1/namespaces/d/computedomaincliques"),
+        (resources.RESOURCE_SLICES.path("s", namespace="ignored"),
+         "/apis/resource.k8s.io/v1/resourceslices/s"),
+        (resources.LEASES.path("l", namespace="d"),
+         "/apis/coordination.k8s.io/v1/namespaces/d/leases/l"),
+        (resources.SERVICE_ACCOUNTS.path("sa", namespace="d", subresource="token"),
+         "/api/v1/namespaces/d/serviceaccounts/sa/token"),
+    ],
+)  # fmt: skip
+def test_paths(path: str, expected: str) -> None:
+    assert path == expected
