@@ -250,6 +250,7 @@ def test_agent_command_line_follows_the_contract(h: helm.Helm) -> None:
         "--hosts-file=/etc/hosts",
         f"--fabric-verdict-file={constants.FABRIC_VERDICT_FILE}",
         "--max-nodes-per-clique=18",
+        "--heartbeat-interval=5",
         "--http-bind=$(POD_IP):8082",
     ]
     env = r.env(c)

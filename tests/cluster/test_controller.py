@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
-from computedomains.api import constants
+from computedomains.api import constants, placement
 from computedomains.sim import cluster as sim_cluster
 from tests.support import clusters, kube, plugin
 from tests.support.controller import (
@@ -117,8 +117,10 @@ def test_a_domain_gets_its_finalizer_template_and_status(
     }
     devices = template["spec"]["spec"]["devices"]
     assert devices["requests"] == [
-        {"name": "channel", "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS,
-                                        "allocationMode": "ExactCount", "count": 1}},
+        {"name": "channel", "exactly": {
+            "deviceClassName": constants.CHANNEL_DEVICE_CLASS, "allocationMode": "ExactCount",
+            "count": 1, "selectors": [{"cel": {"expression": placement.selector(uid)}}],
+            "tolerations": [placement.toleration(uid)]}},
     ]  # fmt: skip
     assert devices["config"] == [{
         "requests": ["channel"],
@@ -258,6 +260,24 @@ def test_two_racks_form_two_cliques_with_independent_slots(
         }  # fmt: skip
     wait_status(api, namespace, "0/8", "NotReady")  # no agents there: nothing is ready
     labels.set(rack0 + rack1, domain=None)  # no agent pods: the slots go at once
+    wait_slots(api, driver_ns, uid, {}, "no clique left")
+    delete_domain(api, namespace)
+
+
+def test_a_forged_label_gets_no_slot_and_a_warning(
+    controller: ControllerProcess, api: client.ApiClient, namespace: str, driver_ns: str,
+    labels: NodeLabels, clique_of: dict[str, str],
+) -> None:  # fmt: skip
+    uid = create_domain(api, namespace)
+    real, forged = RACK1[4], RACK1[5]
+    labels.set([real, forged], clique=clique_of[real])
+    labels.set([real], domain=uid)  # with a claim of the domain allocated there
+    NodeLabels(api, original=labels.original).set([forged], domain=uid)  # the label alone
+    wait_slots(api, driver_ns, uid, {clique_of[real]: {real: 0}}, "a slot for the claimed node")
+    (message,) = wait_event(api, namespace, "NodeLabelWithoutClaim")
+    assert forged in message and real not in message
+    assert slots(api, driver_ns, uid) == {clique_of[real]: {real: 0}}  # still none for it
+    labels.set([real, forged], domain=None)
     wait_slots(api, driver_ns, uid, {}, "no clique left")
     delete_domain(api, namespace)
 

@@ -22,7 +22,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.kubeletplugin import cdi
 from computedomains.sim import cluster as sim_cluster
-from tests.support import plugin
+from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster
 
@@ -143,7 +143,7 @@ def test_boot_id_change_discards_old_claims(
     document = _checkpoint(proc)
     assert document["claims"] == {} and document["bootID"] == proc.tree.boot_id.read_text().strip()
     assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
-    _wait_node_event(api, proc.node, "CheckpointFromEarlierBoot")
+    kube.node_event(api, proc.node, "CheckpointFromEarlierBoot", timeout=20)
 
 
 def _damage(path: pathlib.Path, how: str) -> None:
@@ -190,7 +190,7 @@ def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the
     assert _checkpoint(proc)["claims"] == {claim["uid"]: before}  # rebuilt as it was
     assert _node_label(api, proc.node) == uid
     assert cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
-    event = _wait_node_event(api, proc.node, reason)
+    event = kube.node_event(api, proc.node, reason, timeout=20)
     assert (
         "rebuilt 1 claims" in event.message and "moved to checkpoint.json.corrupt-" in event.message
     )
@@ -288,20 +288,6 @@ def test_a_claim_unprepared_while_its_prepare_waits_gets_nothing_even_on_retry(
     late = proc.prepare([claim]).claims[claim["uid"]]  # a late retry of the same allocation
     assert "not re-taking its devices" in late.error
     assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
-
-
-def _wait_node_event(api: client.ApiClient, node: str, reason: str) -> Any:
-    def seen() -> Any:
-        items = (
-            client.CoreV1Api(api)
-            .list_namespaced_event(
-                "default", field_selector=f"involvedObject.name={node},reason={reason}"
-            )
-            .items
-        )
-        return items[-1] if items else None
-
-    return waiting.until(f"a {reason} Event on node {node}", seen, timeout=20)
 
 
 def test_node_without_fabric_prepares_channels_without_device_nodes(

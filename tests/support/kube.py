@@ -9,6 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
+from computedomains.api import constants
 
 
 def wait_for_default_service_account(api: client.ApiClient, namespace: str) -> None:
@@ -105,3 +106,40 @@ def find_process(*needles: str, under: pathlib.Path | None = None) -> int | None
         ):
             return int(proc.name)
     return None
+
+
+def node_event(api: client.ApiClient, node: str, reason: str, *, timeout: float = 30) -> Any:
+    """The latest Event ``reason`` on Node ``node`` (Node Events live in ``default``)."""
+
+    def seen() -> Any:
+        items = (
+            client.CoreV1Api(api)
+            .list_namespaced_event(
+                "default", field_selector=f"involvedObject.name={node},reason={reason}"
+            )
+            .items
+        )
+        return items[-1] if items else None
+
+    return waiting.until(f"a {reason} Event on node {node}", seen, timeout=timeout)
+
+
+def component_pod(api: client.ApiClient, namespace: str, component: str, node: str) -> Any:
+    """The chart's pod of ``component`` (``app.kubernetes.io/component``) on ``node``."""
+    (pod,) = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(
+            namespace,
+            label_selector=f"{constants.COMPONENT_LABEL}={component}",
+            field_selector=f"spec.nodeName={node}",
+        )
+        .items
+    )
+    return pod
+
+
+def container_flags(pod: Any, container: str) -> dict[str, str]:
+    """The flags (``--name`` to value) of ``container`` in ``pod``."""
+    found = next(c for c in [*pod.spec.containers, *(pod.spec.init_containers or [])]
+                 if c.name == container)  # fmt: skip
+    return dict(str(a).partition("=")[::2] for a in found.args)

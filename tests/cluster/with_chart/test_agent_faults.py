@@ -32,32 +32,8 @@ NODES = ["gb200-r0-n12", "gb200-r0-n13", "gb200-r0-n14"]
 VICTIM = NODES[0]
 
 
-def _container_args(api: client.ApiClient, namespace: str, component: str) -> dict[str, str]:
-    """The flags (``--name`` to value) of the ``component`` container on the victim node."""
-    (pod,) = (
-        client.CoreV1Api(api)
-        .list_namespaced_pod(
-            namespace,
-            label_selector=f"{constants.COMPONENT_LABEL}={component}",
-            field_selector=f"spec.nodeName={VICTIM}",
-        )
-        .items
-    )
-    container = next(c for c in pod.spec.containers if c.name == component)
-    return dict(str(a).partition("=")[::2] for a in container.args)
-
-
 def _agent_pod(api: client.ApiClient, namespace: str) -> Any:
-    (pod,) = (
-        client.CoreV1Api(api)
-        .list_namespaced_pod(
-            namespace,
-            label_selector=f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}",
-            field_selector=f"spec.nodeName={VICTIM}",
-        )
-        .items
-    )
-    return pod
+    return kube.component_pod(api, namespace, constants.IMEX_AGENT_COMPONENT, VICTIM)
 
 
 def _status(path: pathlib.Path) -> imex.ImexStatus:
@@ -87,8 +63,10 @@ def _refusals(api: client.ApiClient, namespace: str, pod: str) -> list[str]:
 def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_restarts(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
-    max_age = float(_container_args(api, chart, "kubelet-plugin")["--imex-status-max-age"])
-    beat = float(_container_args(api, chart, "imex-agent")["--heartbeat-interval"])
+    plugin = kube.component_pod(api, chart, "kubelet-plugin", VICTIM)
+    max_age = float(kube.container_flags(plugin, "kubelet-plugin")["--imex-status-max-age"])
+    agent_flags = kube.container_flags(_agent_pod(api, chart), constants.IMEX_AGENT_COMPONENT)
+    beat = float(agent_flags["--heartbeat-interval"])
     domain = domains.create_domain(api, namespace)
     name, uid = domain["metadata"]["name"], domain["metadata"]["uid"]
     pods = domains.workers(api, namespace, domain, NODES)

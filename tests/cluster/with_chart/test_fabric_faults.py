@@ -28,25 +28,6 @@ HOLDING = "keeping the last usable verdict"
 PASSED = "the fault passed"
 
 
-def _sidecar(api: client.ApiClient, driver_namespace: str, node: str) -> tuple[Any, dict[str, str]]:
-    """The plugin pod on ``node`` and its node-init-watch flags (``--name`` to value)."""
-    (pod,) = (
-        client.CoreV1Api(api)
-        .list_namespaced_pod(
-            driver_namespace,
-            label_selector=f"{constants.COMPONENT_LABEL}=kubelet-plugin",
-            field_selector=f"spec.nodeName={node}",
-        )
-        .items
-    )
-    container = next(c for c in pod.spec.containers if c.name == "node-init-watch")
-    flags = {}
-    for arg in container.args:
-        flag, _, value = str(arg).partition("=")
-        flags[flag] = value
-    return pod, flags
-
-
 def _log(sim: sim_cluster.SimCluster, pod: Any) -> pathlib.Path:
     assert sim.directory is not None
     meta = pod.metadata
@@ -87,7 +68,8 @@ def _break_nvml(sim: sim_cluster.SimCluster, node: str) -> None:
 def test_a_passing_fault_keeps_imex_and_a_sustained_one_degrades_the_node(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
-    pod, flags = _sidecar(api, chart, FAULTY)
+    pod = kube.component_pod(api, chart, "kubelet-plugin", FAULTY)
+    flags = kube.container_flags(pod, "node-init-watch")
     checks, interval = int(flags["--fault-grace-checks"]), float(flags["--recheck-interval"])
     assert checks >= 2, f"a grace of {checks} check(s) holds nothing; the test needs two"
     log = _log(sim, pod)

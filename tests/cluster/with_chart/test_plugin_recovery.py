@@ -141,20 +141,6 @@ def _damage(path: pathlib.Path, how: str) -> None:
         path.write_text(json.dumps({**document, "checkpointVersion": 99, "claims": []}))
 
 
-def _node_event(api: client.ApiClient, node: str, reason: str) -> Any:
-    def seen() -> Any:
-        items = (
-            client.CoreV1Api(api)
-            .list_namespaced_event(
-                "default", field_selector=f"involvedObject.name={node},reason={reason}"
-            )
-            .items
-        )
-        return items[-1] if items else None
-
-    return waiting.until(f"a {reason} Event on node {node}", seen, timeout=30)
-
-
 def _delete_pods(api: client.ApiClient, namespace: str, pods: list[str], node: str) -> None:
     core = client.CoreV1Api(api)
     for name in pods:
@@ -203,7 +189,7 @@ def test_a_lost_checkpoint_keeps_the_label_and_the_claims_through_three_collecti
     assert len(set(path.parent.glob("checkpoint.json.corrupt-*")) - quarantined) == 1
     rebuilt = _claims_in_checkpoint(sim, RECOVERY_NODE)
     assert {u: rebuilt.get(u) for u in mine} == mine  # the same entries, devices, CDI IDs
-    assert "rebuilt" in _node_event(api, RECOVERY_NODE, reason).message
+    assert "rebuilt" in kube.node_event(api, RECOVERY_NODE, reason).message
     interval = _plugin_args(api, chart).collection_interval
 
     def three_rounds() -> bool:
