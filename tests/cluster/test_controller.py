@@ -322,6 +322,8 @@ def test_churn_frees_a_slot_only_when_released_and_reuses_the_lowest(
     core = client.CoreV1Api(api)
     core.create_node({"metadata": {"name": extra, "labels": {
         constants.CLIQUE_LABEL: clique, constants.COMPUTE_DOMAIN_LABEL: uid}}})  # fmt: skip
+    plugin.allocated_claim(api, namespace, node=extra, device="channel-0",
+                           parameters=plugin.channel_parameters(uid))  # fmt: skip
     try:
         held[extra] = 6
         wait_slots(api, driver_ns, uid, {clique: held}, "the extra node in slot 6")

@@ -140,6 +140,8 @@ GRANTED = ((placement.RESERVED_CONDITION, "True"),)
         ("", [_claim("a", X, at="t2", conditions=GRANTED), _claim("b", Y, at="t1")], {"b": False}),
         # a claim of a domain that is gone is refused
         ("", [_claim("a", Z, at="t1"), _claim("b", Y, at="t2")], {"a": False, "b": True}),
+        # a claim naming no domain holds nothing: bound, for the plugin to refuse it
+        ("", [_claim("a", "", at="t1"), _claim("b", Y, at="t2")], {"a": True, "b": True}),
         # nothing pending, nothing to answer
         ("", [_claim("a", X, conditions=GRANTED)], {}),
     ],

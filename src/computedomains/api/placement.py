@@ -181,7 +181,9 @@ def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
     """
     if label:
         return label
-    granted = sorted((a.allocated_at, a.uid, a.domain_uid) for a in allocations if a.granted)
+    granted = sorted(
+        (a.allocated_at, a.uid, a.domain_uid) for a in allocations if a.granted and a.domain_uid
+    )
     return granted[0][2] if granted else ""
 
 

@@ -45,14 +45,26 @@ def decide(
         (a for a in allocations if a.pending), key=lambda a: (a.allocated_at, a.uid)
     ):
         where = f"node {node}"
+        if not claim.domain_uid:
+            # No readable ComputeDomainChannelConfig: nothing to place by. The pod is bound and
+            # the kubelet plugin refuses the claim at prepare, naming the field that is wrong.
+            answers.append(
+                Answer(
+                    claim,
+                    granted=True,
+                    reason=placement.RESERVED_REASON,
+                    message=f"{where}: the claim names no ComputeDomain; the kubelet plugin "
+                    "reports why at prepare",
+                )
+            )
+            continue
         if claim.domain_uid not in domains:
             answers.append(
                 Answer(
                     claim,
                     granted=False,
                     reason=placement.RefusalReason.DOMAIN_NOT_FOUND,
-                    message=f"ComputeDomain {claim.domain_uid or '(none)'} does not exist or is "
-                    "being deleted",
+                    message=f"ComputeDomain {claim.domain_uid} does not exist or is being deleted",
                 )
             )
             continue
