@@ -540,7 +540,7 @@ def test_plugin_flags_name_the_node_files_of_the_contract(h4: helm.Helm) -> None
     assert r.flag(plugin, "cdi-root") == str(constants.CDI_ROOT)
     assert r.flag(plugin, "fabric-verdict-file") == str(constants.FABRIC_VERDICT_FILE)
     assert r.flag(plugin, "imex-status-file") == str(constants.IMEX_STATUS_FILE)
-    assert r.flag(r.container(objects, "node-init"), "verdict-file") == str(
+    assert r.flag(r.container(objects, "node-init"), "fabric-verdict-file") == str(
         constants.FABRIC_VERDICT_FILE
     )
     env = {e["name"]: e for e in plugin["env"]}
