@@ -308,7 +308,7 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
         waiting.until(
             "the sustained fault to degrade the node",
             lambda: _node_state(api, HOLD_NODE) == broken,
-            timeout=60,
+            timeout=120,
         )
         (message,) = waiting.until(
             "the Warning Event on the Node",
@@ -331,7 +331,12 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
             lambda: _warnings(api, HOLD_NODE, "NVLinkFabricUnusable"),
             timeout=30,
         )
-        assert _node_state(api, HOLD_NODE) == broken
+        # The Event comes first, then the node's label and condition (separate writes).
+        waiting.until(
+            "the node off any domain to show the fault",
+            lambda: _node_state(api, HOLD_NODE) == broken,
+            timeout=30,
+        )
         assert said("keeping the last usable verdict") == held
     finally:
         stop.set()
