@@ -16,6 +16,8 @@ from computedomains.nodeinit import commands as nodeinit_commands
 _SIM_COMMANDS = frozenset({"sim", "tools", "demo"})
 """Subcommands of the simulated cluster: only they import it (and cryptography, for its PKI),
 so no component's start-up pays for them (docs/architecture.md)."""
+_HOOKS_COMMAND = "hooks"
+"""Only ``hooks`` imports the hook programs and, through them, the generated Kubernetes client."""
 
 
 class _Version(argparse.Action):
@@ -42,6 +44,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         from computedomains.sim import commands as sim_commands  # noqa: PLC0415 - see above
 
         sim_commands.add_parsers(subparsers)
+    if command is None or command == _HOOKS_COMMAND:
+        from computedomains.hooks import commands as hooks_commands  # noqa: PLC0415 - see above
+
+        hooks_commands.add_parsers(subparsers)
     kubeletplugin_commands.add_parsers(subparsers)
     controller_commands.add_parsers(subparsers)
     imexagent_commands.add_parsers(subparsers)

@@ -1,0 +1,34 @@
+"""``computedomains hooks <name>``: the Helm hook programs the chart runs as Jobs."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+HOOKS: dict[str, str] = {}
+"""Hook name → one-line help. Each is the module ``computedomains.hooks.<name>``, with
+``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
+
+
+def add_parsers(subparsers: Any) -> None:
+    """Register ``hooks`` and one subcommand per hook."""
+    parser = subparsers.add_parser("hooks", help="Helm/Argo CD hook programs (run as Jobs)")
+    hook_parsers = parser.add_subparsers(dest="hook", required=True)
+    for name, help_text in HOOKS.items():
+        hook_parser = hook_parsers.add_parser(name, help=help_text)
+        _module(name).add_arguments(hook_parser)
+        hook_parser.set_defaults(func=_runner(name))
+
+
+def _module(name: str) -> Any:
+    # The CLI registers `hooks` only when it is the command, so importing every hook (and the
+    # Kubernetes client with it) costs no component's start-up.
+    return importlib.import_module(f"computedomains.hooks.{name}")
+
+
+def _runner(name: str) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        return int(_module(name).run(args))
+
+    return run
