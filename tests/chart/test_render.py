@@ -72,7 +72,7 @@ def test_every_object_carries_the_standard_labels(h: helm.Helm, profile: str | N
         assert labels["app.kubernetes.io/instance"] == r.RELEASE
         assert labels["app.kubernetes.io/part-of"] == "compute-domains"
         if obj["kind"] != "CustomResourceDefinition":
-            assert labels["app.kubernetes.io/version"] == "0.1.0"
+            assert labels["app.kubernetes.io/version"] == "0.2.0"
 
 
 def test_rendering_is_deterministic(h: helm.Helm) -> None:
@@ -337,7 +337,7 @@ def _every_container(objects: list[r.Obj]) -> list[r.Obj]:
 
 def test_image_tag_defaults_to_app_version_and_digest_wins(h4: helm.Helm) -> None:
     images = {c["image"] for c in _every_container(r.template(h4))}
-    assert images == {"ghcr.io/compute-domains/compute-domains:0.1.0"}
+    assert images == {"ghcr.io/compute-domains/compute-domains:0.2.0"}
     digest = "sha256:" + "a" * 64
     objects = _rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
     assert {c["image"] for c in _every_container(objects)} == {f"reg.example/cd@{digest}"}
