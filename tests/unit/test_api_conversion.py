@@ -48,15 +48,22 @@ def test_zero_num_nodes_needs_no_annotation_and_comes_back_as_the_default() -> N
 def test_placement_moves_to_the_annotation_and_back() -> None:
     required = v2(placement={"clique": "Required"})
     down = convert(required, V1)
-    assert down == {**v1(), "metadata": {"name": "cd",
-                                         "annotations": {PLACEMENT: '{"clique":"Required"}'}}}
+    assert down == {
+        **v1(),
+        "metadata": {"name": "cd", "annotations": {PLACEMENT: '{"clique":"Required"}'}},
+    }
     assert convert(down, V2) == required
     models.ComputeDomain.from_dict(down)  # a valid v1beta1 object
 
 
 def test_v1beta2_only_status_is_dropped_and_v1beta1_status_kept() -> None:
-    status = {"status": "Ready", "nodesReady": "1/1", "nodes": [
-        {"name": "a", "ipAddress": "10.0.0.1", "cliqueID": "c.1", "index": 0, "status": "Ready"}]}
+    status = {
+        "status": "Ready",
+        "nodesReady": "1/1",
+        "nodes": [
+            {"name": "a", "ipAddress": "10.0.0.1", "cliqueID": "c.1", "index": 0, "status": "Ready"}
+        ],
+    }
     full = {**v2(), "status": {**status, "conditions": [{"type": "Ready"}], "cliques": []}}
     assert convert(full, V1)["status"] == status
     assert convert({**v1(), "status": status}, V2)["status"] == status
@@ -96,8 +103,12 @@ def test_same_version_is_a_copy() -> None:
 
 
 def test_cliques_only_change_apiversion() -> None:
-    clique = {"apiVersion": V1, "kind": "ComputeDomainClique", "metadata": {"name": "u.c"},
-              "daemons": [{"nodeName": "a", "ipAddress": "", "cliqueID": "c", "index": 0}]}
+    clique = {
+        "apiVersion": V1,
+        "kind": "ComputeDomainClique",
+        "metadata": {"name": "u.c"},
+        "daemons": [{"nodeName": "a", "ipAddress": "", "cliqueID": "c", "index": 0}],
+    }
     assert convert(clique, V2) == {**clique, "apiVersion": V2}
     assert convert(convert(clique, V2), V1) == clique
 
@@ -179,13 +190,11 @@ node_entries = st.fixed_dictionaries(
     {"name": names, "ipAddress": text, "cliqueID": text},
     optional={"index": st.integers(-1, 17), "status": statuses},
 )
-v1_statuses = st.fixed_dictionaries(
-    {"status": statuses},
-    optional={
-        "nodes": st.lists(node_entries, max_size=3, unique_by=lambda n: n["name"]),
-        "nodesReady": text,
-    },
-)
+_status_fields: dict[str, st.SearchStrategy[Any]] = {
+    "nodes": st.lists(node_entries, max_size=3, unique_by=lambda n: n["name"]),
+    "nodesReady": text,
+}
+v1_statuses = st.fixed_dictionaries({"status": statuses}, optional=_status_fields)
 
 
 @st.composite
@@ -216,8 +225,8 @@ def v1beta2_objects(draw: st.DrawFn) -> dict[str, Any]:
     obj: dict[str, Any] = {"apiVersion": V2, "kind": "ComputeDomain", "metadata": draw(metadata())}
     if draw(st.booleans()):
         obj["spec"] = {"channel": draw(channels)}
-        placement = draw(st.sampled_from([None, {}, *({"clique": c.value}
-                                                       for c in models.CliquePlacement)]))  # fmt: skip
+        cliques = [{"clique": c.value} for c in models.CliquePlacement]
+        placement = draw(st.sampled_from([None, {}, *cliques]))
         if placement is not None:
             obj["spec"]["placement"] = placement
         count = draw(st.integers(0, 1 << 40))
@@ -260,6 +269,6 @@ def test_the_num_nodes_annotation_is_spec_num_nodes(obj: dict[str, Any]) -> None
     down = convert(obj, V1)
     if "spec" in down:
         assert down["spec"]["numNodes"] == parsed.num_nodes
-        assert json.loads(
-            down["metadata"].get("annotations", {}).get(PLACEMENT, "null")
-        ) == obj["spec"].get("placement")
+        assert json.loads(down["metadata"].get("annotations", {}).get(PLACEMENT, "null")) == obj[
+            "spec"
+        ].get("placement")
