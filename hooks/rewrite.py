@@ -164,7 +164,9 @@ def rewrite_paged(
                 written=len(todo),
             )
             store.save(checkpoint)
-            _progress(out, crd, count=count, paging=paging, began=began)
+            _progress(
+                out, crd, count=count, this_run=count - begin.count, paging=paging, began=began
+            )
             if not page.continue_token:
                 break
             token = page.continue_token
@@ -206,13 +208,19 @@ def _reason(exc: BaseException) -> str:
 
 
 def _progress(
-    out: report.Report, crd: crdview.CRDView, *, count: int, paging: Paging, began: float
+    out: report.Report,
+    crd: crdview.CRDView,
+    *,
+    count: int,
+    this_run: int,
+    paging: Paging,
+    began: float,
 ) -> None:
     elapsed = max(time.monotonic() - began, 1e-6)
     total = f"/{paging.expected}" if paging.expected else ""
     out.step(
         f"rewrite: {crd.name}: {count}{total} written at {crd.storage_version} "
-        f"({count / elapsed:.0f}/s)"
+        f"({this_run / elapsed:.0f}/s)"
     )
 
 
