@@ -6,7 +6,10 @@ import argparse
 import importlib
 from typing import Any
 
-HOOKS: dict[str, str] = {}
+HOOKS: dict[str, str] = {
+    "migrate": "snapshot, validate and rewrite ComputeDomains at the storage version; adoption",
+    "restore": "restore ComputeDomains and cliques from a migration snapshot",
+}
 """Hook name → one-line help. Each is the module ``computedomains.hooks.<name>``, with
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
 

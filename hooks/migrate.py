@@ -1,0 +1,333 @@
+"""``computedomains hooks migrate``: snapshot, validate, rewrite, prune, adopt.
+
+Snapshot every object, validate it against the storage schema, rewrite it at the storage
+version, prune ``storedVersions``, and (``--adopt``) retire an incumbent install's per-domain
+objects.
+
+Post-install and post-upgrade hook (docs/migration.md). Every step is idempotent; a rerun of an
+interrupted migration reuses its snapshot and resumes the rewrite from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import time
+from collections.abc import Mapping, Sequence
+
+from computedomains import settings as flags
+from computedomains import waiting
+from computedomains.api import crds as api_crds
+from computedomains.hooks import (
+    adopt,
+    client,
+    crdview,
+    kubeapi,
+    report,
+    rewrite,
+    schemas,
+    snapshotplan,
+)
+from computedomains.hooks import snapshot as snapshots
+
+DEFAULT_PREFIX = "compute-domains-snapshot"
+METHODS = ("auto", "storage-version-migration", "rewrite")
+SVM_START_TIMEOUT = 60.0
+"""Seconds a StorageVersionMigration may stay untouched before ``auto`` concludes no
+controller runs it and rewrites page by page instead."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The hook's settings, from its flags."""
+
+    namespace: str
+    """Release namespace: snapshot and checkpoint ConfigMaps, our IMEX agent pods."""
+    prefix: str
+    """Snapshot ConfigMaps ``<prefix>-<n>``/``-manifest``, checkpoint ``<prefix>-checkpoint``."""
+    page_size: int
+    workers: int
+    method: str
+    timeout: float
+    """Seconds to wait for each StorageVersionMigration."""
+    fail_on_invalid: bool
+    crds: tuple[str, ...]
+    adopt: adopt.Settings | None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """Settings from parsed flags."""
+        return cls(
+            namespace=args.namespace,
+            prefix=args.snapshot_prefix,
+            page_size=args.page_size,
+            workers=args.workers,
+            method=args.method,
+            timeout=args.svm_timeout,
+            fail_on_invalid=args.invalid == "fail",
+            crds=tuple(c.strip() for c in args.crds.split(",") if c.strip()),
+            adopt=adopt.Settings.from_args(args) if args.adopt else None,
+        )
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hook's flags (docs/migration.md lists them)."""
+    client.add_arguments(parser)
+    add_snapshot_prefix(parser, default=DEFAULT_PREFIX)
+    flags.add(parser, "--page-size", default="500", type=_positive, help="objects per list page")
+    flags.add(parser, "--workers", default="8", type=_positive, help="concurrent writes")
+    flags.add(
+        parser,
+        "--method",
+        default="auto",
+        choices=METHODS,
+        help="auto: StorageVersionMigration when served, else paged rewrites",
+    )
+    flags.add(
+        parser,
+        "--svm-timeout",
+        default="600",
+        type=float,
+        help="seconds to wait for each StorageVersionMigration",
+    )
+    flags.add(
+        parser,
+        "--invalid",
+        default="fail",
+        choices=("fail", "warn"),
+        help="objects invalid against the storage schema: fail the hook (after every "
+        "other step) or only report them",
+    )
+    flags.add(
+        parser,
+        "--crds",
+        default=",".join(r.name for r in api_crds.RESOURCES),
+        help="comma-separated CRDs whose objects to migrate",
+    )
+    adopt.add_arguments(parser)
+
+
+def add_snapshot_prefix(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    """``--snapshot-prefix`` (migrate and restore)."""
+    flags.add(
+        parser,
+        "--snapshot-prefix",
+        default=default,
+        required=default is None,
+        help="name prefix of the snapshot ConfigMaps in --namespace",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the hook; the exit code Helm and Argo CD see."""
+    out = report.Report("migrate")
+    api = kubeapi.Api(client.dynamic_client(args.kubeconfig))
+    try:
+        return migrate(api, Settings.from_args(args), out)
+    except (kubeapi.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout) as exc:
+        out.step(f"FAILED: {_message(exc)}")
+        out.step(
+            "  fix: correct the cause (the conversion webhook must be up to read old "
+            "objects) and rerun: the snapshot is reused and the rewrite resumes"
+        )
+        return 1
+
+
+def read_crds(api: kubeapi.Api, names: Sequence[str]) -> list[crdview.CRDView]:
+    """The live CRDs ``names``; :class:`crdview.CRDError` naming a missing one."""
+    views = []
+    for name in names:
+        crd = api.get_or_none(crdview.CRDS.path(name))
+        if crd is None:
+            raise crdview.CRDError(f"CRD {name} not found: install the chart's CRDs first")
+        views.append(crdview.view(crd))
+    return views
+
+
+def migrate(api: kubeapi.Api, settings: Settings, out: report.Report) -> int:
+    """Every step in order; 0 when all succeeded."""
+    began = time.monotonic()
+    try:
+        crds = read_crds(api, settings.crds)
+    except (crdview.CRDError, kubeapi.ApiError) as exc:
+        out.step(f"FAILED: {_message(exc)}")
+        return 1
+    for crd in crds:
+        out.step(
+            f"{crd.name}: storage version {crd.storage_version}, stored versions "
+            f"{','.join(crd.stored_versions) or '-'}"
+        )
+    taken = snapshots.take(
+        api,
+        crds,
+        namespace=settings.namespace,
+        prefix=settings.prefix,
+        page_size=settings.page_size,
+        out=out,
+        now=datetime.datetime.now(datetime.UTC),
+    )
+    problems = validate(api, crds, taken, settings=settings, out=out)
+    failures = rewrite_all(api, crds, settings=settings, expected=taken.manifest.counts, out=out)
+    adopted = True
+    if settings.adopt is not None:
+        adopted = adopt.adopt(api, settings.adopt, namespace=settings.namespace, out=out)
+    out.step(f"finished in {time.monotonic() - began:.1f}s")
+    return _verdict(out, problems, failures, adopted=adopted, settings=settings)
+
+
+def validate(
+    api: kubeapi.Api,
+    crds: Sequence[crdview.CRDView],
+    taken: snapshots.Taken,
+    *,
+    settings: Settings,
+    out: report.Report,
+) -> list[schemas.Problem]:
+    """Every stored object checked against its CRD's storage schema; the problems found."""
+    problems: list[schemas.Problem] = []
+    for crd in crds:
+        validator = schemas.Validator(crd.kind, crd.schema)
+        objects = (taken.objects or {}).get(crd.name)
+        if objects is None:
+            objects = snapshots.list_objects(api, crd, page_size=settings.page_size)
+        found = [p for obj in objects for p in validator.problems(obj)]
+        invalid = len({(p.namespace, p.name) for p in found})
+        out.step(
+            f"validate: {crd.name}: {len(objects)} objects against the "
+            f"{crd.storage_version} schema, {invalid} invalid"
+        )
+        for problem in found:
+            out.step(problem.line())
+        problems.extend(found)
+    return problems
+
+
+def rewrite_all(
+    api: kubeapi.Api,
+    crds: Sequence[crdview.CRDView],
+    *,
+    settings: Settings,
+    expected: Mapping[str, int],
+    out: report.Report,
+) -> list[str]:
+    """Rewrite and prune every CRD that needs it; the failures (objects, prunes) found."""
+    migration = crdview.migration_id(crds)
+    store = rewrite.CheckpointStore(api, namespace=settings.namespace, prefix=settings.prefix)
+    svm = rewrite.svm_version(api) if settings.method != "rewrite" else None
+    if settings.method == "storage-version-migration" and svm is None:
+        return [
+            "--method=storage-version-migration: the cluster does not serve "
+            "storagemigration.k8s.io; use --method=rewrite"
+        ]
+    failures: list[str] = []
+    for crd in crds:
+        if not crd.needs_rewrite:
+            out.step(
+                f"rewrite: {crd.name}: every object is stored at {crd.storage_version}; "
+                "nothing to do"
+            )
+            continue
+        outcome = None
+        if svm is not None:
+            outcome = rewrite.rewrite_with_svm(
+                api,
+                crd,
+                migration=migration,
+                api_version=svm,
+                timeout=settings.timeout,
+                start_timeout=SVM_START_TIMEOUT,
+                out=out,
+            )
+            if outcome is None:
+                out.step(
+                    f"rewrite: {crd.name}: no controller ran the StorageVersionMigration in "
+                    f"{SVM_START_TIMEOUT:.0f}s; rewriting page by page instead"
+                )
+        if outcome is None:
+            paging = rewrite.Paging(
+                page_size=settings.page_size,
+                workers=settings.workers,
+                expected=int(expected.get(crd.name, 0)),
+            )
+            outcome = rewrite.rewrite_paged(
+                api, crd, migration=migration, store=store, paging=paging, out=out
+            )
+        out.step(
+            f"rewrite: {crd.name}: {outcome.written} written, {outcome.gone} deleted "
+            f"meanwhile, {len(outcome.failures)} failed in {outcome.seconds:.1f}s"
+        )
+        failures.extend(f"{crd.name} {f}" for f in outcome.failures)
+        if outcome.complete:
+            failures.extend(prune(api, crd, out=out))
+        else:
+            out.step(f"rewrite: {crd.name}: storedVersions left as they are (objects failed)")
+    return failures
+
+
+def prune(api: kubeapi.Api, crd: crdview.CRDView, *, out: report.Report) -> list[str]:
+    """Cut ``storedVersions`` to the storage version, unless the CRD changed meanwhile."""
+    live = api.get(crdview.CRDS.path(crd.name))
+    now = crdview.view(live)
+    if now.storage_version != crd.storage_version:
+        return [
+            f"{crd.name}: storage version changed to {now.storage_version} during the "
+            "migration; run the hook again"
+        ]
+    try:
+        api.replace(crdview.CRDS.path(crd.name, subresource="status"), crdview.pruned_status(live))
+    except kubeapi.Conflict:
+        return [f"{crd.name}: the CRD changed while pruning storedVersions; run the hook again"]
+    out.step(
+        f"prune: {crd.name}: storedVersions {','.join(now.stored_versions)} -> "
+        f"{crd.storage_version}"
+    )
+    return []
+
+
+def _verdict(
+    out: report.Report,
+    problems: list[schemas.Problem],
+    failures: list[str],
+    *,
+    adopted: bool,
+    settings: Settings,
+) -> int:
+    code = 0
+    if failures:
+        out.step(f"FAILED: {len(failures)} writes did not go through:")
+        for failure in failures:
+            out.step(f"  {failure}")
+        out.step(
+            "  fix: correct the cause above (webhook down? RBAC?) and rerun: the "
+            "migration resumes from its checkpoint"
+        )
+        code = 1
+    if problems:
+        names = sorted({f"{p.kind} {p.namespace}/{p.name}" for p in problems})
+        severity = "FAILED" if settings.fail_on_invalid else "WARNING"
+        out.step(
+            f"{severity}: {len(names)} objects do not match the storage schema (listed "
+            f"above as INVALID); they were kept as they are"
+        )
+        out.step(
+            "  fix: edit each listed field (kubectl edit), then rerun the hook; or "
+            "--invalid=warn to accept them"
+        )
+        code = code or (1 if settings.fail_on_invalid else 0)
+    if not adopted:
+        code = 1
+    return code
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, kubeapi.ApiError):
+        return f"{exc.status} {exc.summary()}"
+    return str(exc)

@@ -1,0 +1,67 @@
+"""Progress output of the hook programs: one line per step on stdout, prefixed by the hook.
+
+Helm keeps a failed hook's pod log and Argo CD shows it in the sync result, so every line must
+read on its own: ``preflight: Kubernetes 1.36.0: supported``. A check's outcome is a
+:class:`Finding`; the hook prints it through :meth:`Report.finding`, and a failure carries the
+fix as a second line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+from collections.abc import Iterable
+from typing import TextIO
+
+
+class Severity(enum.StrEnum):
+    """How a finding counts: ``fail`` makes the hook exit non-zero, the others only print."""
+
+    OK = "ok"
+    INFO = "info"
+    WARN = "warning"
+    FAIL = "failed"
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """The outcome of one check, decided by a pure function from the facts the hook gathered."""
+
+    severity: Severity
+    message: str
+    """What was found, naming the objects involved."""
+    fix: str = ""
+    """What to do about it (required in spirit for ``fail``: the reader must know the next step)."""
+
+
+def failed(findings: Iterable[Finding]) -> bool:
+    """Whether any of ``findings`` fails the hook."""
+    return any(f.severity is Severity.FAIL for f in findings)
+
+
+class Report:
+    """Writes a hook's progress lines to ``out`` (stdout by default), flushed line by line."""
+
+    def __init__(self, hook: str, out: TextIO | None = None) -> None:
+        self._hook = hook
+        self._out = out
+
+    def step(self, message: str) -> None:
+        """One progress line."""
+        out = self._out if self._out is not None else sys.stdout
+        print(f"{self._hook}: {message}", file=out, flush=True)
+
+    def finding(self, finding: Finding) -> None:
+        """A finding: its message behind its severity (``ok`` unmarked), then its fix if any."""
+        marker = "" if finding.severity is Severity.OK else f"{finding.severity.upper()}: "
+        self.step(f"{marker}{finding.message}")
+        if finding.fix:
+            self.step(f"  fix: {finding.fix}")
+
+    def findings(self, findings: Iterable[Finding]) -> bool:
+        """Print every finding; whether any failed."""
+        items = list(findings)
+        for finding in items:
+            self.finding(finding)
+        return failed(items)
