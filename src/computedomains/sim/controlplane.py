@@ -3,6 +3,8 @@
 The API server runs with TLS, ``Node,RBAC`` authorization, service-account tokens and
 ServiceAccount admission, like a production cluster; the other components authenticate
 with client certificates for their well-known identities, so the bootstrap RBAC applies.
+It reaches webhook Services at their endpoints' (pods') loopback IPs, as a cluster without a
+Service proxy on its control-plane hosts must (``--enable-aggregator-routing``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from computedomains.kube import kubeconfig
 from computedomains.sim import pki, processes
 
 SERVICE_CIDR = "10.96.0.0/16"
-"""Only allocated from, never routed: no traffic ever goes to a Service IP here."""
+"""Only allocated from, never routed: no traffic ever goes to a Service IP here (the API
+server calls webhooks at their endpoints' pod IPs instead)."""
 SERVICE_IP = "10.96.0.1"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 STAGES_FILE = pathlib.Path(__file__).with_name("kwok-stages.yaml")
@@ -198,6 +201,11 @@ class ControlPlane:
                 f"--service-account-signing-key-file={cluster_pki.service_account_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--endpoint-reconciler-type=none",
+                # Webhooks (admission, CRD conversion) are called at an endpoint of their
+                # Service, found through its EndpointSlices, not at the Service IP: Service
+                # IPs are never routed here, while pod IPs are loopback addresses a process can
+                # bind. kube-controller-manager's EndpointSlice controller fills the slices.
+                "--enable-aggregator-routing=true",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--max-requests-inflight=800",

@@ -5,7 +5,10 @@ thread (:class:`node.NodeDra`) and runs chart pods (label
 ``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
 pod its "sandbox") and, with claims, once those are prepared. kwok owns pod status, except
 for the container statuses of a chart pod once one of its processes exited: those say what
-the processes really do, as the controller reads the IMEX agent's container state.
+the processes really do, as the controller reads the IMEX agent's container state. A chart
+pod whose containers are done for good (``restartPolicy`` Never or OnFailure: a Job's, a Helm
+hook's) gets its phase from their exit codes here, Succeeded or Failed, so the Job controller
+completes or fails the Job as on a real cluster.
 Every process starts from this loop's thread: the parent-death signal fires when the thread
 that forked a child ends, and this thread lives as long as the process.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import logging
 import os
 import pathlib
@@ -27,10 +31,11 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, cast
 
+from computedomains import nodefiles
 from computedomains.kube import client as kube_client
 from computedomains.kube import informer, kubeconfig, pods, wire
 from computedomains.sim import processes
-from computedomains.sim.kubelet import dra, node, podspec, runner
+from computedomains.sim.kubelet import dra, images, node, podspec, runner
 
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
@@ -64,6 +69,16 @@ def _is_chart_pod(pod: wire.Pod) -> bool:
     return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
 
 
+def _finished_status(phase: str) -> dict[str, Any]:
+    """What the kubelet writes besides the container statuses when a pod has finished."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [
+        {"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+        for kind in ("Ready", "ContainersReady")
+    ]
+    return {"phase": phase, "conditions": conditions}
+
+
 def _write(path: pathlib.Path, text: str) -> None:
     """Replace ``path`` atomically: a process reading its token never sees half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +104,7 @@ class SimKubelet:
         self, api: kube_client.Client, *, cluster_dir: pathlib.Path, server: ApiServer
     ) -> None:
         self._api = api
+        self._cluster_dir = cluster_dir
         self._nodes_dir = cluster_dir / "nodes"
         self._logs = cluster_dir / "logs" / "pods"
         self._server = server
@@ -216,24 +232,48 @@ class SimKubelet:
                 "KUBERNETES_SERVICE_PORT": str(self._server.port),
             },
             injections=injections,
+            pythons=self._image_pythons(),
         )
 
+    def _image_pythons(self) -> dict[str, str]:
+        """The image tag → Python mapping as it is now (tests change it while we run)."""
+        try:
+            return images.read(self._cluster_dir)
+        except nodefiles.CorruptNodeFile as exc:
+            _LOG.error("ignoring %s", exc)
+            return {}
+
     def _report_containers(self, running: _Running, pod: wire.Pod) -> None:
-        """Show the pod's processes as its container statuses; retried next tick on failure."""
+        """Show the pod's processes as its container statuses and, once no container runs
+        again, its final phase (a Job's pod succeeds or fails by its exit codes); retried next
+        tick on failure."""
         meta = pod["metadata"]
-        reported = cast(dict[str, Any], pod).get("status", {}).get("containerStatuses") or []
+        reported = cast(dict[str, Any], pod).get("status", {})
         version = running.runner.version
         # containerStatuses has no merge key: the whole list is replaced.
-        body = {"status": {"containerStatuses": running.runner.container_statuses(reported)}}
+        status: dict[str, Any] = {
+            "containerStatuses": running.runner.container_statuses(
+                reported.get("containerStatuses") or []
+            )
+        }
+        phase = running.runner.phase
+        if phase is not None:
+            status.update(_finished_status(phase))
+            if reported.get("initContainerStatuses"):
+                status["initContainerStatuses"] = running.runner.container_statuses(
+                    reported["initContainerStatuses"], init=True
+                )
         try:
             self._api.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                body,
+                {"status": status},
                 strategic=True,
             )
         except kube_client.API_ERRORS as exc:
             _LOG.warning("container statuses of %s/%s: %s", meta["namespace"], meta["name"], exc)
             return
+        if phase is not None:
+            _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], phase)
         running.reported = version
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:
