@@ -2,9 +2,9 @@
 
 By default the session starts the simulated cluster (real control plane, simulated GB200
 nodes). The pytest-helm-charts plugin's options point the same tests at an existing cluster
-and chart instead: ``--kube-config`` (the cluster), ``--chart-path``, ``--chart-version`` and
-``--app-config-file-path`` (the values file), each with the plugin's ``ATS_*`` environment twin;
-tests marked ``sim`` then skip, since they inspect simulated nodes. Unlike the plugin's
+and chart instead: ``--kubeconfig`` (the cluster), ``--chart-path``, ``--chart-version`` and
+``--app-config-file-path`` (the values file), the last three with their ``ATS_*`` environment
+twins; tests marked ``sim`` then skip, since they inspect simulated nodes. Unlike the plugin's
 ``kube_config`` fixture, ``$KUBECONFIG`` alone never selects a cluster: a stray variable must
 not point a test run at a real cluster.
 """
@@ -54,9 +54,12 @@ def cluster(
         "chart_version": _plugin_setting(config, helm_charts.ENV_VAR_CHART_VERSION),
         "values_file": pathlib.Path(values_file) if values_file else None,
     }
-    kube_config = config.getoption("kube_config")  # the plugin's option; not $KUBECONFIG
-    if kube_config:
-        yield clusters.TestCluster(kubeconfig=pathlib.Path(kube_config), **common)
+    # The plugin's --kubeconfig; its fixture would also take $KUBECONFIG, we do not.
+    kubeconfig = config.getoption(
+        helm_charts.get_cmd_line_option_name_from_env_var(helm_charts.ENV_VAR_KUBE_CONFIG)
+    )
+    if kubeconfig:
+        yield clusters.TestCluster(kubeconfig=pathlib.Path(kubeconfig), **common)
         return
     with sim_cluster.SimCluster(
         name=f"pytest-{os.getpid()}", topology_spec=topology.Topology(racks=2, nodes_per_rack=18)
@@ -69,7 +72,7 @@ def sim(cluster: clusters.TestCluster) -> sim_cluster.SimCluster:
     """The simulated cluster itself; skips against an existing cluster."""
     if cluster.sim is None:
         pytest.skip(
-            "needs the simulated GB200 nodes and host trees; --kube-config names a real cluster"
+            "needs the simulated GB200 nodes and host trees; --kubeconfig names a real cluster"
         )
     return cluster.sim
 

@@ -134,11 +134,10 @@ class PodRunner:
     def container_statuses(
         self, reported: Sequence[Mapping[str, Any]], *, init: bool = False
     ) -> list[dict[str, Any]]:
-        """``reported`` (the pod's ``containerStatuses``, or ``initContainerStatuses`` with
-        ``init``), corrected for every container.
+        """``reported`` (the pod's ``containerStatuses``), corrected for every container.
 
-        A container that has exited at least once is shown as it is: running again, backing
-        off, or done.
+        With ``init``, ``reported`` is ``initContainerStatuses``. A container that has exited
+        at least once is shown as it is: running again, backing off, or done.
         """
         mine = {c.plan.name: c for c in (self._init if init else self._containers)}
         out = []
