@@ -1,11 +1,12 @@
 """Fixtures: one cluster per test session, fresh namespaces, ServiceAccount clients.
 
 By default the session starts the simulated cluster (real control plane, simulated GB200
-nodes). ``--kube-config`` points the same tests at an existing cluster instead, with the
-option names of pytest-helm-charts (``--chart-path``, ``--chart-version``,
-``--app-config-file-path`` and their ``ATS_*`` environment twins); tests marked ``sim`` then
-skip, since they inspect simulated nodes. Unlike pytest-helm-charts, ``$KUBECONFIG`` alone
-never selects a cluster: a stray variable must not point a test run at a real cluster.
+nodes). The pytest-helm-charts plugin's options point the same tests at an existing cluster
+and chart instead: ``--kubeconfig`` (the cluster), ``--chart-path``, ``--chart-version`` and
+``--app-config-file-path`` (the values file), the last three with their ``ATS_*`` environment
+twins; tests marked ``sim`` then skip, since they inspect simulated nodes. Unlike the plugin's
+``kube_config`` fixture, ``$KUBECONFIG`` alone never selects a cluster: a stray variable must
+not point a test run at a real cluster.
 """
 
 from __future__ import annotations
@@ -17,38 +18,25 @@ from collections.abc import Iterator
 
 import pytest
 from kubernetes import client
+from pytest_helm_charts import fixtures as helm_charts
 
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import topology
 from tests.support import clusters, kube
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("compute-domains cluster")
-    group.addoption(
-        "--kube-config",
-        default=None,
-        help="run cluster tests against this existing cluster instead of the simulated one",
-    )
-    group.addoption(
-        "--chart-path",
-        default=os.environ.get("ATS_CHART_PATH"),
-        help="chart to test (env ATS_CHART_PATH)",
-    )
-    group.addoption(
-        "--chart-version",
-        default=os.environ.get("ATS_CHART_VERSION"),
-        help="chart version to test (env ATS_CHART_VERSION)",
-    )
-    group.addoption(
-        "--app-config-file-path",
-        default=os.environ.get("ATS_APP_CONFIG_FILE_PATH"),
-        help="values file for the chart (env ATS_APP_CONFIG_FILE_PATH)",
-    )
-
-
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a running cluster")
+
+
+def _plugin_setting(config: pytest.Config, env_var: str) -> str | None:
+    """A pytest-helm-charts setting as its fixtures read it: the option, else its env twin.
+
+    The plugin's fixtures are module-scoped; the session's cluster needs the values first.
+    """
+    option = helm_charts.get_cmd_line_option_name_from_env_var(env_var)
+    value = config.getoption(option) or os.environ.get(env_var)
+    return str(value) if value else None
 
 
 @pytest.fixture(scope="session")
@@ -56,18 +44,22 @@ def cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[clusters.TestCluster]:
     """The session's cluster: started once, stopped (every process, by PID) at the end."""
-    opts = request.config.option
+    config = request.config
     workdir = tmp_path_factory.mktemp("cluster")
+    chart_path = _plugin_setting(config, helm_charts.ENV_VAR_CHART_PATH)
+    values_file = _plugin_setting(config, helm_charts.ENV_VAR_APP_CONFIG_PATH)
     common = {
         "workdir": workdir,
-        "chart_path": pathlib.Path(opts.chart_path) if opts.chart_path else None,
-        "chart_version": opts.chart_version,
-        "values_file": pathlib.Path(opts.app_config_file_path)
-        if opts.app_config_file_path
-        else None,
+        "chart_path": pathlib.Path(chart_path) if chart_path else None,
+        "chart_version": _plugin_setting(config, helm_charts.ENV_VAR_CHART_VERSION),
+        "values_file": pathlib.Path(values_file) if values_file else None,
     }
-    if opts.kube_config:
-        yield clusters.TestCluster(kubeconfig=pathlib.Path(opts.kube_config), **common)
+    # The plugin's --kubeconfig; its fixture would also take $KUBECONFIG, we do not.
+    kubeconfig = config.getoption(
+        helm_charts.get_cmd_line_option_name_from_env_var(helm_charts.ENV_VAR_KUBE_CONFIG)
+    )
+    if kubeconfig:
+        yield clusters.TestCluster(kubeconfig=pathlib.Path(kubeconfig), **common)
         return
     with sim_cluster.SimCluster(
         name=f"pytest-{os.getpid()}", topology_spec=topology.Topology(racks=2, nodes_per_rack=18)
@@ -80,7 +72,7 @@ def sim(cluster: clusters.TestCluster) -> sim_cluster.SimCluster:
     """The simulated cluster itself; skips against an existing cluster."""
     if cluster.sim is None:
         pytest.skip(
-            "needs the simulated GB200 nodes and host trees; --kube-config names a real cluster"
+            "needs the simulated GB200 nodes and host trees; --kubeconfig names a real cluster"
         )
     return cluster.sim
 

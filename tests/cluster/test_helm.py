@@ -10,7 +10,7 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.sim import tools
-from tests.support import clusters, helm
+from tests.support import clusters, helm, kube
 
 pytestmark = pytest.mark.cluster
 
@@ -66,3 +66,40 @@ def test_helm_installs_upgrades_and_uninstalls(
     waiting.until("the uninstalled release's ConfigMap to be deleted", gone, timeout=30)
     assert apps.list_namespaced_deployment(namespace).items == []
     assert h.run("list", "-n", namespace, "-q").strip() == ""
+
+
+@pytest.mark.parametrize("major", ["helm3", "helm4"])
+def test_a_failing_pre_install_hook_fails_the_install_and_a_passing_one_lets_it_through(
+    major: str,
+    cluster: clusters.TestCluster,
+    api: client.ApiClient,
+    namespace: str,
+    tmp_path: pathlib.Path,
+) -> None:
+    h = helm.Helm(binary=tools.ToolBox.from_env().path(major), kubeconfig=cluster.kubeconfig,
+                  home=tmp_path)  # fmt: skip
+    hook = ["--set", "preInstallHook.enabled=true", "-n", namespace, "--wait", "--timeout", "2m"]
+
+    failed = h.attempt("install", "broken", str(TINY_CHART), *hook,
+                       "--set", "preInstallHook.exitCode=1", timeout=180)  # fmt: skip
+    assert failed.returncode != 0, failed.stdout
+    assert "pre-install" in failed.stderr, failed.stderr
+    assert kube.job_log(cluster, namespace, "broken-tiny-pre-install", "hook") == (
+        "pre-install hook exits 1\n"
+    )
+    assert "failed" in h.run("status", "broken", "-n", namespace).lower()
+    core = client.CoreV1Api(api)
+    assert (
+        core.list_namespaced_config_map(
+            namespace, label_selector="app.kubernetes.io/instance=broken"
+        ).items
+        == []
+    )
+
+    h.run("install", "fine", str(TINY_CHART), *hook, timeout=180)
+    assert core.read_namespaced_config_map("fine-tiny", namespace).data == {"message": "hello"}
+    assert kube.job_log(cluster, namespace, "fine-tiny-pre-install", "hook") == (
+        "pre-install hook exits 0\n"
+    )
+    h.run("uninstall", "fine", "-n", namespace, "--wait", "--timeout", "2m")
+    h.run("uninstall", "broken", "-n", namespace, "--wait", "--timeout", "2m")

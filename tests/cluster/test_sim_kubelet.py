@@ -18,7 +18,7 @@ from computedomains import waiting
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes
 from computedomains.sim.kubelet import dra, node
-from tests.support import fakedra, kube
+from tests.support import clusters, fakedra, kube
 
 pytestmark = pytest.mark.cluster
 
@@ -335,3 +335,80 @@ def test_unprepare_uses_what_was_recorded_when_the_claim_is_already_gone(
         timeout=60,
     )
     assert all(call == [uid] for call in plugin.record.unprepare_calls)
+
+
+# -- Jobs -----------------------------------------------------------------------------------
+
+
+def _job(name: str, container: dict[str, object]) -> dict[str, object]:
+    """A chart Job (run as a process) with one try: its pod's exit code decides it."""
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": CHART_LABELS},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+            },
+        },
+    }
+
+
+def _job_condition(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    """``Complete`` or ``Failed`` once the Job controller has decided, else None."""
+    job = client.BatchV1Api(api).read_namespaced_job_status(name, namespace)
+    for condition in job.status.conditions or []:
+        if condition.type in ("Complete", "Failed") and condition.status == "True":
+            return str(condition.type)
+    return None
+
+
+def _finished_pod(api: client.ApiClient, namespace: str, job: str) -> client.V1Pod:
+    (pod,) = (
+        client.CoreV1Api(api)
+        .list_namespaced_pod(namespace, label_selector=f"batch.kubernetes.io/job-name={job}")
+        .items
+    )
+    return pod
+
+
+def test_a_chart_job_runs_its_process_and_succeeds_or_fails_by_its_exit_code(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    api: client.ApiClient,
+    namespace: str,
+) -> None:
+    batch = client.BatchV1Api(api)
+    image = "ghcr.io/compute-domains/compute-domains:dev"
+    batch.create_namespaced_job(
+        namespace, _job("version", {"name": "main", "image": image, "args": ["--version"]})
+    )
+    failing = {
+        "name": "main",
+        "image": image,
+        "command": ["sh", "-c", "echo giving up >&2; exit 3"],
+    }
+    batch.create_namespaced_job(namespace, _job("exits-3", failing))
+
+    for name, outcome in (("version", "Complete"), ("exits-3", "Failed")):
+        seen = waiting.until(
+            f"Job {namespace}/{name} to be decided by its process's exit code",
+            lambda name=name: _job_condition(api, namespace, name),  # type: ignore[misc]
+            timeout=120,
+        )
+        assert seen == outcome, name
+
+    succeeded = _finished_pod(api, namespace, "version")
+    assert succeeded.status.phase == "Succeeded"
+    (status,) = succeeded.status.container_statuses or []
+    assert (status.state.terminated.exit_code, status.state.terminated.reason) == (0, "Completed")
+    assert kube.pod_log(cluster, namespace, succeeded.metadata.name, "main").startswith(
+        "computedomains "
+    )
+
+    failed = _finished_pod(api, namespace, "exits-3")
+    assert failed.status.phase == "Failed"
+    (status,) = failed.status.container_statuses or []
+    assert (status.state.terminated.exit_code, status.state.terminated.reason) == (3, "Error")
+    assert kube.job_log(cluster, namespace, "exits-3", "main") == "giving up\n"
+    assert batch.read_namespaced_job_status("exits-3", namespace).status.failed == 1

@@ -16,8 +16,8 @@ class Helm:
     kubeconfig: pathlib.Path
     home: pathlib.Path
 
-    def run(self, *args: str, timeout: float = 300) -> str:
-        """Run ``helm args...``; raise with helm's own output when it fails."""
+    def attempt(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """Run ``helm args...`` and return how it went, failed or not (for expected failures)."""
         env = dict(os.environ)
         env.update(
             {
@@ -27,7 +27,7 @@ class Helm:
                 "HELM_DATA_HOME": str(self.home / "data"),
             }
         )
-        proc = subprocess.run(
+        return subprocess.run(
             [str(self.binary), *args],
             env=env,
             capture_output=True,
@@ -35,6 +35,10 @@ class Helm:
             timeout=timeout,
             check=False,
         )
+
+    def run(self, *args: str, timeout: float = 300) -> str:
+        """Run ``helm args...``; raise with helm's own output when it fails."""
+        proc = self.attempt(*args, timeout=timeout)
         if proc.returncode != 0:
             raise AssertionError(
                 f"helm {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"

@@ -10,6 +10,8 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
+from computedomains.sim.kubelet import main as sim_kubelet
+from tests.support import clusters
 
 
 def wait_for_default_service_account(api: client.ApiClient, namespace: str) -> None:
@@ -143,3 +145,45 @@ def container_flags(pod: Any, container: str) -> dict[str, str]:
     found = next(c for c in [*pod.spec.containers, *(pod.spec.init_containers or [])]
                  if c.name == container)  # fmt: skip
     return dict(str(a).partition("=")[::2] for a in found.args)
+
+
+def _sim_logs(
+    cluster: clusters.TestCluster, namespace: str, pods: str, container: str
+) -> str | None:
+    """The simulated kubelet's log of ``container`` in every pod matching the glob ``pods``,
+    oldest pod first; None when the cluster is not simulated."""
+    if cluster.sim is None or cluster.sim.directory is None:
+        return None
+    folders = sim_kubelet.pod_log_dirs(cluster.sim.directory, namespace=namespace, name=pods)
+    logs = [folder / f"{container}.log" for folder in folders]
+    return "".join(log.read_text(errors="replace") for log in logs if log.exists())
+
+
+def pod_log(cluster: clusters.TestCluster, namespace: str, name: str, container: str) -> str:
+    """What ``container`` of pod ``namespace/name`` wrote (stdout and stderr).
+
+    Simulated: the process's output, which the simulated kubelet keeps after the pod is gone
+    (of every pod that had this name, oldest first); empty for a pod that is not a chart pod
+    (kwok runs no process for it). Elsewhere: the API's pod log (the pod must still exist).
+    """
+    text = _sim_logs(cluster, namespace, name, container)
+    if text is not None:
+        return text
+    core = client.CoreV1Api(cluster.api())
+    return str(core.read_namespaced_pod_log(name, namespace, container=container))
+
+
+def job_log(cluster: clusters.TestCluster, namespace: str, job: str, container: str) -> str:
+    """What ``container`` wrote in the pods of Job ``namespace/job``, oldest pod first.
+
+    Simulated, this includes pods already deleted with their Job (a Helm hook's, with
+    ``hook-succeeded``), found by the Job controller's pod names ``<job>-<5 characters>``.
+    """
+    text = _sim_logs(cluster, namespace, f"{job}-?????", container)
+    if text is not None:
+        return text
+    pods = client.CoreV1Api(cluster.api()).list_namespaced_pod(
+        namespace, label_selector=f"batch.kubernetes.io/job-name={job}"
+    )
+    ordered = sorted(pods.items, key=lambda p: str(p.metadata.creation_timestamp))
+    return "".join(pod_log(cluster, namespace, p.metadata.name, container) for p in ordered)

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+import pytest
+
 from computedomains import waiting
 from computedomains.sim.kubelet import podspec, runner
 
@@ -77,3 +79,68 @@ def test_a_killed_container_is_reported_down_while_held_and_running_once_restart
     assert (status["ready"], status["restartCount"]) == (True, 1)
     pod.terminate(time.monotonic(), grace=5)
     waiting.until("the pod to stop", ticked(lambda: pod.finished), timeout=30)
+
+
+@pytest.mark.parametrize(
+    ("exits", "init_failed", "policy", "phase"),
+    [
+        ([0], False, "Never", "Succeeded"),
+        ([3], False, "Never", "Failed"),
+        ([0, 1], False, "Never", "Failed"),
+        ([0, None], False, "Never", None),
+        ([0], False, "OnFailure", "Succeeded"),
+        ([None], False, "OnFailure", None),
+        ([0], False, "Always", None),
+        ([None], True, "Never", "Failed"),
+        ([], False, "Never", None),
+    ],
+)
+def test_final_phase_follows_the_exit_codes(
+    exits: list[int | None], init_failed: bool, policy: str, phase: str | None
+) -> None:
+    assert runner.final_phase(exits, init_failed=init_failed, pod_policy=policy) == phase
+
+
+def _job_pod(tmp_path: pathlib.Path, code: int, *, init_code: int = 0) -> runner.PodRunner:
+    def container(name: str, exit_code: int) -> podspec.ContainerPlan:
+        argv = (sys.executable, "-c", f"print('{name} says bye'); raise SystemExit({exit_code})")
+        return podspec.ContainerPlan(name=name, argv=argv, env={}, cwd=tmp_path, mounts=())
+
+    plan = podspec.PodPlan(
+        init=(container("init", init_code),),
+        containers=(container("main", code),),
+        restart_policy="Never",
+    )
+    return runner.PodRunner(label="ns/job", plan=plan, log_dir=tmp_path / "log")
+
+
+def _until_phase(pod: runner.PodRunner) -> str:
+    def step() -> str | None:
+        pod.tick(time.monotonic())
+        return pod.phase
+
+    return str(waiting.until("the pod's final phase", step, timeout=30, interval=0.05))
+
+
+@pytest.mark.parametrize(("code", "phase", "reason"), [(0, "Succeeded", "Completed"),
+                                                        (3, "Failed", "Error")])  # fmt: skip
+def test_a_job_container_that_exits_decides_the_pod_phase(
+    tmp_path: pathlib.Path, code: int, phase: str, reason: str
+) -> None:
+    pod = _job_pod(tmp_path, code)
+    assert _until_phase(pod) == phase
+    (status,) = pod.container_statuses(KWOK)
+    terminated = status["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (code, reason)
+    assert (status["ready"], status["started"], status["lastState"]) == (False, False, {})
+    assert (tmp_path / "log" / "main.log").read_text() == "main says bye\n"
+    assert pod.pids() == [] and pod.version >= 1
+
+
+def test_a_failed_init_container_fails_a_never_restarting_pod(tmp_path: pathlib.Path) -> None:
+    pod = _job_pod(tmp_path, 0, init_code=2)
+    assert _until_phase(pod) == "Failed"
+    kwok_init = [{**KWOK[0], "name": "init"}]
+    (status,) = pod.container_statuses(kwok_init, init=True)
+    assert status["state"]["terminated"]["exitCode"] == 2
+    assert not (tmp_path / "log" / "main.log").exists(), "containers never started"

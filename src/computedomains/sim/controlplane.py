@@ -3,11 +3,14 @@
 The API server runs with TLS, ``Node,RBAC`` authorization, service-account tokens and
 ServiceAccount admission, like a production cluster; the other components authenticate
 with client certificates for their well-known identities, so the bootstrap RBAC applies.
+It reaches webhook Services through the simulated kubelet's Service proxy (its ``cluster``
+egress), which forwards to the pods' loopback IPs.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 import socket
 import ssl
@@ -19,9 +22,11 @@ from collections.abc import Callable, Mapping
 from computedomains import waiting
 from computedomains.kube import kubeconfig
 from computedomains.sim import pki, processes
+from computedomains.sim.kubelet import serviceproxy
 
 SERVICE_CIDR = "10.96.0.0/16"
-"""Only allocated from, never routed: no traffic ever goes to a Service IP here."""
+"""Only allocated from, never routed: only the API server's egress, through the simulated
+kubelet's Service proxy, reaches a Service IP (a webhook's)."""
 SERVICE_IP = "10.96.0.1"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 STAGES_FILE = pathlib.Path(__file__).with_name("kwok-stages.yaml")
@@ -198,12 +203,24 @@ class ControlPlane:
                 f"--service-account-signing-key-file={cluster_pki.service_account_key}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--endpoint-reconciler-type=none",
+                # Webhooks (admission, CRD conversion) are called at their Service's IP, which
+                # nothing routes here: the simulated kubelet's Service proxy forwards those
+                # connections to a ready pod's loopback IP (EndpointSlices refuse loopback
+                # addresses, so --enable-aggregator-routing cannot find them).
+                f"--egress-selector-config-file={self._egress_config()}",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
             ],
         )
+
+    def _egress_config(self) -> pathlib.Path:
+        """The API server's ``cluster`` egress through the simulated kubelet's Service proxy."""
+        path = self.directory / "egress-selector.yaml"
+        socket_path = self.directory / serviceproxy.SOCKET_NAME
+        path.write_text(json.dumps(serviceproxy.egress_selector_config(socket_path), indent=2))
+        return path
 
     def _client_kubeconfig(
         self,

@@ -5,7 +5,11 @@ thread (:class:`node.NodeDra`) and runs chart pods (label
 ``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
 pod its "sandbox") and, with claims, once those are prepared. kwok owns pod status, except
 for the container statuses of a chart pod once one of its processes exited: those say what
-the processes really do, as the controller reads the IMEX agent's container state.
+the processes really do, as the controller reads the IMEX agent's container state. A chart
+pod whose containers are done for good (``restartPolicy`` Never or OnFailure: a Job's, a Helm
+hook's) gets its phase from their exit codes here, Succeeded or Failed, so the Job controller
+completes or fails the Job as on a real cluster. The process also serves the API server's
+Service proxy (:mod:`serviceproxy`), from the same pod cache.
 Every process starts from this loop's thread: the parent-death signal fires when the thread
 that forked a child ends, and this thread lives as long as the process.
 """
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import logging
 import os
 import pathlib
@@ -27,15 +32,19 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, cast
 
+from computedomains import nodefiles
+from computedomains.api import resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import informer, kubeconfig, pods, wire
 from computedomains.sim import processes
-from computedomains.sim.kubelet import dra, node, podspec, runner
+from computedomains.sim.kubelet import dra, images, node, podspec, runner, serviceproxy
 
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
 TOKEN_SECONDS = 3607
 """What the kubelet requests for projected tokens; it renews them at 80 % of their life."""
+_SERVICES = resources.Resource("", "v1", "services", namespaced=True)
+"""For the Service proxy the API server's webhook calls go through."""
 _TICK = 0.25
 _SHUTDOWN_GRACE = 3.0
 _PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG")
@@ -60,8 +69,36 @@ class ApiServer:
         )
 
 
+def pod_log_dir(cluster_dir: pathlib.Path, *, namespace: str, name: str, uid: str) -> pathlib.Path:
+    """The folder of a chart pod's container logs (``<container>.log``: stdout and stderr).
+
+    It outlives the pod, so what a deleted pod (a Helm hook's, say) wrote stays readable.
+    """
+    return cluster_dir / "logs" / "pods" / f"{namespace}_{name}_{uid}"
+
+
+def pod_log_dirs(cluster_dir: pathlib.Path, *, namespace: str, name: str) -> list[pathlib.Path]:
+    """The log folders of every pod called ``name`` (a glob pattern) in ``namespace``.
+
+    Oldest first: a name may come back with a new pod (a new UID).
+    """
+    pattern = pod_log_dir(cluster_dir, namespace=namespace, name=name, uid="*").name
+    found = (cluster_dir / "logs" / "pods").glob(pattern)
+    return sorted(found, key=lambda path: path.stat().st_mtime)
+
+
 def _is_chart_pod(pod: wire.Pod) -> bool:
     return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
+
+
+def _finished_status(phase: str) -> dict[str, Any]:
+    """What the kubelet writes besides the container statuses when a pod has finished."""
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [
+        {"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+        for kind in ("Ready", "ContainersReady")
+    ]
+    return {"phase": phase, "conditions": conditions}
 
 
 def _write(path: pathlib.Path, text: str) -> None:
@@ -89,11 +126,16 @@ class SimKubelet:
         self, api: kube_client.Client, *, cluster_dir: pathlib.Path, server: ApiServer
     ) -> None:
         self._api = api
+        self._cluster_dir = cluster_dir
         self._nodes_dir = cluster_dir / "nodes"
-        self._logs = cluster_dir / "logs" / "pods"
         self._server = server
         self._wake = threading.Event()
         self._pods = informer.Informer(api, path=pods.PATH, on_change=lambda *_: self._wake.set())
+        self._services = informer.Informer(api, path=_SERVICES.path())
+        self._proxy = serviceproxy.ServiceProxy(
+            cluster_dir / serviceproxy.SOCKET_NAME,
+            lambda: (self._services.items(), self._pods.items()),
+        )
         self._nodes: dict[str, node.NodeDra] = {}
         self._fingerprints: dict[str, frozenset[tuple[str, str]]] = {}
         self._running: dict[str, _Running] = {}
@@ -102,6 +144,8 @@ class SimKubelet:
     def run(self, stop: threading.Event) -> None:
         """Work until ``stop`` is set, then stop every process and thread."""
         self._pods.start()
+        self._services.start()
+        self._proxy.start()
         try:
             while not stop.is_set():
                 try:
@@ -187,7 +231,9 @@ class SimKubelet:
         token_at = None
         if spec.get("automountServiceAccountToken", True):
             token_at = self._write_token(pod, now)
-        log_dir = self._logs / f"{meta['namespace']}_{meta['name']}_{meta['uid']}"
+        log_dir = pod_log_dir(
+            self._cluster_dir, namespace=meta["namespace"], name=meta["name"], uid=meta["uid"]
+        )
         pod_runner = runner.PodRunner(
             label=label,
             plan=plan,
@@ -216,24 +262,49 @@ class SimKubelet:
                 "KUBERNETES_SERVICE_PORT": str(self._server.port),
             },
             injections=injections,
+            pythons=self._image_pythons(),
         )
 
+    def _image_pythons(self) -> dict[str, str]:
+        """The image tag → Python mapping as it is now (tests change it while we run)."""
+        try:
+            return images.read(self._cluster_dir)
+        except nodefiles.CorruptNodeFile as exc:
+            _LOG.error("ignoring %s", exc)
+            return {}
+
     def _report_containers(self, running: _Running, pod: wire.Pod) -> None:
-        """Show the pod's processes as its container statuses; retried next tick on failure."""
+        """Show the pod's processes as its container statuses, and its final phase once set.
+
+        A Job's pod thus succeeds or fails by its exit codes. Retried next tick on failure.
+        """
         meta = pod["metadata"]
-        reported = cast(dict[str, Any], pod).get("status", {}).get("containerStatuses") or []
+        reported = cast(dict[str, Any], pod).get("status", {})
         version = running.runner.version
         # containerStatuses has no merge key: the whole list is replaced.
-        body = {"status": {"containerStatuses": running.runner.container_statuses(reported)}}
+        status: dict[str, Any] = {
+            "containerStatuses": running.runner.container_statuses(
+                reported.get("containerStatuses") or []
+            )
+        }
+        phase = running.runner.phase
+        if phase is not None:
+            status.update(_finished_status(phase))
+            if reported.get("initContainerStatuses"):
+                status["initContainerStatuses"] = running.runner.container_statuses(
+                    reported["initContainerStatuses"], init=True
+                )
         try:
             self._api.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                body,
+                {"status": status},
                 strategic=True,
             )
         except kube_client.API_ERRORS as exc:
             _LOG.warning("container statuses of %s/%s: %s", meta["namespace"], meta["name"], exc)
             return
+        if phase is not None:
+            _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], phase)
         running.reported = version
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:
@@ -265,6 +336,8 @@ class SimKubelet:
             folder.rmdir()
 
     def _shutdown(self) -> None:
+        self._proxy.stop()
+        self._services.stop()
         self._pods.stop()
         for dra_node in self._nodes.values():
             dra_node.stop()

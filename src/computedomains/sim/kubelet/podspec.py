@@ -157,6 +157,13 @@ def rewrite(value: str, mounts: Sequence[Mount]) -> str:
     return value
 
 
+def image_tag(image: str) -> str:
+    """The tag of an image reference (``repo:tag``, ``repo:tag@digest``); empty when none."""
+    name = image.partition("@")[0]
+    last = name.rpartition("/")[2]
+    return last.rpartition(":")[2] if ":" in last else ""
+
+
 def entrypoint(command: Sequence[str], args: Sequence[str], *, python: str) -> list[str]:
     """The argv a container runs: ``command + args``, or the image entrypoint with ``args``.
 
@@ -195,6 +202,9 @@ class PodContext:
     """Variables the kubelet injects and ``$(VAR)`` may refer to (KUBERNETES_SERVICE_*)."""
     injections: Mapping[str, Injection] = dataclasses.field(default_factory=dict)
     """Container name → what its CDI devices add."""
+    pythons: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Image tag → the Python that runs the entrypoint of containers with that tag instead of
+    ``python`` (a previous release's virtualenv; see :mod:`computedomains.sim.kubelet.images`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,14 +236,18 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
     mounts.sort(key=lambda m: len(m.container_path), reverse=True)
     own = container_env(container, pod, ctx.service_env)
     mapping = {**ctx.service_env, **own}
+    python = ctx.pythons.get(image_tag(container.get("image", "")))
     argv = entrypoint(
         [rewrite(expand(a, mapping), mounts) for a in container.get("command", [])],
         [rewrite(expand(a, mapping), mounts) for a in container.get("args", [])],
-        python=ctx.python,
+        python=python or ctx.python,
     )
+    base = dict(ctx.base_env)
+    if python is not None:
+        base.pop("PYTHONPATH", None)  # it may name this checkout's code; the release has its own
     env = {
         **IMAGE_ENV,
-        **ctx.base_env,
+        **base,
         **ctx.service_env,
         **{k: rewrite(v, mounts) for k, v in own.items()},
         **{k: rewrite(v, mounts) for k, v in injection.env},

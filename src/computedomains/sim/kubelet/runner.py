@@ -5,7 +5,10 @@ fail), then every container starts and is restarted per the pod's ``restartPolic
 capped backoff. :meth:`PodRunner.tick` never blocks: the caller drives every pod of every
 node from one loop, and stopping is SIGTERM now, SIGKILL once the grace period has passed.
 Once a container has exited, :meth:`PodRunner.container_statuses` says what the kubelet would
-report of it (kwok reports every container running from the start and never looks again).
+report of it (kwok reports every container running from the start and never looks again), and
+once no container will run again (``restartPolicy`` Never or OnFailure), :attr:`PodRunner.phase`
+is the pod's final phase, decided by the exit codes as the kubelet decides it: so a Job's pod
+succeeds or fails by what its process did.
 """
 
 from __future__ import annotations
@@ -55,6 +58,8 @@ class _Container:
     starts: int = 0
     last_exit: dict[str, Any] | None = None
     """The ``terminated`` state of the latest exit, once there was one."""
+    previous_exit: dict[str, Any] | None = None
+    """The ``terminated`` state of the exit before that (the kubelet's ``lastState``)."""
 
 
 def _stamp(moment: datetime.datetime) -> str:
@@ -73,6 +78,20 @@ def restarts(code: int, *, init: bool, sidecar: bool, pod_policy: str) -> bool:
     if init:
         return code != 0 and pod_policy != "Never"
     return pod_policy == "Always" or (pod_policy == "OnFailure" and code != 0)
+
+
+def final_phase(exits: Sequence[int | None], *, init_failed: bool, pod_policy: str) -> str | None:
+    """The pod's phase once it can no longer change (``Succeeded``/``Failed``), else None.
+
+    ``exits`` holds, per container (sidecars aside), its exit code once it exited for good
+    (no restart follows) and None while it runs or will run again. A failed init container
+    under ``Never`` fails the pod; under ``Always`` a pod never finishes.
+    """
+    if init_failed:
+        return "Failed"
+    if pod_policy == "Always" or not exits or any(code is None for code in exits):
+        return None
+    return "Succeeded" if all(code == 0 for code in exits) else "Failed"
 
 
 def _prepare_mounts(mounts: Sequence[podspec.Mount]) -> None:
@@ -112,32 +131,49 @@ class PodRunner:
         """PIDs of the processes running now."""
         return [c.child.pid for c in self._init + self._containers if c.child is not None]
 
-    def container_statuses(self, reported: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    def container_statuses(
+        self, reported: Sequence[Mapping[str, Any]], *, init: bool = False
+    ) -> list[dict[str, Any]]:
         """``reported`` (the pod's ``containerStatuses``), corrected for every container.
 
-        A container that has exited at least once is shown as it is: running again, backing
-        off, or done.
+        With ``init``, ``reported`` is ``initContainerStatuses``. A container that has exited
+        at least once is shown as it is: running again, backing off, or done.
         """
-        mine = {c.plan.name: c for c in self._containers}
+        mine = {c.plan.name: c for c in (self._init if init else self._containers)}
         out = []
         for entry in reported:
             container = mine.get(str(entry.get("name")))
             if container is None or container.last_exit is None:
                 out.append(dict(entry))
                 continue
+            last: dict[str, Any] = {"terminated": container.last_exit}
             if container.child is not None and container.started_wall is not None:
                 state: dict[str, Any] = {"running": {"startedAt": _stamp(container.started_wall)}}
             elif container.completed:
-                state = {"terminated": container.last_exit}
+                state = last
+                last = {"terminated": container.previous_exit} if container.previous_exit else {}
             else:
                 message = f"back-off restarting failed container {container.plan.name}"
                 state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
             out.append({
-                **entry, "state": state, "lastState": {"terminated": container.last_exit},
+                **entry, "state": state, "lastState": last,
                 "ready": container.child is not None, "started": container.child is not None,
                 "restartCount": max(0, container.starts - 1),
             })  # fmt: skip
         return out
+
+    @property
+    def phase(self) -> str | None:
+        """The pod's final phase once no container runs again (see :func:`final_phase`)."""
+        if self._phase is _Phase.TERMINATING:
+            return None
+        exits = [
+            c.last_exit["exitCode"] if c.completed and c.last_exit is not None else None
+            for c in self._containers
+        ]
+        return final_phase(
+            exits, init_failed=self._phase is _Phase.FAILED, pod_policy=self._plan.restart_policy
+        )
 
     @property
     def finished(self) -> bool:
@@ -194,17 +230,19 @@ class PodRunner:
         _LOG.info("%s: container %s exited with %s", self.label, container.plan.name, code)
         finished = datetime.datetime.now(datetime.UTC)
         exit_code = code if code >= 0 else 128 - code  # killed by a signal: 128 + its number
+        container.previous_exit = container.last_exit
         container.last_exit = {
             "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
             "startedAt": _stamp(container.started_wall or finished), "finishedAt": _stamp(finished),
         }  # fmt: skip
-        self._changed(container)
         if not restarts(code, init=container.init, sidecar=container.plan.sidecar,
                         pod_policy=self._plan.restart_policy):  # fmt: skip
             container.completed = True
             if container.init and code != 0:
                 self._phase = _Phase.FAILED  # restartPolicy Never: the pod has failed
+            self._changed(container)
             return
+        self._changed(container)
         if now - container.started_at >= _STABLE_SECONDS:
             container.retry.reset()
         delay = container.retry.failed(now)
@@ -238,6 +276,6 @@ class PodRunner:
             self._changed(container)
 
     def _changed(self, container: _Container) -> None:
-        """Count a change of what :meth:`container_statuses` reports (init containers: none)."""
-        if any(c is container for c in self._containers):
+        """Count a change of what :meth:`container_statuses` or :attr:`phase` reports."""
+        if any(c is container for c in self._containers) or self._phase is _Phase.FAILED:
             self.version += 1
