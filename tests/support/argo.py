@@ -157,7 +157,7 @@ class ArgoSync:
         hook_log: Callable[[Obj], str] | None = None,
         timeout: float = 300,
     ) -> None:
-        self._dyn = dynamic.DynamicClient(api)
+        self._dyn = dynamic.DynamicClient(api)  # type: ignore[no-untyped-call]
         self._namespace = namespace
         self._hook_log = hook_log
         self._timeout = timeout

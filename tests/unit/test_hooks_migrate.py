@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
+from computedomains.api import constants
 from computedomains.api import crds as api_crds
 from computedomains.hooks import crdview, restoreplan, rewriteplan, schemas, snapshotplan
+
+V1BETA1 = api_crds.COMPUTE_DOMAIN.version(constants.VERSION)
+"""The fixtures below are v1beta1 objects (incumbent-shaped, with numNodes)."""
 
 
 def cd(name: str, namespace: str = "ns", **extra: Any) -> dict[str, Any]:
@@ -134,18 +138,15 @@ def test_kubernetes_extensions_become_json_schema() -> None:
 
 def test_the_real_crd_schemas_compile_and_accept_a_valid_domain() -> None:
     for resource in api_crds.RESOURCES:
-        schemas.Validator(resource.kind, api_crds.open_api_schema(resource))
-    validator = schemas.Validator(
-        "ComputeDomain", api_crds.open_api_schema(api_crds.COMPUTE_DOMAIN)
-    )
+        for version in resource.versions:
+            schemas.Validator(resource.kind, api_crds.open_api_schema(version))
+    validator = schemas.Validator("ComputeDomain", api_crds.open_api_schema(V1BETA1))
     obj = cd("good")
     assert validator.problems(obj) == []
 
 
 def test_problems_name_the_object_and_the_field() -> None:
-    validator = schemas.Validator(
-        "ComputeDomain", api_crds.open_api_schema(api_crds.COMPUTE_DOMAIN)
-    )
+    validator = schemas.Validator("ComputeDomain", api_crds.open_api_schema(V1BETA1))
     bad = cd("bad", namespace="team")
     bad["spec"]["numNodes"] = -3
     del bad["spec"]["channel"]["resourceClaimTemplate"]["name"]
