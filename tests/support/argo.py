@@ -6,8 +6,8 @@ hook annotations map onto phases only on resources without an Argo CD one), and 
 into waves by ``argocd.argoproj.io/sync-wave``, then by kind (Helm's install order) and name.
 Each wave is applied (here: server-side apply, Argo CD's ``ServerSideApply=true``) and must be
 healthy before the next starts; hooks are created fresh (``BeforeHookCreation``), awaited, and
-deleted once they succeeded (``HookSucceeded``). That is the documented behaviour this module
-reproduces (argo-cd docs: user-guide/helm.md, sync-waves.md, resource_hooks.md).
+deleted once the whole sync succeeded (``HookSucceeded``). That is the documented behaviour
+this module reproduces (argo-cd docs: user-guide/helm.md, sync-waves.md, resource_hooks.md).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from computedomains import waiting
 HOOK = "argocd.argoproj.io/hook"
 WAVE = "argocd.argoproj.io/sync-wave"
 DELETE_POLICY = "argocd.argoproj.io/hook-delete-policy"
+SYNC_OPTIONS = "argocd.argoproj.io/sync-options"
 HELM_HOOK = "helm.sh/hook"
 HELM_WEIGHT = "helm.sh/hook-weight"
 HELM_DELETE_POLICY = "helm.sh/hook-delete-policy"
@@ -174,10 +175,35 @@ class ArgoSync:
                     self._apply(p, result)
                 for p in wave:
                     self._wait_healthy(p)
-                for p in wave:
-                    if p.hook and "HookSucceeded" in p.delete_policies:
-                        self._delete(p.obj)
+        # Argo CD deletes succeeded hooks once the whole operation succeeded, not per wave: a
+        # hook Job's ServiceAccount (an earlier wave) must outlive the Job.
+        for p in planned:
+            if p.hook and p.phase in PHASES and "HookSucceeded" in p.delete_policies:
+                self._delete(p.obj)
         return result
+
+    def delete_application(self, objects: Sequence[Obj]) -> list[str]:
+        """Delete the Application: PreDelete hooks first (a failing one stops the deletion),
+        then every synced object in reverse order except those marked ``Delete=false``."""
+        planned = plan(objects)
+        result = SyncResult()
+        pre_delete = [p for p in planned if p.phase == "PreDelete"]
+        for wave in sorted({p.wave for p in pre_delete}):
+            now = [p for p in pre_delete if p.wave == wave]
+            for p in now:
+                self._apply(p, result)
+            for p in now:
+                self._wait_healthy(p)
+        deleted = []
+        for p in reversed([p for p in planned if p.phase == "Sync"]):
+            options = (p.obj["metadata"].get("annotations") or {}).get(SYNC_OPTIONS, "")
+            if "Delete=false" in options:
+                continue
+            self._delete(p.obj)
+            deleted.append(p.label)
+        for p in pre_delete:
+            self._delete(p.obj)
+        return deleted
 
     def _resource(self, obj: Obj) -> Any:
         return self._dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])

@@ -15,22 +15,31 @@ from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 
 
-def create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
+def create_domain(
+    api: client.ApiClient,
+    namespace: str,
+    *,
+    version: str = constants.STORAGE_VERSION,
+    num_nodes: int = 0,
+) -> dict[str, Any]:
+    """A ComputeDomain written at ``version`` (v1beta1: as the incumbent's manifests, with
+    ``numNodes``); returns it as created, once the controller made its channel template."""
     name = f"cd-{uuid.uuid4().hex[:5]}"
+    spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}}
+    if version == constants.VERSION:
+        spec["numNodes"] = num_nodes
+    else:
+        assert num_nodes == 0, "v1beta2 has no numNodes"
     body = {
-        "apiVersion": constants.API_VERSION_V1BETA2,
+        "apiVersion": f"{constants.GROUP}/{version}",
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": name},
-        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+        "spec": spec,
     }
     created = cast(
         dict[str, Any],
         client.CustomObjectsApi(api).create_namespaced_custom_object(
-            constants.GROUP,
-            constants.STORAGE_VERSION,
-            namespace,
-            constants.COMPUTE_DOMAIN_PLURAL,
-            body,
+            constants.GROUP, version, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
         ),
     )
     resource = client.ResourceV1Api(api)
@@ -43,15 +52,13 @@ def create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
     return created
 
 
-def get_domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+def get_domain(
+    api: client.ApiClient, namespace: str, name: str, *, version: str = constants.STORAGE_VERSION
+) -> dict[str, Any]:
     found = cast(
         dict[str, Any],
         client.CustomObjectsApi(api).get_namespaced_custom_object(
-            constants.GROUP,
-            constants.STORAGE_VERSION,
-            namespace,
-            constants.COMPUTE_DOMAIN_PLURAL,
-            name,
+            constants.GROUP, version, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
         ),
     )
     return found
@@ -146,7 +153,12 @@ def workers(
 
 
 def wait_ready(
-    api: client.ApiClient, namespace: str, domain: dict[str, Any], pods: list[str]
+    api: client.ApiClient,
+    namespace: str,
+    domain: dict[str, Any],
+    pods: list[str],
+    *,
+    version: str = constants.STORAGE_VERSION,
 ) -> dict[str, Any]:
     name = domain["metadata"]["name"]
     core = client.CoreV1Api(api)
@@ -157,7 +169,7 @@ def wait_ready(
             for p in core.list_namespaced_pod(namespace, label_selector=f"domain={name}").items
             if p.status.phase == "Running"
         ]
-        current = get_domain(api, namespace, name)
+        current = get_domain(api, namespace, name, version=version)
         status = current.get("status") or {}
         return current if len(running) == len(pods) and status.get("status") == "Ready" else None
 
@@ -166,10 +178,16 @@ def wait_ready(
     )
 
 
-def cliques(api: client.ApiClient, driver_namespace: str, uid: str) -> list[dict[str, Any]]:
+def cliques(
+    api: client.ApiClient,
+    driver_namespace: str,
+    uid: str,
+    *,
+    version: str = constants.STORAGE_VERSION,
+) -> list[dict[str, Any]]:
     listing = client.CustomObjectsApi(api).list_namespaced_custom_object(
         constants.GROUP,
-        constants.STORAGE_VERSION,
+        version,
         driver_namespace,
         constants.CLIQUE_PLURAL,
         label_selector=f"{constants.COMPUTE_DOMAIN_LABEL}={uid}",

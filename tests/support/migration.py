@@ -182,13 +182,13 @@ def etcd_url(sim: sim_cluster.SimCluster) -> str:
     raise AssertionError("kube-apiserver has no --etcd-servers")
 
 
-def stored(etcd: str, plural: str) -> Iterator[tuple[str, str]]:
+def stored(etcd: str, plural: str, *, group: str = GROUP) -> Iterator[tuple[str, str]]:
     """``(key, apiVersion)`` of every object of ``plural`` as etcd holds it.
 
     Custom resources are stored as JSON; the ``apiVersion`` in the stored bytes is the
     version they were encoded at. Read through etcd's JSON gateway, a page at a time.
     """
-    prefix = f"/registry/{GROUP}/{plural}/".encode()
+    prefix = f"/registry/{group}/{plural}/".encode()
     end = prefix[:-1] + bytes([prefix[-1] + 1])
     start = prefix
     while True:

@@ -1,0 +1,85 @@
+"""Preflight refusals as a user meets them: `helm install` fails with the hook's message.
+
+Refusals that this cluster cannot produce (Kubernetes older than 1.34, resource.k8s.io/v1 not
+served) are decided by the same pure checks and asserted in tests/unit/test_hooks_preflight.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from computedomains.api import crds as api_crds
+from tests.chart import rendering
+from tests.support import clusters, kube, lifecycle
+
+pytestmark = [pytest.mark.cluster, pytest.mark.sim]
+
+OPERATOR_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
+
+
+def refused_install(cluster: clusters.TestCluster, release: lifecycle.Release, *values: str) -> str:
+    """Install with ``values``; asserts helm failed and returns the preflight hook's output."""
+    done = release.helm.attempt(
+        "install",
+        release.name,
+        str(rendering.CHART),
+        "--namespace",
+        release.namespace,
+        "--values",
+        str(rendering.PROFILES["sim"]),
+        *values,
+        "--wait",
+        "--timeout",
+        "5m",
+        timeout=400,
+    )
+    assert done.returncode != 0, done.stdout
+    assert "pre-install" in done.stderr, done.stderr
+    return kube.job_log(
+        cluster,
+        release.namespace,
+        f"{release.name}-compute-domains-hook-preflight",
+        "preflight",
+    )
+
+
+def test_a_crd_owned_by_another_release_is_refused_with_the_adoption_path(
+    cluster: clusters.TestCluster, api: client.ApiClient, releases: lifecycle.Releases
+) -> None:
+    crd = api_crds.manifest(api_crds.CLIQUE)
+    crd["metadata"] = {
+        "name": api_crds.CLIQUE.name,
+        "labels": {"app.kubernetes.io/managed-by": "Helm"},
+        "annotations": {
+            "meta.helm.sh/release-name": "someone-else",
+            "meta.helm.sh/release-namespace": "elsewhere",
+        },
+    }
+    client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    log = refused_install(cluster, releases.new("cd-pre"))
+    assert "someone-else" in log and "adopt.enabled=true" in log, log
+
+
+def test_a_driver_root_that_does_not_match_the_nodes_is_refused(
+    cluster: clusters.TestCluster, api: client.ApiClient, releases: lifecycle.Releases
+) -> None:
+    core = client.CoreV1Api(api)
+    node = "gb200-r2-n17"
+    core.patch_node(node, {"metadata": {"labels": {OPERATOR_DRIVER_LABEL: "pre-installed"}}})
+    try:
+        log = refused_install(
+            cluster,
+            releases.new("cd-pre"),
+            "--set",
+            "fabric.backend=nvml",
+            "--set",
+            "driverRoot=/run/nvidia/driver",
+        )
+    finally:
+        with contextlib.suppress(ApiException):
+            core.patch_node(node, {"metadata": {"labels": {OPERATOR_DRIVER_LABEL: None}}})
+    assert node in log and "values/host-driver.yaml" in log, log
