@@ -6,7 +6,11 @@ import argparse
 import importlib
 from typing import Any
 
-HOOKS: dict[str, str] = {}
+HOOKS: dict[str, str] = {
+    "preflight": "before install/upgrade: versions, DRA APIs, conflicting installs, values",
+    "verify": "after install/upgrade: node-init's verdicts, the fabric per rack, components",
+    "uninstall": "before uninstall: refuse while domains run; remove finalizers, labels",
+}
 """Hook name → one-line help. Each is the module ``computedomains.hooks.<name>``, with
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
 
