@@ -51,8 +51,7 @@ BASE_KINDS = {
 }
 """What the default values render: plugin, controller and agent, with their RBAC and policies,
 the policy that keeps the daemon DeviceClass to the agent, and the four hook Jobs with their
-ServiceAccounts and RBAC (preflight, migrate and uninstall: a ClusterRole each, migrate,
-verify and uninstall: a Role each, verify: both)."""
+ServiceAccounts and RBAC (a ClusterRole each; migrate, verify and uninstall also a Role)."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},
