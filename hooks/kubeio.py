@@ -113,6 +113,6 @@ def labels(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("labels") or {})
 
 
-def annotations(obj: Obj) -> dict[str, str]:
+def annotations_of(obj: Obj) -> dict[str, str]:
     """``metadata.annotations`` (empty when there are none)."""
     return dict(obj["metadata"].get("annotations") or {})

@@ -179,7 +179,7 @@ def _owned(
     api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
 ) -> list[Finding]:
     found: list[tuple[compat.Existing, str]] = []
-    names: Sequence[tuple[str, kubeio.resources.Resource, Sequence[str]]] = [
+    names: list[tuple[str, resources.Resource, Sequence[str]]] = [
         ("DeviceClass", kubeio.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
     ]
     if args.crds_enabled:
@@ -193,7 +193,7 @@ def _owned(
                 continue
             owners = tuple(str(r.get("kind")) for r in obj["metadata"].get("ownerReferences") or [])
             existing = compat.Existing(
-                kind, obj_name, kubeio.labels(obj), kubeio.annotations(obj), owners
+                kind, obj_name, kubeio.labels(obj), kubeio.annotations_of(obj), owners
             )
             found.append((existing, path))
     findings, to_adopt = compat.check_owned([e for e, _ in found], release, adopt=args.adopt)

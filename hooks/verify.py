@@ -89,10 +89,8 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
         if (not pending and not unready and components) or time.monotonic() >= deadline:
             break
         report.step(
-
-                f"waiting: {len(pending)} node(s) without a verdict, not ready: "
-                f"{', '.join(unready) or '-'}"
-
+            f"waiting: {len(pending)} node(s) without a verdict, not ready: "
+            f"{', '.join(unready) or '-'}"
         )
         time.sleep(POLL_SECONDS)
     for line in fabricreport.fabric_lines(nodes):
@@ -121,7 +119,7 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
     found = []
     for node in api.list(resources.NODES.path(), label_selector=gpu_selector):
         name = kubeio.name(node)
-        condition = next(
+        condition: kubeio.Obj = next(
             (
                 c
                 for c in (node.get("status") or {}).get("conditions") or []
