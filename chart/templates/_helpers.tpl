@@ -626,7 +626,6 @@ compute-domains.hook.job
 {{- $hook := required "compute-domains.hook.job: argument \"hook\" is missing" .hook -}}
 {{- $name := include "compute-domains.hook.name" . -}}
 {{- $labels := include "compute-domains.labels" (dict "root" $root "component" (printf "hook-%s" $hook)) -}}
-{{- $hv := $root.Values.hooks -}}
 apiVersion: batch/v1
 kind: Job
 metadata:
@@ -638,7 +637,7 @@ metadata:
     {{- include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" .deletePolicy) | nindent 4 }}
 spec:
   backoffLimit: 0
-  activeDeadlineSeconds: {{ $hv.activeDeadlineSeconds }}
+  activeDeadlineSeconds: {{ $root.Values.hooks.activeDeadlineSeconds }}
   template:
     metadata:
       labels:
@@ -654,11 +653,11 @@ spec:
         runAsNonRoot: true
         seccompProfile:
           type: RuntimeDefault
-      {{- with $hv.nodeSelector }}
+      {{- with $root.Values.hooks.nodeSelector }}
       nodeSelector:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- with $hv.tolerations }}
+      {{- with $root.Values.hooks.tolerations }}
       tolerations:
         {{- toYaml . | nindent 8 }}
       {{- end }}
@@ -679,15 +678,15 @@ spec:
             - name: NVIDIA_VISIBLE_DEVICES
               value: void
           resources:
-            {{- toYaml $hv.resources | nindent 12 }}
+            {{- toYaml $root.Values.hooks.resources | nindent 12 }}
           securityContext:
             privileged: false
             allowPrivilegeEscalation: false
             readOnlyRootFilesystem: true
             runAsNonRoot: true
-            {{- if not (kindIs "invalid" $hv.runAsUser) }}
-            runAsUser: {{ $hv.runAsUser }}
-            runAsGroup: {{ $hv.runAsUser }}
+            {{- if not (kindIs "invalid" $root.Values.hooks.runAsUser) }}
+            runAsUser: {{ $root.Values.hooks.runAsUser }}
+            runAsGroup: {{ $root.Values.hooks.runAsUser }}
             {{- end }}
             capabilities:
               drop: [ALL]
@@ -746,9 +745,9 @@ compute-domains.hook.preflightRules
 {{- end -}}
 
 {{/*
-compute-domains.hook.verifyClusterRules, compute-domains.hook.verifyRules
+compute-domains.hook.verifyClusterRules
   Takes: the root context.
-  Returns: the verify hook's ClusterRole and Role rules (templates/hook-verify.yaml).
+  Returns: the verify hook's ClusterRole rules (templates/hook-verify.yaml).
 */}}
 {{- define "compute-domains.hook.verifyClusterRules" -}}
 - apiGroups: [""]
@@ -763,6 +762,12 @@ compute-domains.hook.verifyClusterRules, compute-domains.hook.verifyRules
   resourceNames: [compute-domain-default-channel.nvidia.com, compute-domain-daemon.nvidia.com]
   verbs: [get]
 {{- end -}}
+
+{{/*
+compute-domains.hook.verifyRules
+  Takes: the root context.
+  Returns: the verify hook's Role rules in the release namespace (templates/hook-verify.yaml).
+*/}}
 {{- define "compute-domains.hook.verifyRules" -}}
 - apiGroups: [""]
   resources: [pods]
@@ -776,9 +781,9 @@ compute-domains.hook.verifyClusterRules, compute-domains.hook.verifyRules
 {{- end -}}
 
 {{/*
-compute-domains.hook.migrateClusterRules, compute-domains.hook.migrateRules
+compute-domains.hook.migrateClusterRules
   Takes: the root context.
-  Returns: the migrate hook's ClusterRole and Role rules (templates/hook-migrate.yaml).
+  Returns: the migrate hook's ClusterRole rules (templates/hook-migrate.yaml).
 */}}
 {{- define "compute-domains.hook.migrateClusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
@@ -801,6 +806,12 @@ compute-domains.hook.migrateClusterRules, compute-domains.hook.migrateRules
   resources: [nodes]
   verbs: [list, patch]
 {{- end -}}
+
+{{/*
+compute-domains.hook.migrateRules
+  Takes: the root context.
+  Returns: the migrate hook's Role rules in the release namespace (templates/hook-migrate.yaml).
+*/}}
 {{- define "compute-domains.hook.migrateRules" -}}
 - apiGroups: [""]
   resources: [configmaps]
@@ -808,10 +819,9 @@ compute-domains.hook.migrateClusterRules, compute-domains.hook.migrateRules
 {{- end -}}
 
 {{/*
-compute-domains.hook.uninstallClusterRules, compute-domains.hook.uninstallRules
+compute-domains.hook.uninstallClusterRules
   Takes: the root context.
-  Returns: the uninstall hook's ClusterRole and Role rules (templates/hook-uninstall.yaml); the
-  Role may delete only the controller Deployment and the plugin and agent DaemonSets.
+  Returns: the uninstall hook's ClusterRole rules (templates/hook-uninstall.yaml).
 */}}
 {{- define "compute-domains.hook.uninstallClusterRules" -}}
 - apiGroups: [resource.nvidia.com]
@@ -827,6 +837,13 @@ compute-domains.hook.uninstallClusterRules, compute-domains.hook.uninstallRules
   resources: [nodes/status]
   verbs: [patch]
 {{- end -}}
+
+{{/*
+compute-domains.hook.uninstallRules
+  Takes: the root context.
+  Returns: the uninstall hook's Role rules in the release namespace (templates/hook-uninstall.yaml):
+  it may delete only the controller Deployment and the plugin and agent DaemonSets.
+*/}}
 {{- define "compute-domains.hook.uninstallRules" -}}
 - apiGroups: [apps]
   resources: [daemonsets, deployments]
