@@ -48,7 +48,7 @@ class Api:
     def request(self, method: str, path: str, body: Any = None, **params: Any) -> Obj:
         """One request; its JSON answer, :class:`ApiError` on any refusal."""
         try:
-            response = self._client.request(method, path, body=body, **params)
+            response = self._client.request(method, path, body=body, serialize=False, **params)
         except kubernetes.client.ApiException as exc:
             raise ApiError(method, path, int(exc.status or 0), _message(exc)) from None
         data = response.data

@@ -548,10 +548,11 @@ argocd.argoproj.io/sync-wave: {{ .weight | quote }}
 {{/*
 compute-domains.hook.rbac
   Takes: (dict "root" $ "hook" "verify" "events" "post-install,post-upgrade" "argo" "PostSync"
-  "weight" 5 "clusterRules" "<YAML list>" "rules" "<YAML list>").
-  Returns: the hook's ServiceAccount, a ClusterRole + ClusterRoleBinding with clusterRules and
-  a Role + RoleBinding (release namespace) with rules, each rendered only when its rules are
-  not empty. They are hooks themselves, at `weight` (below the Job's), deleted before the next
+  "weight" 5 "clusterRules" "<YAML list>" "rules" "<YAML list>"), optionally also
+  "otherNamespace" "ns" "otherRules" "<YAML list>".
+  Returns: the hook's ServiceAccount, a ClusterRole + ClusterRoleBinding with clusterRules, a
+  Role + RoleBinding in the release namespace with rules and one in otherNamespace with
+  otherRules, each rendered only when its rules are not empty. They are hooks themselves, at `weight` (below the Job's), deleted before the next
   run and once every hook of the event succeeded (STYLE.md 22), so no grant outlives the hook.
 */}}
 {{- define "compute-domains.hook.rbac" -}}
@@ -569,16 +570,21 @@ metadata:
   annotations:
     {{- $annotations | nindent 4 }}
 automountServiceAccountToken: true
-{{- range $scope := list "cluster" "namespace" }}
-{{- $rules := ternary $.clusterRules $.rules (eq $scope "cluster") }}
+{{- $scopes := list (list "" .clusterRules) (list $root.Release.Namespace .rules) -}}
+{{- with .otherNamespace }}
+{{- $scopes = append $scopes (list . $.otherRules) -}}
+{{- end }}
+{{- range $scope := $scopes }}
+{{- $namespace := index $scope 0 }}
+{{- $rules := index $scope 1 }}
 {{- if $rules }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: {{ ternary "ClusterRole" "Role" (eq $scope "cluster") }}
+kind: {{ ternary "Role" "ClusterRole" (ne $namespace "") }}
 metadata:
   name: {{ $name }}
-  {{- if eq $scope "namespace" }}
-  namespace: {{ $root.Release.Namespace }}
+  {{- with $namespace }}
+  namespace: {{ . }}
   {{- end }}
   labels:
     {{- $labels | nindent 4 }}
@@ -588,11 +594,11 @@ rules:
   {{- $rules | nindent 2 }}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
-kind: {{ ternary "ClusterRoleBinding" "RoleBinding" (eq $scope "cluster") }}
+kind: {{ ternary "RoleBinding" "ClusterRoleBinding" (ne $namespace "") }}
 metadata:
   name: {{ $name }}
-  {{- if eq $scope "namespace" }}
-  namespace: {{ $root.Release.Namespace }}
+  {{- with $namespace }}
+  namespace: {{ . }}
   {{- end }}
   labels:
     {{- $labels | nindent 4 }}
@@ -600,7 +606,7 @@ metadata:
     {{- $annotations | nindent 4 }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
-  kind: {{ ternary "ClusterRole" "Role" (eq $scope "cluster") }}
+  kind: {{ ternary "Role" "ClusterRole" (ne $namespace "") }}
   name: {{ $name }}
 subjects:
   - kind: ServiceAccount
@@ -783,39 +789,61 @@ compute-domains.hook.verifyRules
 {{/*
 compute-domains.hook.migrateClusterRules
   Takes: the root context.
-  Returns: the migrate hook's ClusterRole rules (templates/hook-migrate.yaml).
+  Returns: the migrate hook's ClusterRole rules (templates/hook-migrate.yaml), as
+  docs/migration.md lists them.
 */}}
 {{- define "compute-domains.hook.migrateClusterRules" -}}
 - apiGroups: [apiextensions.k8s.io]
-  resources: [customresourcedefinitions, customresourcedefinitions/status]
+  resources: [customresourcedefinitions]
   resourceNames: [computedomains.resource.nvidia.com, computedomaincliques.resource.nvidia.com]
-  verbs: [get, update, patch]
+  verbs: [get]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions/status]
+  resourceNames: [computedomains.resource.nvidia.com, computedomaincliques.resource.nvidia.com]
+  verbs: [update]
 - apiGroups: [resource.nvidia.com]
-  resources: [computedomains, computedomaincliques, computedomains/status, computedomaincliques/status]
-  verbs: [get, list, update, patch]
+  resources: [computedomains, computedomaincliques]
+  verbs: [get, list, update]
 - apiGroups: [storagemigration.k8s.io]
   resources: [storageversionmigrations]
-  verbs: [get, list, create]
-- apiGroups: [apps]
-  resources: [daemonsets]
-  verbs: [list, delete]
-- apiGroups: [resource.k8s.io]
-  resources: [resourceclaimtemplates]
-  verbs: [list, delete]
+  verbs: [get, create, delete]
+{{- if .Values.adopt.enabled }}
 - apiGroups: [""]
   resources: [nodes]
-  verbs: [list, patch]
+  verbs: [list]
+{{- end }}
 {{- end -}}
 
 {{/*
 compute-domains.hook.migrateRules
   Takes: the root context.
-  Returns: the migrate hook's Role rules in the release namespace (templates/hook-migrate.yaml).
+  Returns: the migrate hook's Role rules in the release namespace (templates/hook-migrate.yaml):
+  the snapshot ConfigMaps, and with adoption our IMEX agent pods.
 */}}
 {{- define "compute-domains.hook.migrateRules" -}}
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, create, update, patch]
+  verbs: [get, list, create, update, delete]
+{{- if .Values.adopt.enabled }}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.migrateAdoptRules
+  Takes: the root context.
+  Returns: the migrate hook's Role rules in the incumbent's namespace (adopt.incumbentNamespace):
+  it retires the incumbent's per-domain DaemonSets and ResourceClaimTemplates there.
+*/}}
+{{- define "compute-domains.hook.migrateAdoptRules" -}}
+- apiGroups: [apps]
+  resources: [daemonsets]
+  verbs: [list, patch, delete]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaimtemplates]
+  verbs: [list, patch, delete]
 {{- end -}}
 
 {{/*
