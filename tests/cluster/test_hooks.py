@@ -192,7 +192,7 @@ def _node_with_our_marks(api: client.ApiClient) -> str:
         "message": "test",
     }
     core.patch_node_status(node, {"status": {"conditions": [condition]}})
-    return node
+    return str(node)
 
 
 def _domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
@@ -255,8 +255,9 @@ def test_uninstall_refuses_with_a_live_domain_and_force_cleans_up(
     assert "kubectl delete crd computedomains.resource.nvidia.com" in forced.stdout
     assert not _domain(api, namespace, name)["metadata"].get("finalizers")
     n = client.CoreV1Api(api).read_node(node)
-    assert constants.COMPUTE_DOMAIN_LABEL not in n.metadata.labels
-    assert constants.CLIQUE_LABEL not in n.metadata.labels
+    labels = n.metadata.labels or {}
+    assert constants.COMPUTE_DOMAIN_LABEL not in labels
+    assert constants.CLIQUE_LABEL not in labels
     assert not [t for t in n.spec.taints or [] if t.key == constants.FABRIC_TAINT]
     assert not [c for c in n.status.conditions or [] if c.type == constants.FABRIC_CONDITION]
     again = hook(cluster, "uninstall", "--namespace", namespace, "--release", "cd", "--force")
