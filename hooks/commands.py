@@ -10,6 +10,8 @@ HOOKS: dict[str, str] = {
     "preflight": "before install/upgrade: versions, DRA APIs, conflicting installs, values",
     "verify": "after install/upgrade: node-init's verdicts, the fabric per rack, components",
     "uninstall": "before uninstall: refuse while domains run; remove finalizers, labels",
+    "migrate": "snapshot, validate and rewrite ComputeDomains at the storage version; adoption",
+    "restore": "restore ComputeDomains and cliques from a migration snapshot",
 }
 """Hook name → one-line help. Each is the module ``computedomains.hooks.<name>``, with
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
