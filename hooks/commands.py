@@ -7,6 +7,9 @@ import importlib
 from typing import Any
 
 HOOKS: dict[str, str] = {
+    "preflight": "before install/upgrade: versions, DRA APIs, conflicting installs, values",
+    "verify": "after install/upgrade: node-init's verdicts, the fabric per rack, components",
+    "uninstall": "before uninstall: refuse while domains run; remove finalizers, labels",
     "migrate": "snapshot, validate and rewrite ComputeDomains at the storage version; adoption",
     "restore": "restore ComputeDomains and cliques from a migration snapshot",
 }

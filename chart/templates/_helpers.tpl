@@ -503,3 +503,384 @@ compute-domains.nodeInit.volumeMounts
 - name: tmp
   mountPath: /tmp
 {{- end -}}
+
+{{/*
+compute-domains.hook.name
+  Takes: (dict "root" $ "hook" "preflight").
+  Returns: the name of a hook's Job, ServiceAccount and RBAC objects: `<fullname>-hook-<hook>`.
+*/}}
+{{- define "compute-domains.hook.name" -}}
+{{- $hook := required "compute-domains.hook.name: argument \"hook\" is missing" .hook -}}
+{{ include "compute-domains.componentName" (dict "root" .root "suffix" (printf "hook-%s" $hook)) }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.annotations
+  Takes: (dict "root" $ "events" "pre-install,pre-upgrade" "argo" "PreSync" "weight" 0
+  "deletePolicy" "before-hook-creation").
+  Returns: the annotations that make an object a hook for Helm and for Argo CD alike (Argo CD
+  ignores Helm's hooks once any object carries its own annotation, so both are always set):
+  helm.sh/hook, hook-weight and hook-delete-policy; argocd.argoproj.io/hook, hook-delete-policy
+  (the same policy in Argo's words) and sync-wave (= the Helm weight); then .Values.hooks.annotations.
+*/}}
+{{- define "compute-domains.hook.annotations" -}}
+{{- $events := required "compute-domains.hook.annotations: argument \"events\" is missing" .events -}}
+{{- $argo := required "compute-domains.hook.annotations: argument \"argo\" is missing" .argo -}}
+{{- $policy := required "compute-domains.hook.annotations: argument \"deletePolicy\" is missing" .deletePolicy -}}
+{{- if not (hasKey . "weight") -}}
+{{- fail "compute-domains.hook.annotations: argument \"weight\" is missing" -}}
+{{- end -}}
+{{- $argoPolicy := list -}}
+{{- range splitList "," $policy -}}
+{{- $argoPolicy = append $argoPolicy (get (dict "before-hook-creation" "BeforeHookCreation" "hook-succeeded" "HookSucceeded" "hook-failed" "HookFailed") .) -}}
+{{- end -}}
+helm.sh/hook: {{ $events }}
+helm.sh/hook-weight: {{ .weight | quote }}
+helm.sh/hook-delete-policy: {{ $policy }}
+argocd.argoproj.io/hook: {{ $argo }}
+argocd.argoproj.io/hook-delete-policy: {{ join "," $argoPolicy }}
+argocd.argoproj.io/sync-wave: {{ .weight | quote }}
+{{- with .root.Values.hooks.annotations }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.rbac
+  Takes: (dict "root" $ "hook" "verify" "events" "post-install,post-upgrade" "argo" "PostSync"
+  "weight" 5 "clusterRules" "<YAML list>" "rules" "<YAML list>"), optionally also
+  "otherNamespace" "ns" "otherRules" "<YAML list>".
+  Returns: the hook's ServiceAccount, a ClusterRole + ClusterRoleBinding with clusterRules, a
+  Role + RoleBinding in the release namespace with rules and one in otherNamespace with
+  otherRules, each rendered only when its rules are not empty. They are hooks themselves, at `weight` (below the Job's), deleted before the next
+  run and once every hook of the event succeeded (STYLE.md 22), so no grant outlives the hook.
+*/}}
+{{- define "compute-domains.hook.rbac" -}}
+{{- $root := required "compute-domains.hook.rbac: argument \"root\" (the root context) is missing" .root -}}
+{{- $name := include "compute-domains.hook.name" . -}}
+{{- $labels := include "compute-domains.labels" (dict "root" $root "component" (printf "hook-%s" .hook)) -}}
+{{- $annotations := include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" "before-hook-creation,hook-succeeded") -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- $labels | nindent 4 }}
+  annotations:
+    {{- $annotations | nindent 4 }}
+automountServiceAccountToken: true
+{{- $scopes := list (list "" .clusterRules) (list $root.Release.Namespace .rules) -}}
+{{- with .otherNamespace }}
+{{- $scopes = append $scopes (list . $.otherRules) -}}
+{{- end }}
+{{- range $scope := $scopes }}
+{{- $namespace := index $scope 0 }}
+{{- $rules := index $scope 1 }}
+{{- if $rules }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ ternary "Role" "ClusterRole" (ne $namespace "") }}
+metadata:
+  name: {{ $name }}
+  {{- with $namespace }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- $labels | nindent 4 }}
+  annotations:
+    {{- $annotations | nindent 4 }}
+rules:
+  {{- $rules | nindent 2 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: {{ ternary "RoleBinding" "ClusterRoleBinding" (ne $namespace "") }}
+metadata:
+  name: {{ $name }}
+  {{- with $namespace }}
+  namespace: {{ . }}
+  {{- end }}
+  labels:
+    {{- $labels | nindent 4 }}
+  annotations:
+    {{- $annotations | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: {{ ternary "Role" "ClusterRole" (ne $namespace "") }}
+  name: {{ $name }}
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.job
+  Takes: (dict "root" $ "hook" "preflight" "events" "pre-install,pre-upgrade" "argo" "PreSync"
+  "weight" 0 "deletePolicy" "before-hook-creation" "args" (list "--flag=value" ...)).
+  Returns: the hook's Job: one pod running `computedomains hooks <hook> --namespace=<release
+  namespace> <args>` as the hook's ServiceAccount, never retried
+  (backoffLimit 0: a hook that failed says why once, and Helm or Argo CD fails the release),
+  bounded by .Values.hooks.activeDeadlineSeconds, not root, read-only root filesystem, no
+  capabilities. Its pod carries the chart's standard labels (component `hook-<hook>`).
+  deletePolicy `before-hook-creation` keeps a finished Job, and its log, until the next run.
+*/}}
+{{- define "compute-domains.hook.job" -}}
+{{- $root := required "compute-domains.hook.job: argument \"root\" (the root context) is missing" .root -}}
+{{- $hook := required "compute-domains.hook.job: argument \"hook\" is missing" .hook -}}
+{{- $name := include "compute-domains.hook.name" . -}}
+{{- $labels := include "compute-domains.labels" (dict "root" $root "component" (printf "hook-%s" $hook)) -}}
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- $labels | nindent 4 }}
+  annotations:
+    {{- include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" .deletePolicy) | nindent 4 }}
+spec:
+  backoffLimit: 0
+  activeDeadlineSeconds: {{ $root.Values.hooks.activeDeadlineSeconds }}
+  template:
+    metadata:
+      labels:
+        {{- $labels | nindent 8 }}
+    spec:
+      serviceAccountName: {{ $name }}
+      restartPolicy: Never
+      {{- with $root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        runAsNonRoot: true
+        seccompProfile:
+          type: RuntimeDefault
+      {{- with $root.Values.hooks.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with $root.Values.hooks.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: {{ $hook }}
+          image: {{ include "compute-domains.image" $root }}
+          imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          command: [computedomains]
+          args:
+            - hooks
+            - {{ $hook }}
+            - --namespace={{ $root.Release.Namespace }}
+            {{- range .args }}
+            - {{ . | quote }}
+            {{- end }}
+          env:
+            # Hooks open no GPU; the NVIDIA container runtime must not inject any.
+            - name: NVIDIA_VISIBLE_DEVICES
+              value: void
+          resources:
+            {{- toYaml $root.Values.hooks.resources | nindent 12 }}
+          securityContext:
+            privileged: false
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            runAsNonRoot: true
+            {{- if not (kindIs "invalid" $root.Values.hooks.runAsUser) }}
+            runAsUser: {{ $root.Values.hooks.runAsUser }}
+            runAsGroup: {{ $root.Values.hooks.runAsUser }}
+            {{- end }}
+            capabilities:
+              drop: [ALL]
+            seccompProfile:
+              type: RuntimeDefault
+          volumeMounts:
+            - name: tmp
+              mountPath: /tmp
+      volumes:
+        - name: tmp
+          emptyDir:
+            medium: Memory
+            sizeLimit: 16Mi
+{{- end -}}
+
+{{/*
+compute-domains.hook.nodeSelectorFlag
+  Takes: the root context.
+  Returns: .Values.kubeletPlugin.nodeSelector as a label selector (`k=v,k2=v2`, sorted; keys
+  set to null are left out): the GPU nodes, for the hooks' --gpu-node-selector.
+*/}}
+{{- define "compute-domains.hook.nodeSelectorFlag" -}}
+{{- $terms := list -}}
+{{- range $key, $value := .Values.kubeletPlugin.nodeSelector -}}
+{{- if not (kindIs "invalid" $value) -}}
+{{- $terms = append $terms (printf "%s=%s" $key $value) -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $terms -}}
+{{- end -}}
+
+{{/*
+compute-domains.hook.preflightRules
+  Takes: (dict "crds" (list names) "classes" (list names) "adopt" bool).
+  Returns: the ClusterRole rules of the preflight hook (templates/hook-preflight.yaml says why
+  each is there).
+*/}}
+{{- define "compute-domains.hook.preflightRules" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: {{ toJson .crds }}
+  verbs: {{ ternary "[get, patch]" "[get]" .adopt }}
+- apiGroups: [resource.k8s.io]
+  resources: [deviceclasses]
+  resourceNames: {{ toJson .classes }}
+  verbs: {{ ternary "[get, patch]" "[get]" .adopt }}
+- apiGroups: [resource.k8s.io]
+  resources: [resourceslices]
+  verbs: [create]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+- apiGroups: [apps]
+  resources: [daemonsets, deployments]
+  verbs: [list]
+{{- end -}}
+
+{{/*
+compute-domains.hook.verifyClusterRules
+  Takes: the root context.
+  Returns: the verify hook's ClusterRole rules (templates/hook-verify.yaml).
+*/}}
+{{- define "compute-domains.hook.verifyClusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: [computedomains.resource.nvidia.com, computedomaincliques.resource.nvidia.com]
+  verbs: [get]
+- apiGroups: [resource.k8s.io]
+  resources: [deviceclasses]
+  resourceNames: [compute-domain-default-channel.nvidia.com, compute-domain-daemon.nvidia.com]
+  verbs: [get]
+{{- end -}}
+
+{{/*
+compute-domains.hook.verifyRules
+  Takes: the root context.
+  Returns: the verify hook's Role rules in the release namespace (templates/hook-verify.yaml).
+*/}}
+{{- define "compute-domains.hook.verifyRules" -}}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [apps]
+  resources: [daemonsets, deployments]
+  verbs: [list]
+- apiGroups: [resource.nvidia.com]
+  resources: [computedomains]
+  verbs: [create]
+{{- end -}}
+
+{{/*
+compute-domains.hook.migrateClusterRules
+  Takes: the root context.
+  Returns: the migrate hook's ClusterRole rules (templates/hook-migrate.yaml), as
+  docs/migration.md lists them.
+*/}}
+{{- define "compute-domains.hook.migrateClusterRules" -}}
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions]
+  resourceNames: [computedomains.resource.nvidia.com, computedomaincliques.resource.nvidia.com]
+  verbs: [get]
+- apiGroups: [apiextensions.k8s.io]
+  resources: [customresourcedefinitions/status]
+  resourceNames: [computedomains.resource.nvidia.com, computedomaincliques.resource.nvidia.com]
+  verbs: [update]
+- apiGroups: [resource.nvidia.com]
+  resources: [computedomains, computedomaincliques]
+  verbs: [get, list, update]
+- apiGroups: [storagemigration.k8s.io]
+  resources: [storageversionmigrations]
+  verbs: [get, create, delete]
+{{- if .Values.adopt.enabled }}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.migrateRules
+  Takes: the root context.
+  Returns: the migrate hook's Role rules in the release namespace (templates/hook-migrate.yaml):
+  the snapshot ConfigMaps, and with adoption our IMEX agent pods.
+*/}}
+{{- define "compute-domains.hook.migrateRules" -}}
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get, list, create, update, delete]
+{{- if .Values.adopt.enabled }}
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+{{- end }}
+{{- end -}}
+
+{{/*
+compute-domains.hook.migrateAdoptRules
+  Takes: the root context.
+  Returns: the migrate hook's Role rules in the incumbent's namespace (adopt.incumbentNamespace):
+  it retires the incumbent's per-domain DaemonSets and ResourceClaimTemplates there.
+*/}}
+{{- define "compute-domains.hook.migrateAdoptRules" -}}
+- apiGroups: [apps]
+  resources: [daemonsets]
+  verbs: [list, patch, delete]
+- apiGroups: [resource.k8s.io]
+  resources: [resourceclaimtemplates]
+  verbs: [list, patch, delete]
+{{- end -}}
+
+{{/*
+compute-domains.hook.uninstallClusterRules
+  Takes: the root context.
+  Returns: the uninstall hook's ClusterRole rules (templates/hook-uninstall.yaml).
+*/}}
+{{- define "compute-domains.hook.uninstallClusterRules" -}}
+- apiGroups: [resource.nvidia.com]
+  resources: [computedomains]
+  verbs: [list, patch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list]
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list, patch]
+- apiGroups: [""]
+  resources: [nodes/status]
+  verbs: [patch]
+{{- end -}}
+
+{{/*
+compute-domains.hook.uninstallRules
+  Takes: the root context.
+  Returns: the uninstall hook's Role rules in the release namespace (templates/hook-uninstall.yaml):
+  it may delete only the controller Deployment and the plugin and agent DaemonSets.
+*/}}
+{{- define "compute-domains.hook.uninstallRules" -}}
+- apiGroups: [apps]
+  resources: [daemonsets, deployments]
+  verbs: [list]
+- apiGroups: [apps]
+  resources: [daemonsets, deployments]
+  resourceNames:
+    - {{ include "compute-domains.controller.name" . }}
+    - {{ include "compute-domains.kubeletPlugin.name" . }}
+    - {{ include "compute-domains.imexAgent.name" . }}
+  verbs: [delete]
+{{- end -}}

@@ -33,23 +33,25 @@ STANDARD_LABELS = (
 Obj = dict[str, Any]
 
 BASE_KINDS = {
-    "ClusterRole": 3,
-    "ClusterRoleBinding": 3,
+    "ClusterRole": 7,
+    "ClusterRoleBinding": 7,
     "CustomResourceDefinition": 2,
     "DaemonSet": 2,
     "Deployment": 1,
     "DeviceClass": 2,
+    "Job": 4,
     "PodDisruptionBudget": 1,
     "ResourceClaimTemplate": 1,
-    "Role": 3,
-    "RoleBinding": 3,
+    "Role": 6,
+    "RoleBinding": 6,
     "Service": 3,
-    "ServiceAccount": 3,
+    "ServiceAccount": 7,
     "ValidatingAdmissionPolicy": 6,
     "ValidatingAdmissionPolicyBinding": 6,
 }
 """What the default values render: plugin, controller and agent, with their RBAC and policies,
-and the policy that keeps the daemon DeviceClass to the agent."""
+the policy that keeps the daemon DeviceClass to the agent, and the four hook Jobs with their
+ServiceAccounts and RBAC (a ClusterRole each; migrate, verify and uninstall also a Role)."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},

@@ -1,0 +1,148 @@
+"""Uninstall's decisions: refuse while domains have running pods; what to remove from each node.
+
+Pure: the functions take what :mod:`computedomains.hooks.uninstall` read and return a refusal
+or a plan (``tests/unit/test_hooks_uninstall.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from computedomains.api import constants
+
+from .compat import GFD_LABEL
+from .report import Finding, Severity
+
+FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
+CRD_DELETE_COMMAND = (
+    f"kubectl delete crd {constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP} "
+    f"{constants.CLIQUE_PLURAL}.{constants.GROUP}"
+)
+"""Removes the CRDs the chart keeps, and with them every ComputeDomain and clique."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """A ComputeDomain: where its workload pods are and whether it carries our finalizer."""
+
+    namespace: str
+    name: str
+    template: str
+    """The ResourceClaimTemplate its workload pods name (``spec.channel.resourceClaimTemplate``)."""
+    finalizers: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pod:
+    """A pod that may belong to a domain: it names ResourceClaimTemplates."""
+
+    namespace: str
+    name: str
+    phase: str
+    templates: tuple[str, ...]
+
+
+def running_pods(domains: Sequence[Domain], pods: Sequence[Pod]) -> dict[Domain, list[str]]:
+    """Each domain with unfinished workload pods, and those pods' names."""
+    by_template = {(d.namespace, d.template): d for d in domains}
+    found: dict[Domain, list[str]] = {}
+    for pod in pods:
+        if pod.phase in FINISHED_PHASES:
+            continue
+        for template in pod.templates:
+            domain = by_template.get((pod.namespace, template))
+            if domain is not None:
+                found.setdefault(domain, []).append(pod.name)
+    return found
+
+
+def check_live(domains: Sequence[Domain], pods: Sequence[Pod], *, force: bool) -> Finding:
+    """Refuse (unless ``force``) while any domain has workload pods that have not finished."""
+    live = running_pods(domains, pods)
+    if not live:
+        return Finding(Severity.OK, f"{len(domains)} ComputeDomain(s), none with running pods")
+    named = "; ".join(
+        f"{d.namespace}/{d.name} (pods: {', '.join(sorted(p)[:5])}{' ...' if len(p) > 5 else ''})"
+        for d, p in sorted(live.items(), key=lambda kv: (kv[0].namespace, kv[0].name))
+    )
+    if force:
+        return Finding(
+            Severity.WARN,
+            f"uninstalling under running workloads (uninstall.force=true): {named}; their IMEX "
+            "domains stop with the components",
+        )
+    return Finding(
+        Severity.FAIL,
+        f"{len(live)} ComputeDomain(s) have running pods: {named}",
+        fix=(
+            "delete those workloads (or their ComputeDomains) and retry, or uninstall anyway "
+            "with --set uninstall.force=true (their jobs lose IMEX)"
+        ),
+    )
+
+
+def finalizers_without_ours(domain: Domain) -> list[str] | None:
+    """The domain's finalizers without ours; None when it carries none of ours."""
+    if constants.FINALIZER not in domain.finalizers:
+        return None
+    return [f for f in domain.finalizers if f != constants.FINALIZER]
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeState:
+    """What a node carries that a component of ours may have put there."""
+
+    name: str
+    labels: Mapping[str, str]
+    has_condition: bool
+    taints: tuple[Mapping[str, Any], ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeCleanup:
+    """What to remove from one node."""
+
+    labels: tuple[str, ...]
+    condition: bool
+    taints: list[Mapping[str, Any]] | None
+    """The node's taints without ours; None when it has none of ours."""
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to do on this node."""
+        return not self.labels and not self.condition and self.taints is None
+
+    def describe(self) -> str:
+        """One line: what is removed."""
+        parts = [f"label {k}" for k in self.labels]
+        if self.condition:
+            parts.append(f"condition {constants.FABRIC_CONDITION}")
+        if self.taints is not None:
+            parts.append(f"taint {constants.FABRIC_TAINT}")
+        return ", ".join(parts)
+
+
+def node_cleanup(node: NodeState) -> NodeCleanup:
+    """Our label, condition and taint on ``node``; the clique label only where node-init set it.
+
+    node-init does not mark the clique label as its own, and GPU feature discovery writes the
+    same label: it counts as node-init's where node-init has judged the node (the fabric
+    condition is there) and GFD does not label it (no ``nvidia.com/gfd.timestamp``).
+    """
+    labels = (
+        [constants.COMPUTE_DOMAIN_LABEL] if constants.COMPUTE_DOMAIN_LABEL in node.labels else []
+    )
+    if (
+        constants.CLIQUE_LABEL in node.labels
+        and node.has_condition
+        and GFD_LABEL not in node.labels
+    ):
+        labels.append(constants.CLIQUE_LABEL)
+    kept = [t for t in node.taints if t.get("key") != constants.FABRIC_TAINT]
+    return NodeCleanup(
+        labels=tuple(labels),
+        condition=node.has_condition,
+        taints=kept if len(kept) != len(node.taints) else None,
+    )

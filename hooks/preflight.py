@@ -1,0 +1,227 @@
+"""``computedomains hooks preflight``: whether this release may be installed or upgraded here.
+
+Helm runs it before install and upgrade, Argo CD before every sync (PreSync), so it changes
+nothing unless asked to adopt, and it must work before any of our objects exist. It gathers
+the facts and leaves every decision to :mod:`computedomains.hooks.compat`: ``/version``,
+discovery, a server-side dry-run ResourceSlice, the objects this chart would take over and
+the GPU nodes.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from computedomains import settings as flags
+from computedomains.api import constants, resources
+
+from . import client, compat, kubeio
+from .report import Finding, Report, Severity
+
+HOOK = "preflight"
+PROBE_DRIVER = "preflight.computedomains.io"
+"""Driver name of the dry-run ResourceSlice: nobody's, so no admission policy of ours applies."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The release, and the values preflight checks against the cluster (rendered by the chart)."""
+    client.add_arguments(parser)
+    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    flags.add_switch(
+        parser,
+        "--adopt",
+        default=False,
+        help="hand objects of another owner (incumbent, GPU operator) to this release",
+    )
+    flags.add_switch(
+        parser,
+        "--crds-enabled",
+        default=True,
+        negatable=True,
+        help="this release installs the CRDs (value crds.enabled)",
+    )
+    flags.add(parser, "--driver-root", default="/", help="value driverRoot")
+    flags.add(
+        parser, "--fabric-backend", default="nvml", choices=("nvml", "fake"), help="fabric.backend"
+    )
+    flags.add(
+        parser,
+        "--gpu-node-selector",
+        default="nvidia.com/gpu.present=true",
+        help="label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
+    )
+    flags.add_switch(
+        parser,
+        "--binding-conditions",
+        default=True,
+        negatable=True,
+        help="value kubeletPlugin.bindingConditions",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check, print every finding, adopt when asked; 1 when anything refuses the install."""
+    report = Report(HOOK)
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
+    release = compat.Release(args.release, args.namespace)
+    report.step(f"checking the cluster for release {release.name} in namespace {release.namespace}")
+    try:
+        findings = _checks(api, args, release, report)
+    except kubeio.ApiError as exc:
+        report.finding(
+            Finding(
+                Severity.FAIL,
+                f"the API server refused a check: {exc}",
+                fix=(
+                    "check the preflight hook's RBAC (templates/hook-preflight.yaml) and the API "
+                    "server's health, then retry"
+                ),
+            )
+        )
+        return 2
+    if report.findings(findings):
+        report.step("refused: fix the failures above and retry")
+        return 1
+    report.step("passed")
+    return 0
+
+
+def _checks(
+    api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
+) -> list[Finding]:
+    version = api.request("GET", "/version")
+    git_version = str(version.get("gitVersion", "?"))
+    parsed = compat.parse_version(str(version.get("major", "")), str(version.get("minor", "")))
+    findings = [compat.check_version(git_version, parsed)]
+    group = api.get(f"/apis/{compat.RESOURCE_GROUP}") or {}
+    served = [str(v["version"]) for v in group.get("versions") or []]
+    findings.append(compat.check_resource_api(served))
+    if findings[-1].severity is Severity.FAIL or findings[0].severity is Severity.FAIL:
+        return findings  # what follows needs resource.k8s.io/v1
+    features, error = _probe_features(api)
+    findings += compat.check_features(
+        features, binding_conditions_value=args.binding_conditions, probe_error=error
+    )
+    findings += _owned(api, args, release, report)
+    workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list(r.path())]
+    findings += compat.check_workloads(workloads, release, adopt=args.adopt)
+    nodes = [
+        compat.GpuNode(
+            name=kubeio.name(o),
+            labels=kubeio.labels(o),
+            has_fabric_condition=any(
+                c.get("type") == constants.FABRIC_CONDITION
+                for c in (o.get("status") or {}).get("conditions") or []
+            ),
+        )
+        for o in api.list(resources.NODES.path(), label_selector=args.gpu_node_selector)
+    ]
+    findings.append(compat.check_gpu_nodes(nodes, selector=args.gpu_node_selector))
+    findings += compat.check_driver_root(args.driver_root, nodes, backend=args.fabric_backend)
+    findings += compat.check_clique_labels(nodes)
+    return findings
+
+
+_WORKLOADS = (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS))
+
+
+def _workload(obj: kubeio.Obj, kind: str) -> compat.Workload:
+    pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
+    containers = [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
+    words = [(c.get("command") or c.get("args") or [""])[0] for c in containers]
+    return compat.Workload(
+        kind=kind,
+        namespace=str(obj["metadata"].get("namespace", "")),
+        name=kubeio.name(obj),
+        labels=kubeio.labels(obj),
+        commands=tuple(str(w).rsplit("/", 1)[-1] for w in words),
+    )
+
+
+def _probe_features(api: kubeio.Api) -> tuple[compat.DraFeatures | None, str]:
+    # A field whose feature gate is off is dropped by the API server on write, so a dry-run
+    # create shows which gates are on without persisting anything.
+    device: dict[str, Any] = {
+        "name": "probe",
+        "taints": [{"key": f"{constants.OWN_PREFIX}/preflight", "effect": "NoSchedule"}],
+        "bindingConditions": ["Probe"],
+        "bindingFailureConditions": ["ProbeFailed"],
+        "allowMultipleAllocations": True,
+    }
+    body = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "compute-domains-preflight-probe"},
+        "spec": {
+            "driver": PROBE_DRIVER,
+            "pool": {"name": "probe", "generation": 0, "resourceSliceCount": 1},
+            "allNodes": True,
+            "devices": [device],
+        },
+    }
+    try:
+        kept = api.create(resources.RESOURCE_SLICES.path(), body, dry_run=True)
+    except kubeio.ApiError as exc:
+        return None, str(exc)
+    echoed = ((kept.get("spec") or {}).get("devices") or [{}])[0]
+    return (
+        compat.DraFeatures(
+            device_taints=bool(echoed.get("taints")),
+            binding_conditions=bool(echoed.get("bindingConditions")),
+            consumable_capacity=bool(echoed.get("allowMultipleAllocations")),
+        ),
+        "",
+    )
+
+
+def _owned(
+    api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
+) -> list[Finding]:
+    found: list[tuple[compat.Existing, str]] = []
+    names: list[tuple[str, resources.Resource, Sequence[str]]] = [
+        ("DeviceClass", kubeio.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
+    ]
+    if args.crds_enabled:
+        names = [("CustomResourceDefinition", kubeio.CRDS, compat.CRD_NAMES), *names]
+    for kind, resource, wanted in names:
+        for obj_name in wanted:
+            path = resource.path(obj_name)
+            obj = api.get(path)
+            if obj is None:
+                report.step(f"{kind} {obj_name}: not there yet")
+                continue
+            owners = tuple(str(r.get("kind")) for r in obj["metadata"].get("ownerReferences") or [])
+            existing = compat.Existing(
+                kind, obj_name, kubeio.labels(obj), kubeio.annotations_of(obj), owners
+            )
+            found.append((existing, path))
+    findings, to_adopt = compat.check_owned([e for e, _ in found], release, adopt=args.adopt)
+    paths = {e.name: p for e, p in found}
+    for existing in to_adopt:
+        patch = compat.adoption_patch(release)
+        api.patch(paths[existing.name], patch)
+        report.step(
+            f"adopted {existing.kind} {existing.name}: set {compat.MANAGED_BY_LABEL}=Helm, "
+            f"{compat.RELEASE_NAME_ANNOTATION}={release.name}, "
+            f"{compat.RELEASE_NAMESPACE_ANNOTATION}={release.namespace}"
+        )
+    if not args.crds_enabled:
+        findings += _crds_elsewhere(api)
+    return findings
+
+
+def _crds_elsewhere(api: kubeio.Api) -> list[Finding]:
+    missing = [n for n in compat.CRD_NAMES if api.get(kubeio.CRDS.path(n)) is None]
+    if not missing:
+        return [Finding(Severity.OK, "crds.enabled=false: the CRDs exist (managed elsewhere)")]
+    return [
+        Finding(
+            Severity.WARN,
+            (
+                f"crds.enabled=false but {', '.join(missing)} do not exist: nothing will serve "
+                "ComputeDomains"
+            ),
+            fix="install the CRDs first, or set crds.enabled=true",
+        )
+    ]

@@ -1,0 +1,179 @@
+"""``computedomains hooks uninstall``: leave the cluster clean before Helm deletes the release.
+
+Helm runs it before ``helm uninstall`` (Argo CD: PreDelete). It refuses while ComputeDomains
+have running workload pods, unless ``--force``. Then it stops the components that would put
+back what it removes (the controller re-adds its finalizer, node-init its condition and label),
+removes our finalizer from every ComputeDomain and our labels, condition and taint from every
+node, and keeps the CRDs, printing the command that deletes them. Running it twice is harmless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from computedomains import settings as flags
+from computedomains.api import constants, resources
+
+from . import cleanup, client, compat, kubeio
+from .report import Finding, Report, Severity
+
+HOOK = "uninstall"
+POLL_SECONDS = 1.0
+WRITERS = ("controller", "kubelet-plugin", "imex-agent")
+"""Components that write what uninstall removes; the webhook keeps running (reads convert)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The release, ``--force`` and how long to wait for the components to stop."""
+    client.add_arguments(parser)
+    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    flags.add_switch(
+        parser, "--force", default=False, help="uninstall even while domains have running pods"
+    )
+    flags.add(
+        parser,
+        "--timeout-seconds",
+        default="120",
+        type=float,
+        help="how long to wait for the controller, plugin and agent pods to go",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Refuse, or stop the writers and clean up; 1 on a refusal, 2 when the API refused."""
+    report = Report(HOOK)
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
+    try:
+        return _uninstall(api, args, report)
+    except (kubeio.ApiError, TimeoutError) as exc:
+        report.finding(
+            Finding(
+                Severity.FAIL,
+                f"cleanup stopped: {exc}",
+                fix="fix the cause and run the uninstall again; every step is safe to repeat",
+            )
+        )
+        return 2
+
+
+def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
+    collection = _domains_path(api)
+    domains = [_domain(o) for o in api.list(collection)] if collection else []
+    pods = [_pod(p) for p in api.list(resources.PODS.path())] if domains else []
+    verdict = cleanup.check_live(domains, pods, force=args.force)
+    report.finding(verdict)
+    if verdict.severity is Severity.FAIL:
+        report.step("refused: nothing was changed")
+        return 1
+    _stop_writers(api, args, report)
+    for domain in domains:
+        kept = cleanup.finalizers_without_ours(domain)
+        if kept is None or collection is None:
+            continue
+        path = f"{_namespaced(collection, domain.namespace)}/{domain.name}"
+        api.patch(path, {"metadata": {"finalizers": kept or None}})
+        report.step(
+            f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
+            f"{constants.FINALIZER}"
+        )
+    for node in api.list(resources.NODES.path()):
+        _clean_node(api, node, report)
+    report.step(
+        "done; the CRDs and every ComputeDomain are kept. To delete them (and every "
+        f"ComputeDomain with them): {cleanup.CRD_DELETE_COMMAND}"
+    )
+    return 0
+
+
+def _namespaced(collection: str, namespace: str) -> str:
+    """The namespaced collection of ``collection`` (``/apis/<gv>/<plural>``) in ``namespace``."""
+    root, plural = collection.rsplit("/", 1)
+    return f"{root}/namespaces/{namespace}/{plural}"
+
+
+def _domains_path(api: kubeio.Api) -> str | None:
+    # The group's preferred (storage) version: reading it needs no conversion webhook.
+    group = api.get(f"/apis/{constants.GROUP}")
+    if group is None:
+        return None
+    version = (group.get("preferredVersion") or {}).get("groupVersion") or constants.API_VERSION
+    return f"/apis/{version}/{constants.COMPUTE_DOMAIN_PLURAL}"
+
+
+def _domain(obj: kubeio.Obj) -> cleanup.Domain:
+    channel = (obj.get("spec") or {}).get("channel") or {}
+    return cleanup.Domain(
+        namespace=str(obj["metadata"]["namespace"]),
+        name=kubeio.name(obj),
+        template=str((channel.get("resourceClaimTemplate") or {}).get("name", "")),
+        finalizers=tuple(obj["metadata"].get("finalizers") or ()),
+    )
+
+
+def _pod(obj: kubeio.Obj) -> cleanup.Pod:
+    claims = (obj.get("spec") or {}).get("resourceClaims") or []
+    return cleanup.Pod(
+        namespace=str(obj["metadata"]["namespace"]),
+        name=kubeio.name(obj),
+        phase=str((obj.get("status") or {}).get("phase", "")),
+        templates=tuple(
+            str(c["resourceClaimTemplateName"])
+            for c in claims
+            if c.get("resourceClaimTemplateName")
+        ),
+    )
+
+
+def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> None:
+    selector = (
+        f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release},"
+        f"{constants.COMPONENT_LABEL} in ({','.join(WRITERS)})"
+    )
+    for kind, resource in (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS)):
+        for obj in api.list(resource.path(namespace=args.namespace), label_selector=selector):
+            if api.delete(resource.path(kubeio.name(obj), namespace=args.namespace)):
+                report.step(f"stopping {kind} {kubeio.name(obj)}")
+    pods_path = resources.PODS.path(namespace=args.namespace)
+    deadline = time.monotonic() + args.timeout_seconds
+    while left := [kubeio.name(p) for p in api.list(pods_path, label_selector=selector)]:
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"after {args.timeout_seconds:g}s these pods are still running: {', '.join(left)}"
+            )
+        time.sleep(POLL_SECONDS)
+    report.step("the controller, kubelet plugin and IMEX agent pods are gone")
+
+
+def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
+    status = node.get("status") or {}
+    state = cleanup.NodeState(
+        name=kubeio.name(node),
+        labels=kubeio.labels(node),
+        has_condition=any(
+            c.get("type") == constants.FABRIC_CONDITION for c in status.get("conditions") or []
+        ),
+        taints=tuple((node.get("spec") or {}).get("taints") or ()),
+    )
+    todo = cleanup.node_cleanup(state)
+    if todo.empty:
+        return
+    path = resources.NODES.path(state.name)
+    if todo.labels or todo.taints is not None:
+        patch: kubeio.Obj = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}}
+        if todo.labels:
+            patch["metadata"]["labels"] = dict.fromkeys(todo.labels)
+        if todo.taints is not None:
+            # Taints have no merge key: the list is replaced, guarded by the resourceVersion.
+            patch["spec"] = {"taints": todo.taints}
+        api.patch(path, patch, content_type=kubeio.STRATEGIC_PATCH)
+    if todo.condition:
+        body = {
+            "status": {"conditions": [{"type": constants.FABRIC_CONDITION, "$patch": "delete"}]}
+        }
+        api.patch(
+            resources.NODES.path(state.name, subresource=("status")),
+            body,
+            content_type=kubeio.STRATEGIC_PATCH,
+        )
+    report.step(f"node {state.name}: removed {todo.describe()}")

@@ -1,0 +1,191 @@
+"""``computedomains hooks verify``: whether the release works, and what the fabric looks like.
+
+Helm runs it after install and upgrade (Argo CD: PostSync). It waits, up to
+``--timeout-seconds``, until node-init has judged every GPU node and every component is ready,
+then prints the NVLink fabric per rack and one line per check. What the lines say is decided
+in :mod:`computedomains.hooks.fabricreport`; ``--failure-policy Warn`` reports failures
+without failing the release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+from computedomains import settings as flags
+from computedomains.api import constants, resources
+
+from . import client, compat, fabricreport, kubeio
+from .fabricreport import Component, NodeFabric
+from .report import Finding, Report, Severity
+
+HOOK = "verify"
+POLL_SECONDS = 2.0
+"""Between two looks at the nodes and components while waiting."""
+API_VERSION_V1BETA2 = f"{constants.GROUP}/v1beta2"
+PROBE_NAME = "compute-domains-verify-probe"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The release, the wait bound and the failure policy (rendered by the chart)."""
+    client.add_arguments(parser)
+    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    flags.add(
+        parser,
+        "--timeout-seconds",
+        default="300",
+        type=float,
+        help="how long to wait for node-init's verdicts and ready components",
+    )
+    flags.add(
+        parser,
+        "--failure-policy",
+        default="Fail",
+        choices=("Fail", "Warn"),
+        help="Fail: exit non-zero on a failed check; Warn: only print it",
+    )
+    flags.add(
+        parser,
+        "--gpu-node-selector",
+        default="nvidia.com/gpu.present=true",
+        help="label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Wait (bounded), print the fabric and the checks; 1 on a failure under policy Fail."""
+    report = Report(HOOK)
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
+    try:
+        findings = _verify(api, args, report)
+    except kubeio.ApiError as exc:
+        findings = [
+            Finding(
+                Severity.FAIL,
+                f"the API server refused a check: {exc}",
+                fix="check the verify hook's RBAC (templates/hook-verify.yaml), then retry",
+            )
+        ]
+    if report.findings(fabricreport.apply_policy(findings, args.failure_policy)):
+        report.step("failed: fix the failures above (verify.failurePolicy=Warn only reports them)")
+        return 1
+    report.step("passed")
+    return 0
+
+
+def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[Finding]:
+    selector = f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release}"
+    started = time.monotonic()
+    deadline = started + args.timeout_seconds
+    report.step(
+        f"waiting up to {args.timeout_seconds:g}s for node-init's verdicts and the components"
+    )
+    while True:
+        nodes = _nodes(api, args.gpu_node_selector, args.namespace, selector)
+        components = _components(api, args.namespace, selector)
+        pending = fabricreport.unjudged(nodes)
+        unready = [c.name for c in components if min(c.ready, c.updated) < c.wanted]
+        if (not pending and not unready and components) or time.monotonic() >= deadline:
+            break
+        report.step(
+            f"waiting: {len(pending)} node(s) without a verdict, not ready: "
+            f"{', '.join(unready) or '-'}"
+        )
+        time.sleep(POLL_SECONDS)
+    for line in fabricreport.fabric_lines(nodes):
+        report.step(line)
+    findings = [fabricreport.check_verdicts(nodes, waited=time.monotonic() - started)]
+    findings += fabricreport.check_components(components)
+    findings += fabricreport.check_crds(
+        {name: _established(api.get(kubeio.CRDS.path(name))) for name in compat.CRD_NAMES}
+    )
+    findings += fabricreport.check_device_classes(
+        {n: api.get(kubeio.DEVICE_CLASSES.path(n)) is not None for n in compat.DEVICE_CLASS_NAMES}
+    )
+    findings.append(fabricreport.check_dry_run(_dry_run(api, args.namespace)))
+    return findings
+
+
+def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) -> list[NodeFabric]:
+    plugin_selector = f"{selector},{constants.COMPONENT_LABEL}=kubelet-plugin"
+    initialized = {
+        str(p["spec"].get("nodeName")): any(
+            c.get("type") == "Initialized" and c.get("status") == "True"
+            for c in (p.get("status") or {}).get("conditions") or []
+        )
+        for p in api.list(resources.PODS.path(namespace=namespace), label_selector=plugin_selector)
+    }
+    found = []
+    for node in api.list(resources.NODES.path(), label_selector=gpu_selector):
+        name = kubeio.name(node)
+        condition: kubeio.Obj = next(
+            (
+                c
+                for c in (node.get("status") or {}).get("conditions") or []
+                if c.get("type") == constants.FABRIC_CONDITION
+            ),
+            {},
+        )
+        found.append(
+            NodeFabric(
+                name=name,
+                clique=kubeio.labels(node).get(constants.CLIQUE_LABEL, ""),
+                status=condition.get("status"),
+                reason=str(condition.get("reason", "")),
+                message=str(condition.get("message", "")),
+                initialized=initialized.get(name, False),
+            )
+        )
+    return found
+
+
+def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Component]:
+    found = []
+    for ds in api.list(kubeio.DAEMON_SETS.path(namespace=namespace), label_selector=selector):
+        status = ds.get("status") or {}
+        found.append(
+            Component(
+                "DaemonSet",
+                kubeio.name(ds),
+                wanted=int(status.get("desiredNumberScheduled", 0)),
+                ready=int(status.get("numberReady", 0)),
+                updated=int(status.get("updatedNumberScheduled", 0)),
+            )
+        )
+    for d in api.list(kubeio.DEPLOYMENTS.path(namespace=namespace), label_selector=selector):
+        status = d.get("status") or {}
+        found.append(
+            Component(
+                "Deployment",
+                kubeio.name(d),
+                wanted=int((d.get("spec") or {}).get("replicas", 1)),
+                ready=int(status.get("readyReplicas", 0)),
+                updated=int(status.get("updatedReplicas", 0)),
+            )
+        )
+    return found
+
+
+def _established(crd: kubeio.Obj | None) -> bool | None:
+    if crd is None:
+        return None
+    return any(
+        c.get("type") == "Established" and c.get("status") == "True"
+        for c in (crd.get("status") or {}).get("conditions") or []
+    )
+
+
+def _dry_run(api: kubeio.Api, namespace: str) -> str:
+    body = {
+        "apiVersion": API_VERSION_V1BETA2,
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": PROBE_NAME, "namespace": namespace},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": PROBE_NAME}}},
+    }
+    path = f"/apis/{API_VERSION_V1BETA2}/namespaces/{namespace}/{constants.COMPUTE_DOMAIN_PLURAL}"
+    try:
+        api.create(path, body, dry_run=True)
+    except kubeio.ApiError as exc:
+        return str(exc)
+    return ""

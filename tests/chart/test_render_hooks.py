@@ -1,0 +1,242 @@
+"""The hook Jobs and their RBAC render as hooks for Helm and Argo CD alike, one value at a time."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import pathlib
+
+import pytest
+
+from tests.chart import rendering as r
+from tests.support import helm
+
+HOOKS = {
+    # hook: (Helm events, Argo CD hook, Job weight)
+    "preflight": ("pre-install,pre-upgrade", "PreSync", 0),
+    "migrate": ("post-install,post-upgrade", "PostSync", 0),
+    "verify": ("post-install,post-upgrade", "PostSync", 10),
+    "uninstall": ("pre-delete", "PreDelete", 0),
+}
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+@pytest.fixture(params=r.MAJORS)
+def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
+    """A helm runner of each major version (render only)."""
+    return r.helm_for(str(request.param), tmp_path)
+
+
+@pytest.fixture
+def h4(tmp_path: pathlib.Path) -> helm.Helm:
+    """helm 4 for cases where the major makes no difference."""
+    return r.helm_for("helm4", tmp_path)
+
+
+def _name(hook: str) -> str:
+    return f"{r.RELEASE}-compute-domains-hook-{hook}"
+
+
+def _job(objects: list[r.Obj], hook: str) -> r.Obj:
+    return r.find(objects, "Job", _name(hook))
+
+
+def _args(objects: list[r.Obj], hook: str) -> list[str]:
+    args: list[str] = _job(objects, hook)["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+def _hook_objects(objects: list[r.Obj], hook: str) -> list[r.Obj]:
+    return [o for o in objects if o["metadata"]["name"] == _name(hook)]
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+def test_each_hook_is_a_helm_and_argo_hook_with_rbac_below_it(h: helm.Helm, hook: str) -> None:
+    objects = r.template(h)
+    events, argo, weight = HOOKS[hook]
+    job = _job(objects, hook)
+    a = job["metadata"]["annotations"]
+    assert (a["helm.sh/hook"], a["argocd.argoproj.io/hook"]) == (events, argo)
+    assert a["helm.sh/hook-weight"] == a["argocd.argoproj.io/sync-wave"] == str(weight)
+    rbac = [o for o in _hook_objects(objects, hook) if o["kind"] in RBAC_KINDS]
+    assert {o["kind"] for o in rbac} >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding"}
+    for o in rbac:
+        oa = o["metadata"]["annotations"]
+        assert oa["helm.sh/hook"] == events and oa["argocd.argoproj.io/hook"] == argo
+        assert int(oa["helm.sh/hook-weight"]) < weight
+        assert oa["argocd.argoproj.io/sync-wave"] == oa["helm.sh/hook-weight"]
+        assert oa["helm.sh/hook-delete-policy"] == "before-hook-creation,hook-succeeded"
+        assert oa["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation,HookSucceeded"
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == _name(hook)
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+def test_each_hook_pod_is_locked_down_and_carries_the_chart_labels(
+    h4: helm.Helm, hook: str
+) -> None:
+    job = _job(r.template(h4), hook)
+    assert job["spec"]["backoffLimit"] == 0
+    assert job["spec"]["activeDeadlineSeconds"] == 600
+    pod = job["spec"]["template"]
+    for label in r.STANDARD_LABELS:
+        assert label in pod["metadata"]["labels"], label
+    assert pod["metadata"]["labels"][r.COMPONENT] == f"hook-{hook}"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    c = pod["spec"]["containers"][0]
+    sc = c["securityContext"]
+    assert sc["runAsNonRoot"] and sc["readOnlyRootFilesystem"]
+    assert not sc["allowPrivilegeEscalation"] and sc["capabilities"]["drop"] == ["ALL"]
+    assert c["command"] == ["computedomains"]
+    assert c["args"][:3] == ["hooks", hook, f"--namespace={r.NAMESPACE}"]
+
+
+def test_job_delete_policies_keep_logs_except_uninstall(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    policies = {
+        hook: _job(objects, hook)["metadata"]["annotations"]["helm.sh/hook-delete-policy"]
+        for hook in HOOKS
+    }
+    assert policies == {
+        "preflight": "before-hook-creation",
+        "migrate": "before-hook-creation",
+        "verify": "before-hook-creation",
+        "uninstall": "before-hook-creation,hook-succeeded",
+    }
+
+
+def test_every_rendered_hook_command_line_parses(h4: helm.Helm) -> None:
+    # What the templates pass is what the hooks accept (migrate once it is registered).
+    objects = r.template(
+        h4,
+        "--set",
+        "adopt.enabled=true",
+        "--set",
+        "uninstall.force=true",
+    )
+    for hook in sorted(HOOKS):
+        if importlib.util.find_spec(f"computedomains.hooks.{hook}") is None:
+            continue  # a hook module another change brings
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"computedomains.hooks.{hook}").add_arguments(parser)
+        args = parser.parse_args(_args(objects, hook)[2:])
+        assert args.namespace == r.NAMESPACE
+        assert hook == "migrate" or args.release == r.RELEASE
+
+
+def test_preflight_gets_the_values_it_checks(h4: helm.Helm) -> None:
+    args = _args(r.template(h4, "--values", str(r.PROFILES["gpu-operator"])), "preflight")
+    assert "--driver-root=/run/nvidia/driver" in args
+    assert "--gpu-node-selector=nvidia.com/gpu.present=true" in args
+    assert {"--crds-enabled", "--binding-conditions"} <= set(args)
+    assert "--adopt" not in args
+    args = _args(
+        r.template(
+            h4, *r.set_args({"crds.enabled": "false", "kubeletPlugin.bindingConditions": "false"})
+        ),
+        "preflight",
+    )
+    assert {"--no-crds-enabled", "--no-binding-conditions"} <= set(args)
+
+
+def test_adopt_enabled_passes_adopt_and_grants_patch_on_those_names_only(h4: helm.Helm) -> None:
+    objects = r.template(h4, "--set", "adopt.enabled=true")
+    assert "--adopt" in _args(objects, "preflight")
+    rules = r.find(objects, "ClusterRole", _name("preflight"))["rules"]
+    patching = [rule for rule in rules if "patch" in rule["verbs"]]
+    assert {res for rule in patching for res in rule["resources"]} == {
+        "customresourcedefinitions",
+        "deviceclasses",
+    }
+    assert all(rule["resourceNames"] for rule in patching)
+    default = r.find(r.template(h4), "ClusterRole", _name("preflight"))["rules"]
+    assert not [rule for rule in default if "patch" in rule["verbs"]]
+
+
+def test_verify_follows_its_values(h4: helm.Helm) -> None:
+    args = _args(
+        r.template(
+            h4, *r.set_args({"verify.failurePolicy": "Warn", "verify.timeoutSeconds": "42"})
+        ),
+        "verify",
+    )
+    assert {"--failure-policy=Warn", "--timeout-seconds=42"} <= set(args)
+
+
+def test_uninstall_force(h4: helm.Helm) -> None:
+    assert "--force" not in _args(r.template(h4), "uninstall")
+    assert "--force" in _args(r.template(h4, "--set", "uninstall.force=true"), "uninstall")
+
+
+def test_uninstall_may_delete_only_the_three_writers(h4: helm.Helm) -> None:
+    rules = r.find(r.template(h4), "Role", _name("uninstall"))["rules"]
+    deleting = [rule for rule in rules if "delete" in rule["verbs"]]
+    assert [sorted(rule["resourceNames"]) for rule in deleting] == [
+        sorted(
+            f"{r.RELEASE}-compute-domains-{c}"
+            for c in ("controller", "kubelet-plugin", "imex-agent")
+        )
+    ]
+
+
+def test_adopt_enabled_lets_migrate_retire_the_incumbents_objects(h4: helm.Helm) -> None:
+    objects = r.template(
+        h4, *r.set_args({"adopt.enabled": "true", "adopt.incumbentNamespace": "nv"})
+    )
+    assert _args(objects, "migrate")[4:] == ["--adopt", "--incumbent-namespace=nv"]
+    role = next(
+        o
+        for o in _hook_objects(objects, "migrate")
+        if o["kind"] == "Role" and o["metadata"]["namespace"] == "nv"
+    )
+    assert {res for rule in role["rules"] for res in rule["resources"]} == {
+        "daemonsets",
+        "resourceclaimtemplates",
+    }
+    binding = next(
+        o
+        for o in _hook_objects(objects, "migrate")
+        if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == "nv"
+    )
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": _name("migrate"), "namespace": r.NAMESPACE}
+    ]
+    assert not [
+        o
+        for o in _hook_objects(r.template(h4), "migrate")
+        if o["metadata"].get("namespace") == "nv"
+    ]
+
+
+def test_migrate_gets_the_snapshot_prefix(h4: helm.Helm) -> None:
+    assert _args(r.template(h4), "migrate")[3:] == [
+        f"--snapshot-prefix={r.RELEASE}-compute-domains-snapshot"
+    ]
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+def test_a_disabled_hook_renders_nothing(h4: helm.Helm, hook: str) -> None:
+    objects = r.template(h4, "--set", f"{hook}.enabled=false")
+    assert _hook_objects(objects, hook) == []
+    assert all(_hook_objects(objects, other) for other in HOOKS if other != hook)
+
+
+def test_hook_annotations_value_reaches_every_hook_object(h4: helm.Helm) -> None:
+    objects = r.template(h4, "--set", "hooks.annotations.example\\.com/owner=platform")
+    hook_objects = [o for hook in HOOKS for o in _hook_objects(objects, hook)]
+    assert len(hook_objects) == 4 + 4 * 3 + 3 * 2
+    for o in hook_objects:
+        assert o["metadata"]["annotations"]["example.com/owner"] == "platform"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"verify.failurePolicy": "Maybe"},
+        {"uninstall.forced": "true"},
+        {"hooks.activeDeadlineSeconds": "5"},
+    ],
+)
+def test_schema_rejects_bad_hook_values(h4: helm.Helm, values: dict[str, str]) -> None:
+    with pytest.raises(AssertionError):
+        r.template(h4, *r.set_args(values))

@@ -1,0 +1,60 @@
+"""Uninstall's pure decisions (hooks/cleanup.py): the refusal and what is removed per node."""
+
+from __future__ import annotations
+
+from computedomains.api import constants
+from computedomains.hooks import cleanup
+from computedomains.hooks.compat import GFD_LABEL
+from computedomains.hooks.report import Severity
+
+DOMAIN = cleanup.Domain("team-a", "train", "train-channel", (constants.FINALIZER, "other/x"))
+
+
+def test_refuses_naming_the_domains_and_their_running_pods() -> None:
+    pods = [
+        cleanup.Pod("team-a", "worker-0", "Running", ("train-channel",)),
+        cleanup.Pod("team-a", "worker-1", "Pending", ("train-channel",)),
+        cleanup.Pod("team-a", "done", "Succeeded", ("train-channel",)),
+        cleanup.Pod("team-b", "elsewhere", "Running", ("train-channel",)),
+    ]
+    f = cleanup.check_live([DOMAIN], pods, force=False)
+    assert f.severity is Severity.FAIL
+    assert (
+        f.message == "1 ComputeDomain(s) have running pods: team-a/train (pods: worker-0, worker-1)"
+    )
+    assert "uninstall.force=true" in f.fix
+    forced = cleanup.check_live([DOMAIN], pods, force=True)
+    assert forced.severity is Severity.WARN and "team-a/train" in forced.message
+
+
+def test_no_running_pods_no_refusal() -> None:
+    pods = [cleanup.Pod("team-a", "done", "Failed", ("train-channel",))]
+    assert cleanup.check_live([DOMAIN], pods, force=False).severity is Severity.OK
+
+
+def test_only_our_finalizer_goes() -> None:
+    assert cleanup.finalizers_without_ours(DOMAIN) == ["other/x"]
+    assert cleanup.finalizers_without_ours(cleanup.Domain("a", "b", "c", ("other/x",))) is None
+
+
+def test_node_cleanup_removes_ours_and_leaves_gfds_clique_label() -> None:
+    taints = (
+        {"key": constants.FABRIC_TAINT, "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+    )
+    labels = {constants.COMPUTE_DOMAIN_LABEL: "uid", constants.CLIQUE_LABEL: "u.1"}
+    todo = cleanup.node_cleanup(cleanup.NodeState("n", labels, has_condition=True, taints=taints))
+    assert todo.labels == (constants.COMPUTE_DOMAIN_LABEL, constants.CLIQUE_LABEL)
+    assert todo.condition and todo.taints == [taints[1]]
+    assert todo.describe() == (
+        "label resource.nvidia.com/computeDomain, label nvidia.com/gpu.clique, "
+        "condition NVLinkFabricReady, taint computedomains.io/nvlink-fabric-broken"
+    )
+    gfd = cleanup.node_cleanup(
+        cleanup.NodeState("n", {**labels, GFD_LABEL: "1"}, has_condition=True, taints=())
+    )
+    assert gfd.labels == (constants.COMPUTE_DOMAIN_LABEL,) and gfd.taints is None
+    never_judged = cleanup.node_cleanup(
+        cleanup.NodeState("n", {constants.CLIQUE_LABEL: "u.1"}, has_condition=False, taints=())
+    )
+    assert never_judged.empty
