@@ -19,11 +19,13 @@ from computedomains.controller.views import (
 UID = DomainUID("uid-1")
 C1 = CliqueID("rack-1.32766")
 C2 = CliqueID("rack-2.32766")
+NOW = "2025-01-01T00:00:00Z"
+"""The time of every snapshot (condition transitions)."""
 
 
 def domain(
     *, deleting: bool = False, finalized: bool = True, num_nodes: int = 0,
-    status: models.ComputeDomainStatus | None = None,
+    status: models.ComputeDomainStatusV1Beta2 | None = None,
 ) -> Domain:  # fmt: skip
     return Domain(
         uid=UID, name="cd", namespace="ns", template="cd-channel",
@@ -69,4 +71,5 @@ def snapshot(
         agents={a.node: a for a in agents},
         cliques=cliques or {},
         template_present=template,
+        now=NOW,
     )

@@ -8,7 +8,7 @@ from typing import Any, cast
 import pytest
 
 from computedomains.api import constants, imex, models
-from computedomains.controller import caches, decide, membership
+from computedomains.controller import caches, conditions, decide, membership
 from computedomains.controller.views import (
     Agent,
     NodeInfo,
@@ -17,7 +17,7 @@ from computedomains.controller.views import (
     pick_agent_pods,
 )
 from computedomains.kube import wire
-from tests.support.snapshots import C1, C2, UID, agent, daemon, domain, node, snapshot
+from tests.support.snapshots import C1, C2, NOW, UID, agent, daemon, domain, node, snapshot
 
 R = imex.Reason
 
@@ -83,14 +83,19 @@ def test_an_empty_clique_is_deleted_and_an_unchanged_one_not_written() -> None:
     assert membership.changed({}, {C1: ()}) == {}
 
 
-def ready_status(ip: str) -> models.ComputeDomainStatus:
+def ready_status(ip: str) -> models.ComputeDomainStatusV1Beta2:
     """What the domain shows with node a ready in slot 0."""
-    return models.ComputeDomainStatus(
+    nodes = (models.ComputeDomainNode(name="a", ip_address=ip, clique_id=C1, index=0,
+                                      status=models.Status.READY),)  # fmt: skip
+    return models.ComputeDomainStatusV1Beta2(
         status=models.Status.READY,
-        nodes=(models.ComputeDomainNode(name="a", ip_address=ip, clique_id=C1, index=0,
-                                        status=models.Status.READY),),
+        nodes=nodes,
         nodes_ready="1/1",
-    )  # fmt: skip
+        conditions=conditions.compute(
+            nodes, num_nodes=0, generation=0, previous=None, existing_nodes={"a"}, now=NOW
+        ),
+        cliques=(models.CliqueSummary(id=C1, nodes=1, ready_nodes=1),),
+    )
 
 
 def test_an_idle_domain_plans_no_write() -> None:
@@ -111,8 +116,15 @@ def test_a_new_domain_gets_its_finalizer_template_and_status() -> None:
     )
     assert plan.add_finalizer
     assert plan.create_template
-    assert plan.status == models.ComputeDomainStatus(
-        status=models.Status.READY, nodes=(), nodes_ready="0/0"
+    no_members = [
+        models.Condition(type=t, status=models.ConditionStatus.FALSE, reason="NoMembers",
+                         message=m, observed_generation=0, last_transition_time=NOW)
+        for t, m in [("Ready", "no node has joined: no pod of the domain runs"),
+                     ("Formed", "no node has joined: no pod of the domain runs"),
+                     ("Degraded", "no node has joined")]
+    ]  # fmt: skip
+    assert plan.status == models.ComputeDomainStatusV1Beta2(
+        status=models.Status.NOT_READY, nodes=(), nodes_ready="0/0", conditions=tuple(no_members)
     )
     assert plan.events == plan.status_events == ()  # nothing to tell before a node joins
 

@@ -30,7 +30,7 @@ def entry(name: str, index: Any, **fields: Any) -> dict[str, Any]:
     ("obj", "reason", "salvaged"),
     [
         pytest.param(clique_object(entry("a", 0)), None, [("a", 0)], id="readable"),
-        pytest.param(clique_object(entry("a", 0), apiVersion=f"{constants.GROUP}/v1beta2"),
+        pytest.param(clique_object(entry("a", 0), apiVersion=f"{constants.GROUP}/v1beta3"),
                      "apiVersion", [("a", 0)], id="a newer apiVersion"),
         pytest.param(clique_object(entry("a", 0), generation=3), "generation: unknown field",
                      [("a", 0)], id="an unknown top-level field"),

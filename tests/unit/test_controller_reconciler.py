@@ -19,7 +19,7 @@ from computedomains.controller.reconciler import Reconciler
 from computedomains.controller.views import Domain
 from computedomains.kube import client, events, writes
 from tests.support.fakeapi import FakeApi
-from tests.support.snapshots import C1, UID
+from tests.support.snapshots import C1, NOW, UID
 
 DRIVER_NS = "drv"
 DOMAIN_PATH = resources.COMPUTE_DOMAINS.path("cd", namespace="ns")
@@ -29,7 +29,7 @@ EVENTS = "/api/v1/namespaces/ns/events"
 
 def domain_object(*, finalized: bool = True) -> dict[str, Any]:
     return {
-        "apiVersion": constants.API_VERSION,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": "cd", "namespace": "ns", "uid": UID, "resourceVersion": "5",
                      "finalizers": [constants.FINALIZER] if finalized else []},
@@ -146,7 +146,9 @@ def test_a_refused_template_gets_a_warning_once_and_the_status_is_still_written(
     subject = reconciler(api, domain=domain_object(), template=False)
     assert subject.reconcile(UID) is None
     assert api.event_reasons() == ["ResourceClaimTemplateRejected"]
-    assert api.objects[DOMAIN_PATH].get("status", {}).get("status") == "Ready"
+    shown = api.objects[DOMAIN_PATH].get("status", {})
+    assert shown.get("status") == "NotReady"  # nobody has joined
+    assert {c["type"]: c["reason"] for c in shown["conditions"]}["Ready"] == "NoMembers"
     subject.reconcile(UID)
     assert api.event_reasons() == ["ResourceClaimTemplateRejected"]  # once
     assert api.calls.count(("POST", TEMPLATES)) == 2  # tried again: it may be fixed meanwhile
@@ -166,7 +168,7 @@ def test_the_snapshot_keeps_an_unreadable_clique_frozen() -> None:
     api = Api()
     listed = clique({**entry("a", 4), "fromTheFuture": True})
     subject = reconciler(api, domain=domain_object(), cliques=[listed])
-    daemons = subject._caches.snapshot(domain_object()).cliques[C1]
+    daemons = subject._caches.snapshot(domain_object(), now=NOW).cliques[C1]
     assert isinstance(daemons, Frozen)
     assert [(d.node_name, d.index) for d in daemons] == [("a", 4)]
     subject.reconcile(UID)  # "a" is not in the domain and has no agent: it would be freed

@@ -16,14 +16,15 @@ R = imex.Reason
 READY, NOT_READY = models.Status.READY, models.Status.NOT_READY
 
 
-def aggregate(snap: Snapshot, limit: int = 18) -> models.ComputeDomainStatus:
+def aggregate(snap: Snapshot, limit: int = 18) -> models.ComputeDomainStatusV1Beta2:
     return status.aggregate(snap, membership.plan(snap, limit=limit))
 
 
 @pytest.mark.parametrize(
     ("nodes", "agents", "num_nodes", "overall", "shown"),
     [
-        pytest.param([], [], 0, READY, "0/0", id="empty domain is Ready, as the incumbent's"),
+        pytest.param([], [], 0, NOT_READY, "0/0",
+                     id="empty domain is not Ready (the incumbent's says Ready)"),
         pytest.param([], [], 2, NOT_READY, "0/2", id="numNodes not reached"),
         pytest.param([node("a"), node("b")], [agent("a"), agent("b")], 0, READY, "2/2",
                      id="all ready"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import pathlib
+import re
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -12,24 +13,44 @@ from typing import Any
 import pytest
 import yaml
 
-from computedomains.api import crds, models, schema
+from computedomains.api import constants, crds, models, schema
 
 CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
+V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
+HELM_VALUES = {
+    # What the template's expressions render to with the default values (the chart tests
+    # render them with Helm itself).
+    '{{ include "compute-domains-crds.webhookServiceName" . }}': crds.DEFAULT_WEBHOOK.service,
+    "{{ .Release.Namespace }}": crds.DEFAULT_WEBHOOK.namespace,
+    '{{ eq .Values.storageVersion "v1beta1" }}': "false",
+    '{{ eq .Values.storageVersion "v1beta2" }}': "true",
+}
 
 
 def committed(resource: crds.CustomResource) -> dict[str, Any]:
-    """The committed template as YAML, its Helm lines (labels, annotations) left out."""
+    """The committed template as YAML, rendered with the default values; the metadata lines
+    that include the chart's labels and annotations are left out."""
     text = (CHART / "templates" / resource.filename).read_text()
-    return dict(yaml.safe_load("\n".join(line for line in text.splitlines() if "{{" not in line)))
+    text = "\n".join(line for line in text.splitlines() if "{{-" not in line)
+    for expression, value in HELM_VALUES.items():
+        text = text.replace(expression, value)
+    assert "{{" not in text, "an expression the test does not know"
+    return dict(yaml.safe_load(text))
 
 
-def root_schema(resource: crds.CustomResource) -> dict[str, Any]:
-    (version,) = committed(resource)["spec"]["versions"]
-    return dict(version["schema"]["openAPIV3Schema"])
+def committed_version(resource: crds.CustomResource, name: str) -> dict[str, Any]:
+    (version,) = [v for v in committed(resource)["spec"]["versions"] if v["name"] == name]
+    return dict(version)
+
+
+def root_schema(resource: crds.CustomResource, version: str = V1) -> dict[str, Any]:
+    return dict(committed_version(resource, version)["schema"]["openAPIV3Schema"])
 
 
 def at(schema_: Mapping[str, Any], path: str) -> dict[str, Any]:
     """The schema of ``path`` (``spec.channel``, ``status.nodes[]``) inside an object schema."""
+    # A printer column's filter selects list items: `a[?(@.type=="Ready")].b` is `a[].b`.
+    path = re.sub(r"\[\?\(.*?\)\]", "[]", path)
     for part in path.split("."):
         is_list = part.endswith("[]")
         schema_ = schema_["properties"][part.removesuffix("[]")]
@@ -123,9 +144,15 @@ def check_model(cls: type[schema.Model], object_schema: Mapping[str, Any], path:
     return checked
 
 
-@pytest.mark.parametrize("resource", crds.RESOURCES, ids=lambda r: r.kind)
-def test_every_model_field_matches_the_committed_schema(resource: crds.CustomResource) -> None:
-    assert check_model(resource.model, root_schema(resource), "") >= 5
+@pytest.mark.parametrize(
+    ("resource", "version"),
+    [(r, v) for r in crds.RESOURCES for v in r.versions],
+    ids=lambda x: x.kind if isinstance(x, crds.CustomResource) else x.name,
+)
+def test_every_model_field_matches_the_committed_schema(
+    resource: crds.CustomResource, version: crds.Version
+) -> None:
+    assert check_model(version.model, root_schema(resource, version.name), "") >= 5
 
 
 # -- the incumbent's API, fact by fact ----------------------------------------------------
@@ -191,25 +218,75 @@ def test_compute_domain_crd_details() -> None:
     spec = committed(crds.COMPUTE_DOMAIN)["spec"]
     assert (spec["group"], spec["scope"]) == ("resource.nvidia.com", "Namespaced")
     assert spec["names"]["shortNames"] == ["cd"]
-    (version,) = spec["versions"]
-    assert (version["name"], version["served"], version["storage"]) == ("v1beta1", True, True)
-    assert version["subresources"] == {"status": {}}
-    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
-    assert columns == {
+    assert [(v["name"], v["served"], v["storage"]) for v in spec["versions"]] == [
+        (V1, True, False),
+        (V2, True, True),
+    ]
+    assert all(v["subresources"] == {"status": {}} for v in spec["versions"])
+    assert spec["conversion"] == {
+        "strategy": "Webhook",
+        "webhook": {
+            "conversionReviewVersions": ["v1"],
+            # No caBundle: the webhook injects it, so no apply fights over it.
+            "clientConfig": {"service": {"name": crds.DEFAULT_WEBHOOK.service,
+                                         "namespace": crds.DEFAULT_WEBHOOK.namespace,
+                                         "path": "/convert", "port": 443}},
+        },
+    }  # fmt: skip
+
+
+PRINTER_COLUMNS = {
+    V1: {
         "Status": ".status.status",
         "Nodes": ".status.nodesReady",
         "Age": ".metadata.creationTimestamp",
-    }
+    },
+    V2: {
+        "Ready": '.status.conditions[?(@.type=="Ready")].status',
+        "Reason": '.status.conditions[?(@.type=="Ready")].reason',
+        "Nodes": ".status.nodesReady",
+        "Placement": ".spec.placement.clique",
+        "Age": ".metadata.creationTimestamp",
+    },
+}
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_compute_domain_printer_columns(version: str) -> None:
+    served = committed_version(crds.COMPUTE_DOMAIN, version)
+    columns = {c["name"]: c["jsonPath"] for c in served["additionalPrinterColumns"]}
+    assert columns == PRINTER_COLUMNS[version]
     for path in columns.values():
         if not path.startswith(".metadata."):
-            at(root, path.removeprefix("."))  # the column shows a field the schema has
+            # the column shows a field the schema has
+            at(root_schema(crds.COMPUTE_DOMAIN, version), path.removeprefix("."))
+
+
+def test_v1beta2_drops_num_nodes_and_adds_placement_and_conditions() -> None:
+    root = root_schema(crds.COMPUTE_DOMAIN, V2)
+    assert set(at(root, "spec")["properties"]) == {"channel", "placement"}
+    assert at(root, "spec.channel") == at(root_schema(crds.COMPUTE_DOMAIN), "spec.channel")
+    clique = at(root, "spec.placement.clique")
+    assert (clique["enum"], clique["default"]) == (["Required", "Preferred", "None"], "None")
+    conditions = at(root, "status.conditions")
+    assert conditions["x-kubernetes-list-map-keys"] == ["type"]
+    condition = conditions["items"]
+    assert set(condition["required"]) == {
+        "type", "status", "reason", "message", "lastTransitionTime"
+    }
+    assert at(root, "status.conditions[].status")["enum"] == ["True", "False", "Unknown"]
+    assert at(root, "status.cliques")["x-kubernetes-list-map-keys"] == ["id"]
+    assert set(at(root, "status.cliques[]")["properties"]) == {"id", "nodes", "readyNodes"}
 
 
 def test_clique_crd_details() -> None:
     spec = committed(crds.CLIQUE)["spec"]
-    (version,) = spec["versions"]
-    assert "subresources" not in version
-    assert "additionalPrinterColumns" not in version
+    assert [(v["name"], v["storage"]) for v in spec["versions"]] == [(V1, False), (V2, True)]
+    for version in spec["versions"]:
+        assert "subresources" not in version
+        assert "additionalPrinterColumns" not in version
+    assert root_schema(crds.CLIQUE, V1) == root_schema(crds.CLIQUE, V2)  # one schema
+    assert spec["conversion"] == {"strategy": "None"}
     assert spec["names"]["shortNames"] == ["cdclique"]
     daemons = at(root_schema(crds.CLIQUE), "daemons")
     assert daemons["x-kubernetes-list-map-keys"] == ["nodeName"]
@@ -280,4 +357,15 @@ def test_model_checks_the_template_name_like_the_crd(name: str, problem: str | N
 
 def test_metadata_schema_is_left_to_the_api_server() -> None:
     for resource in crds.RESOURCES:
-        assert root_schema(resource)["properties"]["metadata"] == {"type": "object"}
+        for version in (V1, V2):
+            assert root_schema(resource, version)["properties"]["metadata"] == {"type": "object"}
+
+
+def test_storage_version_is_a_parameter_of_the_manifest() -> None:
+    for resource in crds.RESOURCES:
+        default = crds.manifest(resource)["spec"]["versions"]
+        assert [v["name"] for v in default if v["storage"]] == [constants.STORAGE_VERSION]
+        back = crds.manifest(resource, storage_version=V1)["spec"]["versions"]
+        assert [v["name"] for v in back if v["storage"]] == [V1]
+    assert crds.COMPUTE_DOMAIN.model is models.ComputeDomainV1Beta2
+    assert crds.CLIQUE.model is models.ComputeDomainCliqueV1Beta2

@@ -7,6 +7,12 @@ import pathlib
 GROUP = "resource.nvidia.com"
 VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
+"""The incumbent's version: its manifests use it, and so do the opaque device configs."""
+VERSION_V1BETA2 = "v1beta2"
+API_VERSION_V1BETA2 = f"{GROUP}/{VERSION_V1BETA2}"
+STORAGE_VERSION = VERSION_V1BETA2
+"""The version the CRDs store (by default) and every component reads and writes, so that no
+component depends on the conversion webhook."""
 COMPUTE_DOMAIN_KIND = "ComputeDomain"
 CLIQUE_KIND = "ComputeDomainClique"
 COMPUTE_DOMAIN_PLURAL = "computedomains"
@@ -39,6 +45,13 @@ CDI_KIND = f"{CDI_VENDOR}/{CDI_CLAIM_CLASS}"
 
 # Our own identifiers (not the incumbent's).
 OWN_PREFIX = "computedomains.io"
+NUM_NODES_ANNOTATION = f"{OWN_PREFIX}/num-nodes"
+"""On a ComputeDomain stored at v1beta2: the v1beta1 ``spec.numNodes`` (decimal, non-zero),
+which v1beta2 dropped; conversion moves it between the two (``api/conversion.py``)."""
+PLACEMENT_ANNOTATION = f"{OWN_PREFIX}/placement"
+"""On a ComputeDomain read at v1beta1: its v1beta2 ``spec.placement`` (compact JSON)."""
+CONVERSION_PATH = "/convert"
+"""Path of the conversion webhook the ComputeDomain CRD calls (ConversionReview v1)."""
 FABRIC_CONDITION = "NVLinkFabricReady"
 """Node condition written by node-init with the fabric verdict and its reason."""
 FABRIC_TAINT = f"{OWN_PREFIX}/nvlink-fabric-broken"

@@ -2,14 +2,21 @@
 
 The schemas come from the field declarations in :mod:`computedomains.api.models`; this module
 adds what belongs to the CRD rather than to a field (names, scope, subresources, printer
-columns) and writes one Helm template per CRD into the ``crds`` subchart. The templates are
-plain YAML apart from the metadata lines that pull in the chart's labels and annotations.
+columns, versions and their conversion) and writes one Helm template per CRD into the ``crds``
+subchart. The templates are plain YAML apart from the metadata lines that pull in the chart's
+labels and annotations, each version's ``storage`` (from the ``storageVersion`` value) and the
+conversion webhook's Service (``compute-domains-crds.webhookServiceName``, release namespace).
+
+Both CRDs serve v1beta1 and v1beta2 and store v1beta2 by default. ComputeDomainClique has one
+schema in both (conversion None); ComputeDomain converts through the webhook.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import enum
+import json
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -42,18 +49,53 @@ class PrinterColumn:
 
 
 @dataclasses.dataclass(frozen=True)
-class CustomResource:
-    """One CRD: the model that defines its schema plus CRD-level settings."""
+class Version:
+    """One served version of a CRD: the model that defines its schema, its printer columns."""
 
+    name: str
     model: type[Model]
+    printer_columns: tuple[PrinterColumn, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Webhook:
+    """The Service the API server calls to convert objects between versions."""
+
+    service: str
+    namespace: str
+
+
+class Conversion(enum.StrEnum):
+    """``spec.conversion.strategy`` of a CRD."""
+
+    NONE = "None"
+    """Only ``apiVersion`` changes: the versions share one schema."""
+    WEBHOOK = "Webhook"
+    """The conversion webhook converts (``api/conversion.py``, behind ``/convert``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CustomResource:
+    """One CRD: its versions (oldest first) plus CRD-level settings."""
+
     plural: str
     short_names: tuple[str, ...]
     status_subresource: bool
-    printer_columns: tuple[PrinterColumn, ...] = ()
+    versions: tuple[Version, ...]
+    conversion: Conversion
+
+    @property
+    def model(self) -> type[Model]:
+        """The model of the storage version (the one every component reads and writes)."""
+        return self.version(constants.STORAGE_VERSION).model
+
+    def version(self, name: str) -> Version:
+        """The served version ``name``."""
+        return next(v for v in self.versions if v.name == name)
 
     @property
     def kind(self) -> str:
-        """The kind, from the model."""
+        """The kind, from the models."""
         assert self.model.KIND is not None
         return self.model.KIND
 
@@ -68,32 +110,64 @@ class CustomResource:
         return f"{constants.GROUP}_{self.plural}.yaml"
 
 
+# Declaring any column drops the implicit Age column, so each version lists it again.
+_AGE = PrinterColumn("Age", ".metadata.creationTimestamp", type="date")
+_NODES = PrinterColumn("Nodes", ".status.nodesReady", description="Ready nodes / all nodes.")
 COMPUTE_DOMAIN = CustomResource(
-    model=models.ComputeDomain,
     plural=constants.COMPUTE_DOMAIN_PLURAL,
     # Neither name is a built-in short name; the cluster test checks discovery for clashes.
     short_names=("cd",),
     status_subresource=True,
-    printer_columns=(
-        PrinterColumn("Status", ".status.status", description="Overall readiness."),
-        PrinterColumn("Nodes", ".status.nodesReady", description="Ready nodes / all nodes."),
-        # Declaring any column drops the implicit Age column, so it is listed again.
-        PrinterColumn("Age", ".metadata.creationTimestamp", type="date"),
+    versions=(
+        Version(
+            constants.VERSION,
+            models.ComputeDomain,
+            (PrinterColumn("Status", ".status.status", description="Overall readiness."),
+             _NODES, _AGE),
+        ),  # fmt: skip
+        Version(
+            constants.VERSION_V1BETA2,
+            models.ComputeDomainV1Beta2,
+            (
+                PrinterColumn(
+                    "Ready",
+                    '.status.conditions[?(@.type=="Ready")].status',
+                    description="The Ready condition.",
+                ),
+                PrinterColumn(
+                    "Reason",
+                    '.status.conditions[?(@.type=="Ready")].reason',
+                    description="Why the domain is (not) Ready.",
+                ),
+                _NODES,
+                PrinterColumn(
+                    "Placement", ".spec.placement.clique", description="Clique placement."
+                ),
+                _AGE,
+            ),
+        ),
     ),
+    conversion=Conversion.WEBHOOK,
 )
 CLIQUE = CustomResource(
-    model=models.ComputeDomainClique,
     plural=constants.CLIQUE_PLURAL,
     short_names=("cdclique",),
     # The daemons write the top-level `daemons` list; there is nothing to split off.
     status_subresource=False,
+    versions=(
+        Version(constants.VERSION, models.ComputeDomainClique),
+        Version(constants.VERSION_V1BETA2, models.ComputeDomainCliqueV1Beta2),
+    ),
+    conversion=Conversion.NONE,
 )
 RESOURCES = (COMPUTE_DOMAIN, CLIQUE)
+DEFAULT_WEBHOOK = Webhook(service="compute-domains-cd-webhook", namespace="compute-domains")
+"""Where :func:`manifest` points the conversion by default (tests that run no chart)."""
 
 
-def open_api_schema(resource: CustomResource) -> dict[str, Any]:
-    """The ``openAPIV3Schema`` of ``resource``: the model's schema plus apiVersion and kind."""
-    schema = openapi(resource.model)
+def open_api_schema(version: Version) -> dict[str, Any]:
+    """The ``openAPIV3Schema`` of ``version``: the model's schema plus apiVersion and kind."""
+    schema = openapi(version.model)
     schema["properties"] = {
         "apiVersion": {
             "type": "string",
@@ -105,18 +179,30 @@ def open_api_schema(resource: CustomResource) -> dict[str, Any]:
     return schema
 
 
-def manifest(resource: CustomResource) -> dict[str, Any]:
-    """The CustomResourceDefinition, without the chart's labels and annotations."""
-    version: dict[str, Any] = {
-        "name": constants.VERSION,
-        "served": True,
-        "storage": True,
-        "schema": {"openAPIV3Schema": open_api_schema(resource)},
-    }
-    if resource.status_subresource:
-        version["subresources"] = {"status": {}}
-    if resource.printer_columns:
-        version["additionalPrinterColumns"] = [c.to_dict() for c in resource.printer_columns]
+def manifest(
+    resource: CustomResource,
+    *,
+    storage_version: str = constants.STORAGE_VERSION,
+    webhook: Webhook = DEFAULT_WEBHOOK,
+) -> dict[str, Any]:
+    """The CustomResourceDefinition, without the chart's labels and annotations.
+
+    The conversion webhook gets no caBundle: the webhook injects it at runtime, so neither
+    Helm nor Argo CD owns (and fights over) that field.
+    """
+    versions = []
+    for v in resource.versions:
+        version: dict[str, Any] = {
+            "name": v.name,
+            "served": True,
+            "storage": v.name == storage_version,
+            "schema": {"openAPIV3Schema": open_api_schema(v)},
+        }
+        if resource.status_subresource:
+            version["subresources"] = {"status": {}}
+        if v.printer_columns:
+            version["additionalPrinterColumns"] = [c.to_dict() for c in v.printer_columns]
+        versions.append(version)
     names: dict[str, Any] = {
         "kind": resource.kind,
         "listKind": f"{resource.kind}List",
@@ -125,6 +211,19 @@ def manifest(resource: CustomResource) -> dict[str, Any]:
     }
     if resource.short_names:
         names["shortNames"] = list(resource.short_names)
+    conversion: dict[str, Any] = {"strategy": resource.conversion.value}
+    if resource.conversion is Conversion.WEBHOOK:
+        conversion["webhook"] = {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {
+                "service": {
+                    "name": webhook.service,
+                    "namespace": webhook.namespace,
+                    "path": constants.CONVERSION_PATH,
+                    "port": 443,
+                }
+            },
+        }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -133,14 +232,30 @@ def manifest(resource: CustomResource) -> dict[str, Any]:
             "group": constants.GROUP,
             "names": names,
             "scope": "Namespaced",
-            "versions": [version],
+            "versions": versions,
+            "conversion": conversion,
         },
     }
 
 
+# Stand-ins the generator dumps as plain YAML and then swaps for Helm expressions.
+_TEMPLATED = {
+    "__WEBHOOK_SERVICE__": f'{{{{ include "{HELPER_PREFIX}.webhookServiceName" . }}}}',
+    "__RELEASE_NAMESPACE__": "{{ .Release.Namespace }}",
+    **{
+        f"__STORAGE_{v}__": f"{{{{ eq .Values.storageVersion {json.dumps(v)} }}}}"
+        for v in (constants.VERSION, constants.VERSION_V1BETA2)
+    },
+}
+
+
 def template(resource: CustomResource) -> str:
     """The Helm template of ``resource``'s CRD, as committed in the subchart."""
-    crd = manifest(resource)
+    crd = manifest(
+        resource, webhook=Webhook(service="__WEBHOOK_SERVICE__", namespace="__RELEASE_NAMESPACE__")
+    )
+    for version in crd["spec"]["versions"]:
+        version["storage"] = f"__STORAGE_{version['name']}__"
     head = f"""\
 {{{{- /* Generated by `make crds` from computedomains.api.models; do not edit. */ -}}}}
 apiVersion: {crd["apiVersion"]}
@@ -149,12 +264,12 @@ metadata:
   name: {resource.name}
   labels:
     {{{{- include "{HELPER_PREFIX}.labels" . | nindent 4 }}}}
-  {{{{- with include "{HELPER_PREFIX}.annotations" . }}}}
   annotations:
-    {{{{- . | nindent 4 }}}}
-  {{{{- end }}}}
+    {{{{- include "{HELPER_PREFIX}.annotations" . | nindent 4 }}}}
 """
     body = yaml.safe_dump({"spec": crd["spec"]}, sort_keys=True, width=100)
+    for stand_in, expression in _TEMPLATED.items():
+        body = body.replace(stand_in, expression)
     return head + body
 
 

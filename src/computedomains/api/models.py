@@ -1,8 +1,11 @@
-"""Typed ComputeDomain API objects, wire-compatible with the incumbent driver's v1beta1.
+"""Typed ComputeDomain API objects: v1beta1 (the incumbent driver's) and v1beta2 (storage).
 
-``ComputeDomain`` and ``ComputeDomainClique`` are the custom resources; ``ChannelConfig``
-and ``DaemonConfig`` are the opaque device configs the controller writes into
-ResourceClaimTemplates and the kubelet plugin reads back on prepare. The field declarations
+``ComputeDomain`` and ``ComputeDomainClique`` are the v1beta1 custom resources, unchanged so
+that incumbent manifests keep working; ``ComputeDomainV1Beta2`` and
+``ComputeDomainCliqueV1Beta2`` are the storage version every component reads and writes
+(:mod:`computedomains.api.conversion` maps between the two). ``ChannelConfig`` and
+``DaemonConfig`` are the opaque device configs the controller writes into
+ResourceClaimTemplates and the kubelet plugin reads back on prepare (they stay v1beta1). The field declarations
 here are also the source of the CRD schemas (:mod:`computedomains.api.crds`), so a default,
 an enum or a required field cannot differ between the two.
 
@@ -12,11 +15,16 @@ Compatibility notes, where the choices are not obvious:
   would make any stored object without one impossible to update, even to drop a finalizer.
 - ``index`` of a node has no default (``None`` when absent); ``numNodes`` and
   ``allocationMode`` have defaults, so objects written before those fields existed parse.
+- v1beta2 has no ``numNodes``; a v1beta1 value survives in the annotation
+  ``computedomains.io/num-nodes`` (:attr:`ComputeDomainV1Beta2.num_nodes` reads it).
+- v1beta2's ``status.status`` is Ready exactly when its Ready condition is True, and a
+  domain nobody has joined is not Ready (v1beta1 read "Ready" for it).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -40,6 +48,27 @@ class Status(enum.StrEnum):
 
     READY = "Ready"
     NOT_READY = "NotReady"
+
+
+class _Named:
+    """Accessors of ``metadata`` shared by the top-level kinds."""
+
+    metadata: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        """``metadata.name``."""
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        """``metadata.namespace``."""
+        return str(self.metadata.get("namespace", ""))
+
+    @property
+    def uid(self) -> str:
+        """``metadata.uid``: the domain ID that claims and node labels carry."""
+        return str(self.metadata.get("uid", ""))
 
 
 # -- ComputeDomain ------------------------------------------------------------------------
@@ -132,7 +161,7 @@ class ComputeDomainStatus(Model):
     )
 
 
-class ComputeDomain(Model):
+class ComputeDomain(_Named, Model):
     """A set of nodes prepared to run one multi-node NVLink workload (one IMEX domain)."""
 
     KIND: ClassVar[str | None] = constants.COMPUTE_DOMAIN_KIND
@@ -148,21 +177,6 @@ class ComputeDomain(Model):
     status: ComputeDomainStatus | None = field(
         "status", "Observed state, written by the controller.", default=None
     )
-
-    @property
-    def name(self) -> str:
-        """``metadata.name``."""
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        """``metadata.namespace``."""
-        return str(self.metadata.get("namespace", ""))
-
-    @property
-    def uid(self) -> str:
-        """``metadata.uid``: the domain ID that claims and node labels carry."""
-        return str(self.metadata.get("uid", ""))
 
 
 # -- ComputeDomainClique ------------------------------------------------------------------
@@ -197,6 +211,161 @@ class ComputeDomainClique(Model):
         default=(),
         list_map_keys=("nodeName",),
     )
+
+
+class ComputeDomainCliqueV1Beta2(ComputeDomainClique):
+    """The IMEX daemons of one ComputeDomain in one NVLink clique.
+
+    v1beta2 has the same schema as v1beta1 (the CRD converts it by swapping ``apiVersion``).
+    """
+
+    API_VERSION: ClassVar[str | None] = constants.API_VERSION_V1BETA2
+
+
+# -- ComputeDomain v1beta2 ----------------------------------------------------------------
+
+NUM_NODES_FORMAT = re.compile(r"[0-9]{1,18}")
+"""The ``computedomains.io/num-nodes`` annotation: a decimal count (it fits an int64)."""
+
+
+def parse_num_nodes(text: object) -> int:
+    """The count a ``computedomains.io/num-nodes`` annotation holds; ValueError if none."""
+    if not isinstance(text, str) or NUM_NODES_FORMAT.fullmatch(text) is None:
+        raise ValueError(f"expected a decimal number of nodes, got {text!r}")
+    return int(text)
+
+
+class CliquePlacement(enum.StrEnum):
+    """Whether a ComputeDomain's pods must, should or need not share one NVLink clique."""
+
+    REQUIRED = "Required"
+    """Pods schedule only into the clique the domain's first pods landed in."""
+    PREFERRED = "Preferred"
+    """The scheduler prefers that clique, and uses another when it is full."""
+    NONE = "None"
+    """No clique affinity is added."""
+
+
+class Placement(Model):
+    """Where the pods of a ComputeDomain are placed, added to them at admission."""
+
+    clique: CliquePlacement = field(
+        "clique",
+        "Required: every pod of the domain lands in one NVLink clique (a pod affinity on the "
+        "node's clique label, added at admission); Preferred: the same as a preference; None: "
+        "no affinity is added.",
+        default=CliquePlacement.NONE,
+    )
+
+
+class ComputeDomainSpecV1Beta2(Model):
+    """What a ComputeDomain asks for; fixed once the object exists."""
+
+    channel: ChannelSpec = field("channel", "The IMEX channel workload pods claim.")
+    placement: Placement | None = field(
+        "placement", "Where the domain's pods are placed; absent means clique None.", default=None
+    )
+
+
+class ConditionStatus(enum.StrEnum):
+    """The status of a condition (metav1.Condition)."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(Model):
+    """One aspect of a ComputeDomain's state (the metav1.Condition shape)."""
+
+    type: str = field("type", "Ready, Formed or Degraded.", min_length=1)
+    status: ConditionStatus = field("status", "True, False or Unknown.")
+    reason: str = field(
+        "reason", "Why the condition has its status, in CamelCase.", min_length=1
+    )
+    message: str = field(
+        "message", "What the reason means for this domain, in words.", default="", required=True
+    )
+    observed_generation: int | None = field(
+        "observedGeneration",
+        "metadata.generation of the ComputeDomain the condition was computed from.",
+        default=None,
+        minimum=0,
+    )
+    last_transition_time: str = field(
+        "lastTransitionTime", "When the status last changed (RFC 3339).", min_length=1
+    )
+
+
+class CliqueSummary(Model):
+    """The members of a ComputeDomain in one NVLink clique."""
+
+    id: str = field("id", "The clique, <clusterUUID>.<cliqueID>.")
+    nodes: int = field("nodes", "Member nodes in the clique.", minimum=0)
+    ready_nodes: int = field(
+        "readyNodes", "Of those, nodes whose IMEX daemon is ready.", minimum=0
+    )
+
+
+class ComputeDomainStatusV1Beta2(ComputeDomainStatus):
+    """Observed state of a ComputeDomain, written by the controller."""
+
+    conditions: tuple[Condition, ...] = field(
+        "conditions",
+        "Ready (every member ready, at least one member and spec.numNodes of them), Formed "
+        "(every member's IMEX daemon ready) and Degraded (members that were ready are not).",
+        default=(),
+        list_map_keys=("type",),
+    )
+    cliques: tuple[CliqueSummary, ...] = field(
+        "cliques",
+        "Members and ready members per NVLink clique (members without a fabric are left out).",
+        default=(),
+        list_map_keys=("id",),
+    )
+
+    def condition(self, type_: str) -> Condition | None:
+        """The condition of type ``type_``, if present."""
+        return next((c for c in self.conditions if c.type == type_), None)
+
+
+class ComputeDomainV1Beta2(_Named, Model):
+    """A set of nodes prepared to run one multi-node NVLink workload (one IMEX domain)."""
+
+    KIND: ClassVar[str | None] = constants.COMPUTE_DOMAIN_KIND
+    API_VERSION: ClassVar[str | None] = constants.API_VERSION_V1BETA2
+
+    metadata: Mapping[str, Any] = field("metadata", "", default_factory=dict)
+    spec: ComputeDomainSpecV1Beta2 | None = field(
+        "spec",
+        "What the ComputeDomain asks for; immutable after creation.",
+        default=None,
+        immutable=IMMUTABLE_SPEC_MESSAGE,
+    )
+    status: ComputeDomainStatusV1Beta2 | None = field(
+        "status", "Observed state, written by the controller.", default=None
+    )
+
+    @property
+    def generation(self) -> int:
+        """``metadata.generation`` (0 when absent)."""
+        value = self.metadata.get("generation")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    @property
+    def num_nodes(self) -> int:
+        """The v1beta1 ``spec.numNodes``, from its annotation; 0 when absent or unreadable."""
+        annotations = self.metadata.get("annotations") or {}
+        try:
+            return parse_num_nodes(annotations.get(constants.NUM_NODES_ANNOTATION, "0"))
+        except ValueError:
+            return 0
+
+    @property
+    def clique_placement(self) -> CliquePlacement:
+        """``spec.placement.clique`` (None when unset)."""
+        placement = self.spec.placement if self.spec is not None else None
+        return placement.clique if placement is not None else CliquePlacement.NONE
 
 
 # -- Opaque device configs ----------------------------------------------------------------

@@ -28,10 +28,14 @@ class Resource:
         return f"{path}/{subresource}" if subresource else path
 
 
+# At the storage version: reading and writing there never calls the conversion webhook, so
+# the components keep working while it is down.
 COMPUTE_DOMAINS = Resource(
-    constants.GROUP, constants.VERSION, constants.COMPUTE_DOMAIN_PLURAL, namespaced=True
+    constants.GROUP, constants.STORAGE_VERSION, constants.COMPUTE_DOMAIN_PLURAL, namespaced=True
 )
-CLIQUES = Resource(constants.GROUP, constants.VERSION, constants.CLIQUE_PLURAL, namespaced=True)
+CLIQUES = Resource(
+    constants.GROUP, constants.STORAGE_VERSION, constants.CLIQUE_PLURAL, namespaced=True
+)
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)

@@ -275,8 +275,8 @@ class Caches:
                 return True, not objects.template_current(t, domain)
         return False, False
 
-    def snapshot(self, raw: dict[str, Any]) -> Snapshot:
-        """Everything a reconcile of the ComputeDomain ``raw`` decides on."""
+    def snapshot(self, raw: dict[str, Any], *, now: str) -> Snapshot:
+        """Everything a reconcile of the ComputeDomain ``raw`` decides on, at time ``now``."""
         domain = Domain.parse(raw)
         present, outdated = self.template_state(domain)
         cliques: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
@@ -307,5 +307,6 @@ class Caches:
             agents=agents,
             cliques=cliques,
             template_present=present,
+            now=now,
             template_outdated=outdated,
         )

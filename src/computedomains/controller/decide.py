@@ -24,7 +24,7 @@ class Plan:
     delete_template: bool
     cliques: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
     """Clique objects to write; an empty tuple deletes the object."""
-    status: models.ComputeDomainStatus | None
+    status: models.ComputeDomainStatusV1Beta2 | None
     """The status to write, or None when it is already shown."""
     events: tuple[eventplan.EventSpec, ...]
     """Events recorded with the clique writes (freed slots, a waiting deletion)."""

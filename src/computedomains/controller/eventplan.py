@@ -68,7 +68,7 @@ def _count(n: int, noun: str) -> str:
 def plan(
     snapshot: Snapshot,
     cliques: CliquesPlan,
-    desired: models.ComputeDomainStatus,
+    desired: models.ComputeDomainStatusV1Beta2,
     *,
     limit: int,
     reported: frozenset[str],

@@ -52,11 +52,11 @@ def read(obj: Mapping[str, Any]) -> tuple[models.CliqueDaemon, ...]:
     whatever it says about the slots would be lost on the next rewrite.
     """
     version = obj.get("apiVersion")
-    if version != constants.API_VERSION:
-        reason = f"apiVersion {version!r} is not {constants.API_VERSION!r}"
+    if version != constants.API_VERSION_V1BETA2:
+        reason = f"apiVersion {version!r} is not {constants.API_VERSION_V1BETA2!r}"
         return Frozen(_salvage(obj), reason=reason)
     try:
-        return models.ComputeDomainClique.from_dict(obj, strict=True).daemons
+        return models.ComputeDomainCliqueV1Beta2.from_dict(obj, strict=True).daemons
     except ValidationError as exc:
         return Frozen(_salvage(obj), reason=str(exc))
 

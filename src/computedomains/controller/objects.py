@@ -42,7 +42,9 @@ def workload_template(domain: Domain) -> wire.ResourceClaimTemplate:
             },
             "ownerReferences": [
                 {
-                    "apiVersion": constants.API_VERSION,
+                    # The storage version: the garbage collector reads the owner there
+                    # without the conversion webhook.
+                    "apiVersion": constants.API_VERSION_V1BETA2,
                     "kind": constants.COMPUTE_DOMAIN_KIND,
                     "name": domain.name,
                     "uid": domain.uid,
@@ -98,7 +100,7 @@ def clique_object(
     *, namespace: str, uid: DomainUID, clique: CliqueID, daemons: Sequence[models.CliqueDaemon]
 ) -> dict[str, Any]:
     """A new ComputeDomainClique listing ``daemons``."""
-    body = models.ComputeDomainClique(
+    body = models.ComputeDomainCliqueV1Beta2(
         metadata={
             "name": models.clique_name(uid, clique),
             "namespace": namespace,

@@ -18,6 +18,7 @@ itself, is retried on a fresh copy.
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
 import time
@@ -51,6 +52,11 @@ def _refused(exc: client.ApiError) -> bool:
     return 400 <= exc.status < 500 and exc.status not in _TRANSIENT
 
 
+def _rfc3339(when: datetime.datetime) -> str:
+    """``when`` as metav1.Time writes it (UTC, whole seconds)."""
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
     """Delete exactly the object we looked at, not a successor of the same name."""
     meta = obj.get("metadata", {})
@@ -74,8 +80,10 @@ class Reconciler:
         formation: FormationClock,
         may_write: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
         self._api = api
+        self._wall_clock = wall_clock
         self._may_write = may_write
         self._clock = clock
         self._next_flush: dict[str, float] = {}
@@ -95,7 +103,7 @@ class Reconciler:
         if raw is None:
             self._forget(uid)
             return None
-        snapshot = self._caches.snapshot(raw)
+        snapshot = self._caches.snapshot(raw, now=_rfc3339(self._wall_clock()))
         domain = snapshot.domain
         if domain.deleting and not domain.finalized:
             self._forget(uid)  # not ours to order any more; the collector takes leftovers
@@ -171,7 +179,7 @@ class Reconciler:
         return updated
 
     def _write_status(
-        self, raw: dict[str, Any], status: models.ComputeDomainStatus
+        self, raw: dict[str, Any], status: models.ComputeDomainStatusV1Beta2
     ) -> dict[str, Any]:
         def mutate(obj: dict[str, Any]) -> dict[str, Any]:
             obj["status"] = status.to_dict()
@@ -188,7 +196,7 @@ class Reconciler:
     def _emit(self, domain: Domain, event: EventSpec) -> None:
         ref = events.ObjectRef(
             kind=constants.COMPUTE_DOMAIN_KIND, name=domain.name, namespace=domain.namespace,
-            uid=domain.uid, api_version=constants.API_VERSION,
+            uid=domain.uid, api_version=constants.API_VERSION_V1BETA2,
         )  # fmt: skip
         self._fence()
         self._recorder.emit(ref, reason=event.reason, message=event.message, warning=event.warning)

@@ -4,13 +4,18 @@
 slot, readiness. A member that overflowed its clique is listed without a slot and NotReady,
 so the domain shows why it is not Ready. A member without a clique (no NVLink fabric) has
 ``cliqueID: ""`` and slot -1, and is Ready: it has no IMEX to form. Nodes that left but still
-hold a slot are not members and not listed. ``status`` is Ready when every listed node is
-Ready and there are at least ``spec.numNodes`` of them, as the incumbent computes it.
+hold a slot are not members and not listed. ``status`` is Ready when the Ready condition is
+True (:mod:`conditions`): every listed node is Ready, there are at least ``numNodes`` of them
+(as the incumbent computes it) and at least one (unlike the incumbent, which calls a domain
+nobody joined Ready). ``cliques`` sums up members and ready members per clique.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 from computedomains.api import models
+from computedomains.controller import conditions
 from computedomains.controller.membership import CliquesPlan
 from computedomains.controller.views import Snapshot
 
@@ -23,7 +28,7 @@ def _order(node: models.ComputeDomainNode) -> tuple[str, int, str]:
     return (node.clique_id, index, node.name)
 
 
-def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainStatus:
+def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainStatusV1Beta2:
     """The status the domain should show now."""
     uid = snapshot.domain.uid
     nodes: list[models.ComputeDomainNode] = []
@@ -48,22 +53,49 @@ def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainS
             )
         )  # fmt: skip
     nodes.sort(key=_order)
+    domain = snapshot.domain
     ready_count = sum(1 for n in nodes if n.status is models.Status.READY)
-    total = max(len(nodes), snapshot.domain.num_nodes)
-    overall = models.Status.READY if ready_count == total else models.Status.NOT_READY
-    return models.ComputeDomainStatus(
-        status=overall, nodes=tuple(nodes), nodes_ready=f"{ready_count}/{total}"
+    total = max(len(nodes), domain.num_nodes)
+    shown = conditions.compute(
+        nodes, num_nodes=domain.num_nodes, generation=domain.generation,
+        previous=domain.status, existing_nodes=snapshot.nodes.keys(), now=snapshot.now,
+    )  # fmt: skip
+    ready = next(c for c in shown if c.type == conditions.Type.READY)
+    return models.ComputeDomainStatusV1Beta2(
+        status=models.Status.READY
+        if ready.status is models.ConditionStatus.TRUE
+        else models.Status.NOT_READY,
+        nodes=tuple(nodes),
+        nodes_ready=f"{ready_count}/{total}",
+        conditions=shown,
+        cliques=_cliques(nodes),
+    )
+
+
+def _cliques(nodes: list[models.ComputeDomainNode]) -> tuple[models.CliqueSummary, ...]:
+    """Members and ready members per clique; members without a fabric are in no clique."""
+    members = Counter(n.clique_id for n in nodes if n.clique_id)
+    ready = Counter(n.clique_id for n in nodes if n.clique_id and n.status is models.Status.READY)
+    return tuple(
+        models.CliqueSummary(id=c, nodes=members[c], ready_nodes=ready[c]) for c in sorted(members)
     )
 
 
 def differs(
-    current: models.ComputeDomainStatus | None, desired: models.ComputeDomainStatus
+    current: models.ComputeDomainStatusV1Beta2 | None,
+    desired: models.ComputeDomainStatusV1Beta2,
 ) -> bool:
     """True when writing ``desired`` would change what the object shows."""
     if current is None:
         return True
+
+    def by_type(status: models.ComputeDomainStatusV1Beta2) -> list[models.Condition]:
+        return sorted(status.conditions, key=lambda c: c.type)
+
     return (
         current.status != desired.status
         or current.nodes_ready != desired.nodes_ready
         or sorted(current.nodes, key=_order) != sorted(desired.nodes, key=_order)
+        or by_type(current) != by_type(desired)
+        or sorted(current.cliques, key=lambda c: c.id) != list(desired.cliques)
     )

@@ -32,21 +32,24 @@ class Domain:
     """Name of the workload ResourceClaimTemplate; empty when the object has no spec."""
     allocation_mode: models.AllocationMode
     num_nodes: int
+    """The v1beta1 ``spec.numNodes`` (its annotation at v1beta2); 0 when unset."""
     deleting: bool
     finalized: bool
     """Our finalizer is on the object."""
-    status: models.ComputeDomainStatus | None
+    status: models.ComputeDomainStatusV1Beta2 | None
+    generation: int = 0
+    """``metadata.generation``: the conditions' ``observedGeneration``."""
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Domain:
-        """The view of a raw ComputeDomain; fields it cannot parse count as absent."""
+        """The view of a raw v1beta2 ComputeDomain; fields it cannot parse count as absent."""
         meta = raw.get("metadata", {})
         try:
-            model = models.ComputeDomain.from_dict(raw, strict=False)
+            model = models.ComputeDomainV1Beta2.from_dict(raw, strict=False)
         except ValidationError:
             # The CRD validates every write, so this is an object from a future version:
             # act on its metadata only.
-            model = models.ComputeDomain(metadata=meta)
+            model = models.ComputeDomainV1Beta2(metadata=meta)
         spec = model.spec
         return cls(
             uid=DomainUID(str(meta.get("uid", ""))),
@@ -54,10 +57,11 @@ class Domain:
             namespace=str(meta.get("namespace", "")),
             template=spec.channel.resource_claim_template.name if spec else "",
             allocation_mode=spec.channel.allocation_mode if spec else models.AllocationMode.SINGLE,
-            num_nodes=spec.num_nodes if spec else 0,
+            num_nodes=model.num_nodes,
             deleting=bool(meta.get("deletionTimestamp")),
             finalized=constants.FINALIZER in (meta.get("finalizers") or []),
             status=model.status,
+            generation=model.generation,
         )
 
 
@@ -180,6 +184,8 @@ class Snapshot:
     """Daemons of the domain's existing clique objects."""
     template_present: bool
     """Our workload ResourceClaimTemplate exists."""
+    now: str
+    """When the snapshot was taken (RFC 3339, UTC): the time of condition transitions."""
     template_outdated: bool = False
     """It exists but predates placement (``objects.template_current``): it is replaced."""
 

@@ -57,7 +57,7 @@ def read_fabric(path: pathlib.Path) -> tuple[str, str]:
 def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
     """The ``daemons`` of a clique object; None when it does not parse."""
     try:
-        clique = models.ComputeDomainClique.from_dict(obj, strict=False)
+        clique = models.ComputeDomainCliqueV1Beta2.from_dict(obj, strict=False)
     except ValidationError as exc:
         log.warning("ignoring clique %s: %s", obj.get("metadata", {}).get("name"), exc)
         return None

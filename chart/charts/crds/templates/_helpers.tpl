@@ -12,8 +12,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | 
 {{- end }}
 
 {{/*
-Annotations of every CRD (empty with keep=false). Deleting a CRD deletes every object of its
-kind, so with keep=true nothing removes the CRDs on its own:
+Annotations of every CRD. Argo CD sync wave -2: the CRDs come before the conversion webhook
+(wave -1), whose caBundle injection needs them, and before everything else (wave 0).
+Deleting a CRD deletes every object of its kind, so with keep=true nothing removes the CRDs
+on its own:
 - helm.sh/resource-policy: keep: `helm uninstall`, or an upgrade that turns this subchart
   off, leaves the CRDs. Argo CD 2.7 and later also honour it when an Application is deleted.
 - argocd.argoproj.io/sync-options Prune=false: Argo CD does not prune the CRDs when they
@@ -22,12 +24,23 @@ kind, so with keep=true nothing removes the CRDs on its own:
   versions that ignore Helm's annotation.
 No ServerSideApply=true: these CRDs are small, so client-side apply's last-applied annotation
 stays far below the 256 KiB limit that forces server-side apply on large CRDs, and the apply
-mode is the Application owner's choice. No sync wave either: Argo CD already applies CRDs
-before the other kinds of a sync.
+mode is the Application owner's choice.
 */}}
 {{- define "compute-domains-crds.annotations" -}}
-{{- if .Values.keep -}}
+argocd.argoproj.io/sync-wave: "-2"
+{{- if .Values.keep }}
 helm.sh/resource-policy: keep
 argocd.argoproj.io/sync-options: Prune=false,Delete=false
 {{- end }}
+{{- end }}
+
+{{/*
+Name of the conversion webhook's Service, which the ComputeDomain CRD's conversion calls (in
+the release namespace, port 443, path /convert). Contract: it depends on .Release only, so the
+parent chart includes it with its own context to name the Service it renders, and both agree
+whatever the charts' names; at most 63 characters, a valid Service name for any release name
+Helm accepts.
+*/}}
+{{- define "compute-domains-crds.webhookServiceName" -}}
+{{- printf "%s-cd-webhook" .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- end }}
