@@ -272,7 +272,11 @@ def test_v1beta2_drops_num_nodes_and_adds_placement_and_conditions() -> None:
     assert conditions["x-kubernetes-list-map-keys"] == ["type"]
     condition = conditions["items"]
     assert set(condition["required"]) == {
-        "type", "status", "reason", "message", "lastTransitionTime"
+        "type",
+        "status",
+        "reason",
+        "message",
+        "lastTransitionTime",
     }
     assert at(root, "status.conditions[].status")["enum"] == ["True", "False", "Unknown"]
     assert at(root, "status.cliques")["x-kubernetes-list-map-keys"] == ["id"]

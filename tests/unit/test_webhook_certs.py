@@ -192,6 +192,6 @@ def test_a_certificate_signed_by_no_trusted_ca_is_replaced() -> None:
     ],
 )
 def test_unusable_validities_are_named(change: dict[str, datetime.timedelta], problem: str) -> None:
-    problems = dataclasses.replace(VALIDITY, **change).problems()  # type: ignore[arg-type]
+    problems = dataclasses.replace(VALIDITY, **change).problems()
     assert any(problem in p for p in problems), problems
     assert VALIDITY.problems() == []

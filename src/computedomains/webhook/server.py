@@ -151,7 +151,7 @@ def serve(
     handler = type("Handler", (_Handler,), {"routes": dict(routes), "stats": stats})
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    server_class = type("Server", (_Server,), {"address_family": family})
+    server_class: type[_Server] = type("Server", (_Server,), {"address_family": family})
     server = server_class((host, int(port)), handler)
     server.certificates = certificates
     threading.Thread(target=server.serve_forever, name=f"https-{bind}", daemon=True).start()

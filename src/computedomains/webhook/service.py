@@ -20,7 +20,7 @@ from collections.abc import Callable
 import prometheus_client
 
 from computedomains import httpserver, waiting
-from computedomains.api import conversion
+from computedomains.api import constants, conversion, resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import informer
 from computedomains.webhook import (
@@ -28,7 +28,6 @@ from computedomains.webhook import (
     config,
     domains,
     inject,
-    kinds,
     metrics,
     placement,
     review,
@@ -41,13 +40,16 @@ log = logging.getLogger(__name__)
 FIRST_ROUND_RETRY = 2.0
 """Seconds between attempts at the first certificate (cert-manager may still be issuing)."""
 
+ROUND_ERRORS: tuple[type[Exception], ...] = (tlssecret.NotYet, *kube_client.API_ERRORS)
+"""What a TLS round may meet and retry: no usable Secret yet, an API server refusal or silence."""
+
 Known = Callable[[], list[domains.Domain]]
 
 
 def routes(known: Known) -> dict[str, server.Route]:
     """The three review paths; validation and placement see the domains ``known()`` returns."""
     return {
-        "/convert": lambda body: review.conversion(
+        constants.CONVERSION_PATH: lambda body: review.conversion(
             body, conversion.convert, errors=(conversion.ConversionError,)
         ),
         "/validate/computedomains": lambda body: review.admission(
@@ -70,7 +72,7 @@ class Webhook:
         self.stats = metrics.WebhookMetrics(prometheus_client.CollectorRegistry())
         self.certificates = server.Certificates()
         self.stats.track(self.certificates.not_after)
-        self.cache = informer.Informer(api, path=kinds.COMPUTE_DOMAINS.path())
+        self.cache = informer.Informer(api, path=resources.COMPUTE_DOMAINS.path())
         self.store = tlssecret.Store(api, namespace=cfg.namespace, name=cfg.tls_secret)
         self.injector = inject.Injector(api, inject.targets(
             crd=cfg.crd_name, validating=cfg.validating_webhook, mutating=cfg.mutating_webhook,
@@ -103,7 +105,7 @@ class Webhook:
             try:
                 self.tls_round()
                 break
-            except (tlssecret.NotYet, *kube_client.API_ERRORS) as exc:
+            except ROUND_ERRORS as exc:
                 self.stats.tls_errors.inc()
                 log.warning("no certificate yet (%s); retrying in %.0fs", exc, FIRST_ROUND_RETRY)
                 self.stop.wait(FIRST_ROUND_RETRY)
@@ -119,7 +121,7 @@ class Webhook:
         while not self.stop.wait(self.cfg.resync_interval):
             try:
                 self.tls_round()
-            except (tlssecret.NotYet, *kube_client.API_ERRORS) as exc:
+            except ROUND_ERRORS as exc:
                 self.stats.tls_errors.inc()
                 log.warning("TLS round failed (%s); next in %.0fs", exc, self.cfg.resync_interval)
             except Exception:
@@ -133,9 +135,9 @@ class Webhook:
         if not self._round.is_alive() and not self.stop.is_set():
             return False, "the TLS round thread has ended"
         host, port = self.https.server_address[:2]
-        target = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104
+        target = host if isinstance(host, str) and host not in ("0.0.0.0", "::") else "127.0.0.1"  # noqa: S104
         try:
-            with socket.create_connection((str(target), int(port)), timeout=2):
+            with socket.create_connection((target, int(port)), timeout=2):
                 return True, f"HTTPS endpoint {target}:{port} accepts connections"
         except OSError as exc:
             return False, f"HTTPS endpoint {target}:{port}: {exc}"

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from computedomains.kube import client
-from computedomains.webhook import certs, kinds
+from computedomains.webhook import certs, kinds, tlspolicy
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 5
@@ -89,7 +89,7 @@ def read_bundle(store: Store) -> certs.Bundle:
 
 
 def ensure(
-    store: Store, *, names: Sequence[str], validity: certs.Validity, clock: Clock = utcnow
+    store: Store, *, names: Sequence[str], validity: tlspolicy.Validity, clock: Clock = utcnow
 ) -> certs.Bundle:
     """Self-managed mode: the Secret's bundle after the step it needs now, written if changed."""
     for _ in range(ATTEMPTS):
