@@ -195,3 +195,13 @@ def test_unusable_validities_are_named(change: dict[str, datetime.timedelta], pr
     problems = dataclasses.replace(VALIDITY, **change).problems()
     assert any(problem in p for p in problems), problems
     assert VALIDITY.problems() == []
+
+
+def test_an_ip_address_name_becomes_an_ip_san() -> None:
+    names = (*NAMES, "127.0.0.1")
+    decision = certs.plan(None, now=T0, names=names, validity=VALIDITY)
+    bundle = certs.carry_out(decision, None, now=T0, names=names, validity=VALIDITY)
+    sans = bundle.cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert sorted(certs.dns_names(bundle.cert)) == sorted(names)
+    assert certs.plan(bundle, now=T0, names=names, validity=VALIDITY).action is certs.Action.KEEP

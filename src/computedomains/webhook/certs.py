@@ -23,6 +23,7 @@ import binascii
 import dataclasses
 import datetime
 import enum
+import ipaddress
 from collections.abc import Mapping, Sequence
 
 from cryptography import x509
@@ -219,12 +220,21 @@ def _cert_problem(
 
 
 def dns_names(cert: x509.Certificate) -> list[str]:
-    """The DNS subject alternative names of ``cert``."""
+    """The subject alternative names of ``cert``: DNS names, and IP addresses as text."""
     try:
         sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return []
-    return list(sans.get_values_for_type(x509.DNSName))
+    ips = [str(ip) for ip in sans.get_values_for_type(x509.IPAddress)]
+    return [*sans.get_values_for_type(x509.DNSName), *ips]
+
+
+def _general_name(name: str) -> x509.GeneralName:
+    """An IP address SAN for an address (a webhook called by URL at an IP), else a DNS SAN."""
+    try:
+        return x509.IPAddress(ipaddress.ip_address(name))
+    except ValueError:
+        return x509.DNSName(name)
 
 
 def _same_key(cert: x509.Certificate, key: Key) -> bool:
@@ -311,14 +321,14 @@ def new_cert(
     lifetime: datetime.timedelta,
 ) -> x509.Certificate:
     """A serving certificate for ``names`` signed by ``ca``; it never outlives the CA."""
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[-1])])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])])
     not_after = min(now + lifetime, ca.not_valid_after_utc)
     builder = (
         _base(subject, key.public_key(), now=now, not_after=not_after)
         .issuer_name(ca.subject)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False
+            x509.SubjectAlternativeName([_general_name(n) for n in names]), critical=False
         )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .add_extension(

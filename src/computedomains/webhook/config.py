@@ -33,6 +33,9 @@ class WebhookConfig:
     """The Service the API server calls: the serving certificate names it."""
     cluster_domain: str
     """The cluster's DNS domain, for the certificate's fully qualified name."""
+    extra_names: tuple[str, ...]
+    """More names (DNS names or IP addresses) for the serving certificate: for API servers
+    that call the webhook by URL instead of through the Service."""
     tls_secret: str
     """The Secret with ``ca.crt``, ``tls.crt``, ``tls.key`` (and ``ca.key``)."""
     cert_manager: bool
@@ -52,7 +55,8 @@ class WebhookConfig:
     @property
     def dns_names(self) -> tuple[str, ...]:
         """The serving certificate's names."""
-        return tlspolicy.service_names(self.service_name, self.namespace, self.cluster_domain)
+        names = tlspolicy.service_names(self.service_name, self.namespace, self.cluster_domain)
+        return (*names, *(n for n in self.extra_names if n not in names))
 
 
 def duration(value: str) -> datetime.timedelta:
@@ -65,6 +69,10 @@ def duration(value: str) -> datetime.timedelta:
     return datetime.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
 
 
+def _names(value: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the webhook's flags."""
     flaggroups.add_kube(parser)
@@ -73,6 +81,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add(parser, "--service-name", default=None, required=True,
               help="the webhook's Service (the serving certificate names it)")  # fmt: skip
     flags.add(parser, "--cluster-domain", default="cluster.local", help="the cluster DNS domain")
+    flags.add(parser, "--extra-names", default="", type=_names,
+              help="comma-separated DNS names or IPs the certificate also names")  # fmt: skip
     flags.add(parser, "--tls-secret", default=None, required=True,
               help="Secret in --namespace with ca.crt, tls.crt, tls.key (and ca.key)")  # fmt: skip
     flags.add_switch(parser, "--cert-manager", default=False,
@@ -121,6 +131,7 @@ def from_args(args: argparse.Namespace) -> WebhookConfig:
         http_bind=args.http_bind,
         service_name=args.service_name,
         cluster_domain=args.cluster_domain,
+        extra_names=args.extra_names,
         tls_secret=args.tls_secret,
         cert_manager=args.cert_manager,
         crd_name=args.crd_name,
