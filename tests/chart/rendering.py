@@ -33,23 +33,26 @@ STANDARD_LABELS = (
 Obj = dict[str, Any]
 
 BASE_KINDS = {
-    "ClusterRole": 3,
-    "ClusterRoleBinding": 3,
+    "ClusterRole": 4,
+    "ClusterRoleBinding": 4,
     "CustomResourceDefinition": 2,
     "DaemonSet": 2,
-    "Deployment": 1,
+    "Deployment": 2,
     "DeviceClass": 2,
-    "PodDisruptionBudget": 1,
+    "MutatingWebhookConfiguration": 1,
+    "PodDisruptionBudget": 2,
     "ResourceClaimTemplate": 1,
-    "Role": 3,
-    "RoleBinding": 3,
-    "Service": 3,
-    "ServiceAccount": 3,
+    "Role": 4,
+    "RoleBinding": 4,
+    "Service": 4,
+    "ServiceAccount": 4,
     "ValidatingAdmissionPolicy": 6,
     "ValidatingAdmissionPolicyBinding": 6,
+    "ValidatingWebhookConfiguration": 1,
 }
-"""What the default values render: plugin, controller and agent, with their RBAC and policies,
-and the policy that keeps the daemon DeviceClass to the agent."""
+"""What the default values render: plugin, controller, agent and webhook, with their RBAC and
+policies, the webhook's configurations, and the policy that keeps the daemon DeviceClass to the
+agent."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},
@@ -106,7 +109,12 @@ def of_kind(objects: list[Obj], kind: str) -> list[Obj]:
 
 
 COMPONENT = "app.kubernetes.io/component"
-WORKLOADS = {"kubelet-plugin": "DaemonSet", "imex-agent": "DaemonSet", "controller": "Deployment"}
+WORKLOADS = {
+    "kubelet-plugin": "DaemonSet",
+    "imex-agent": "DaemonSet",
+    "controller": "Deployment",
+    "webhook": "Deployment",
+}
 """The chart's pod-running objects, by component."""
 
 
