@@ -91,11 +91,15 @@ class _Server(http.server.ThreadingHTTPServer):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # the API server keeps connections open
+    # Headers and body leave in one write: sent apart, the second waits for the client's
+    # delayed ACK (40 ms on Linux) on a kept-alive connection, ten times the whole review.
+    wbufsize = 1 << 16
     routes: Mapping[str, Route]
     stats: metrics.WebhookMetrics
 
     def setup(self) -> None:
         self.request.settimeout(CONNECTION_TIMEOUT)
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.request.do_handshake()
         super().setup()
 
