@@ -128,9 +128,17 @@ def test_a_domain_gets_its_finalizer_template_and_status(
             "apiVersion": constants.API_VERSION, "kind": constants.CHANNEL_CONFIG_KIND,
             "domainID": uid, "allocationMode": "All"}},
     }]  # fmt: skip
-    assert template["metadata"]["ownerReferences"][0]["uid"] == uid
-    status = wait_status(api, namespace, "0/0")
+    owner = template["metadata"]["ownerReferences"][0]
+    assert (owner["uid"], owner["apiVersion"]) == (uid, constants.API_VERSION_V1BETA2)
+    status = wait_status(api, namespace, "0/0", "NotReady")  # nobody has joined
     assert status.get("nodes", []) == []
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert {t: (c["status"], c["reason"]) for t, c in conditions.items()} == {
+        "Ready": ("False", "NoMembers"), "Formed": ("False", "NoMembers"),
+        "Degraded": ("False", "NoMembers"),
+    }  # fmt: skip
+    generation = read_domain(api, namespace)["metadata"]["generation"]
+    assert {c["observedGeneration"] for c in conditions.values()} == {generation}
     assert constants.FINALIZER in read_domain(api, namespace)["metadata"]["finalizers"]
     wait_event(api, namespace, "ResourceClaimTemplateCreated")
     delete_domain(api, namespace)
@@ -151,7 +159,7 @@ def test_eighteen_nodes_form_one_clique_in_few_writes_and_idle_costs_none(
     writes_before, conflicts_before = controller.writes(), controller.conflicts()
     events_before = controller.writes(resources=("events",))
     uid = create_domain(api, namespace)
-    wait_status(api, namespace, "0/0")
+    wait_status(api, namespace, "0/0", "NotReady")
     labels.set(nodes, clique=clique, domain=uid)  # as node-init and 18 prepares would
 
     def placed() -> dict[str, int] | None:
@@ -169,6 +177,11 @@ def test_eighteen_nodes_form_one_clique_in_few_writes_and_idle_costs_none(
     assert {(n["name"], n["index"], n["status"]) for n in status["nodes"]} == {
         (n, i, "Ready") for n, i in held.items()
     }
+    assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == {
+        "Ready": ("True", "AllNodesReady"), "Formed": ("True", "AllDaemonsReady"),
+        "Degraded": ("False", "NotDegraded"),
+    }  # fmt: skip
+    assert status["cliques"] == [{"id": clique, "nodes": 18, "readyNodes": 18}]
     waiting.until("every daemon Ready in the clique", lambda: {
         d["status"] for d in cliques(api, driver_ns, uid)[clique]["daemons"]} == {"Ready"},
         timeout=30)  # fmt: skip
@@ -413,7 +426,7 @@ def test_a_foreign_template_is_reported_and_left_alone(
     create_domain(api, namespace)
     messages = wait_event(api, namespace, "ResourceClaimTemplateConflict")
     assert f"{namespace}/cd-channel" in messages[0]
-    wait_status(api, namespace, "0/0")
+    wait_status(api, namespace, "0/0", "NotReady")
     after = resource.read_namespaced_resource_claim_template("cd-channel", namespace)
     assert after.metadata.uid == foreign.metadata.uid
     assert after.metadata.resource_version == foreign.metadata.resource_version
@@ -434,7 +447,7 @@ def test_an_invalid_domain_is_refused_by_the_api_naming_the_field(
     controller: ControllerProcess, api: client.ApiClient, namespace: str
 ) -> None:
     body = {
-        "apiVersion": constants.API_VERSION, "kind": constants.COMPUTE_DOMAIN_KIND,
+        "apiVersion": constants.API_VERSION_V1BETA2, "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": "bad"},
         "spec": {"channel": {"resourceClaimTemplate": {"name": "t"}, "allocationMode": "Some"}},
     }  # fmt: skip
@@ -452,7 +465,7 @@ def test_leftovers_of_vanished_domains_are_collected(
 ) -> None:  # fmt: skip
     ghost = str(uuid.uuid4())
     custom(api).create_namespaced_custom_object(G, V, driver_ns, constants.CLIQUE_PLURAL, {
-        "apiVersion": constants.API_VERSION, "kind": constants.CLIQUE_KIND,
+        "apiVersion": constants.API_VERSION_V1BETA2, "kind": constants.CLIQUE_KIND,
         "metadata": {"name": f"{ghost}.c", "labels": {constants.COMPUTE_DOMAIN_LABEL: ghost,
                                                       constants.CLIQUE_ID_LABEL: "c"}},
         "daemons": [],

@@ -1,11 +1,13 @@
 """The CRDs, rendered from the crds subchart, on a real API server: defaults, validation,
-immutability, the status subresource, printer columns and short names."""
+immutability, the status subresource, printer columns, short names, and both versions with no
+conversion webhook running (what "webhook down" means: docs/control-side.md)."""
 
 from __future__ import annotations
 
 import functools
 import json
 import pathlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,7 +18,12 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.api.models import ComputeDomain, ComputeDomainClique, Status
+from computedomains.api.models import (
+    ComputeDomainClique,
+    ComputeDomainCliqueV1Beta2,
+    ComputeDomainV1Beta2,
+    Status,
+)
 from computedomains.api.schema import DNS1123_SUBDOMAIN, ValidationError
 from computedomains.sim import tools
 from tests.support import clusters, helm, kube
@@ -26,7 +33,8 @@ pytestmark = pytest.mark.cluster
 CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 CD_PLURAL = constants.COMPUTE_DOMAIN_PLURAL
-G, V = constants.GROUP, constants.VERSION
+G, V = constants.GROUP, constants.STORAGE_VERSION
+V1 = constants.VERSION
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +120,9 @@ def as_dict(value: object) -> dict[str, Any]:
 
 
 def manifest(name: str, **spec: Any) -> dict[str, Any]:
+    """A v1beta2 ComputeDomain (no webhook runs here: v1beta1 writes would need one)."""
     return {
-        "apiVersion": constants.API_VERSION,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": name},
         "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}, **spec},
@@ -148,10 +157,27 @@ def test_chart_renders_labels_and_keep_annotations(helm3: helm.Helm) -> None:
         assert labels["app.kubernetes.io/instance"] == "crds"
         assert labels["app.kubernetes.io/part-of"] == "compute-domains"
         assert annotations == {
+            "argocd.argoproj.io/sync-wave": "-2",
             "helm.sh/resource-policy": "keep",
             "argocd.argoproj.io/sync-options": "Prune=false,Delete=false",
         }
-    assert all("annotations" not in d["metadata"] for d in render(helm3, "--set", "keep=false"))
+        stored = [v["name"] for v in doc["spec"]["versions"] if v["storage"]]
+        assert stored == [constants.STORAGE_VERSION]
+    for doc in render(helm3, "--set", "keep=false"):
+        assert doc["metadata"]["annotations"] == {"argocd.argoproj.io/sync-wave": "-2"}
+
+
+def test_chart_renders_the_conversion_and_the_storage_version(helm3: helm.Helm) -> None:
+    docs = {d["spec"]["names"]["kind"]: d for d in render(helm3, "--namespace", "gpu")}
+    assert docs[constants.CLIQUE_KIND]["spec"]["conversion"] == {"strategy": "None"}
+    webhook = docs[constants.COMPUTE_DOMAIN_KIND]["spec"]["conversion"]["webhook"]
+    assert webhook == {
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "crds-cd-webhook", "namespace": "gpu",
+                                     "path": "/convert", "port": 443}},
+    }  # fmt: skip
+    for doc in render(helm3, "--set", "storageVersion=v1beta1"):
+        assert [v["name"] for v in doc["spec"]["versions"] if v["storage"]] == [V1]
 
 
 def test_chart_values_schema_is_strict(helm3: helm.Helm) -> None:
@@ -159,6 +185,8 @@ def test_chart_values_schema_is_strict(helm3: helm.Helm) -> None:
         render(helm3, "--set", "keeep=false")
     with pytest.raises(AssertionError, match="keep"):
         render(helm3, "--set-string", "keep=no")
+    with pytest.raises(AssertionError, match="storageVersion"):
+        render(helm3, "--set", "storageVersion=v1")
 
 
 # -- the API server -----------------------------------------------------------------------
@@ -169,13 +197,18 @@ def test_valid_compute_domain_gets_the_defaults(
 ) -> None:
     created = create(api, namespace, manifest("plain"))
     assert created["spec"] == {
-        "numNodes": 0,
         "channel": {"resourceClaimTemplate": {"name": "plain-channel"}, "allocationMode": "Single"},
     }
     assert "status" not in created  # the status subresource drops status on create
-    parsed = ComputeDomain.from_dict(created, strict=True)
+    parsed = ComputeDomainV1Beta2.from_dict(created, strict=True)
     # The model's defaults are the server's: the minimal manifest parses to the same thing.
-    assert parsed.spec == ComputeDomain.from_dict(manifest("plain")).spec
+    assert parsed.spec == ComputeDomainV1Beta2.from_dict(manifest("plain")).spec
+    placed = create(api, namespace, manifest("placed", placement={}))
+    assert placed["spec"]["placement"] == {"clique": "None"}
+    assert (
+        ComputeDomainV1Beta2.from_dict(placed).spec
+        == ComputeDomainV1Beta2.from_dict(manifest("placed", placement={})).spec
+    )
 
 
 @pytest.mark.parametrize(
@@ -187,14 +220,18 @@ def test_valid_compute_domain_gets_the_defaults(
             "Unsupported value",
         ),
         (lambda s: s.pop("channel"), "spec.channel", "Required value"),
-        (lambda s: s.update(numNodes=-1), "spec.numNodes", "greater than or equal to 0"),
+        (
+            lambda s: s.update(placement={"clique": "Always"}),
+            "spec.placement.clique",
+            "Unsupported value",
+        ),
         (
             lambda s: s["channel"]["resourceClaimTemplate"].pop("name"),
             "spec.channel.resourceClaimTemplate.name",
             "Required value",
         ),
     ],
-    ids=["allocationMode", "no-channel", "negative-numNodes", "no-template-name"],
+    ids=["allocationMode", "no-channel", "placement", "no-template-name"],
 )
 def test_invalid_compute_domains_are_rejected_naming_the_field(
     crds: list[dict[str, Any]],
@@ -210,7 +247,7 @@ def test_invalid_compute_domains_are_rejected_naming_the_field(
     assert f"{field}: " in message and reason in message, message
     # The model refuses the same manifest, naming the same field.
     with pytest.raises(ValidationError) as info:
-        ComputeDomain.from_dict(body)
+        ComputeDomainV1Beta2.from_dict(body)
     assert info.value.field == field
 
 
@@ -239,7 +276,7 @@ def test_invalid_template_names_are_rejected_naming_the_field(
     message = rejection(lambda: create(api, namespace, body))
     assert f"{TEMPLATE_NAME}: " in message and reason in message, message
     with pytest.raises(ValidationError) as info:
-        ComputeDomain.from_dict(body)
+        ComputeDomainV1Beta2.from_dict(body)
     assert info.value.field == TEMPLATE_NAME
 
 
@@ -266,7 +303,7 @@ def test_spec_is_immutable_but_metadata_is_not(
     objects = client.CustomObjectsApi(api)
     created = create(api, namespace, manifest("fixed"))
     changed = json.loads(json.dumps(created))
-    changed["spec"]["numNodes"] = 4
+    changed["spec"]["placement"] = {"clique": "Required"}
     message = rejection(
         lambda: objects.replace_namespaced_custom_object(
             G, V, namespace, CD_PLURAL, "fixed", changed
@@ -303,34 +340,54 @@ def test_status_subresource_defaults_and_list_map_keys(
     assert "status" not in after
 
     node = {"name": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0}
-    written = write_status(api, namespace, "st", {"nodes": [node], "nodesReady": "0/1"})
+    ready = {"type": "Ready", "status": "False", "reason": "NotFormed",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}  # fmt: skip
+    summary = {"id": "c.1", "nodes": 1, "readyNodes": 0}
+    written = write_status(
+        api,
+        namespace,
+        "st",
+        {"nodes": [node], "nodesReady": "0/1", "conditions": [ready], "cliques": [summary]},
+    )
     assert written["status"] == {
         "status": "NotReady",
         "nodes": [{**node, "status": "NotReady"}],
         "nodesReady": "0/1",
+        "conditions": [{**ready, "message": ""}],
+        "cliques": [summary],
     }
-    parsed = ComputeDomain.from_dict(written, strict=True)
+    parsed = ComputeDomainV1Beta2.from_dict(written, strict=True)
     assert parsed.status is not None and parsed.status.nodes[0].status is Status.NOT_READY
 
     message = rejection(lambda: write_status(api, namespace, "st", {"nodes": [node, node]}))
     assert "status.nodes[1]" in message and "Duplicate value" in message
     message = rejection(lambda: write_status(api, namespace, "st", {"status": "Up"}))
     assert "status.status: Unsupported value" in message
+    message = rejection(
+        lambda: write_status(api, namespace, "st", {"conditions": [ready, {**ready}]})
+    )
+    assert "status.conditions[1]" in message and "Duplicate value" in message
+    message = rejection(lambda: write_status(api, namespace, "st", {"conditions": [
+        {k: v for k, v in ready.items() if k != "reason"}]}))  # fmt: skip
+    assert "status.conditions[0].reason: Required value" in message
 
 
 def test_printer_columns_show_status_and_nodes(
     crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
 ) -> None:
-    create(api, namespace, manifest("shown"))
+    create(api, namespace, manifest("shown", placement={"clique": "Required"}))
     node = {"name": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0, "status": "Ready"}
-    write_status(api, namespace, "shown", {"status": "Ready", "nodes": [node], "nodesReady": "1/1"})
+    ready = {"type": "Ready", "status": "True", "reason": "AllNodesReady", "message": "",
+             "lastTransitionTime": "2025-01-01T00:00:00Z"}  # fmt: skip
+    write_status(api, namespace, "shown", {"status": "Ready", "nodes": [node], "nodesReady": "1/1",
+                                           "conditions": [ready]})  # fmt: skip
 
     table = get_json(api, f"/apis/{G}/{V}/namespaces/{namespace}/{CD_PLURAL}", accept=TABLE)
     assert table["kind"] == "Table"
     columns = [c["name"] for c in table["columnDefinitions"]]
-    assert columns == ["Name", "Status", "Nodes", "Age"]
+    assert columns == ["Name", "Ready", "Reason", "Nodes", "Placement", "Age"]
     (row,) = table["rows"]
-    assert row["cells"][:3] == ["shown", "Ready", "1/1"]
+    assert row["cells"][:5] == ["shown", "True", "AllNodesReady", "1/1", "Required"]
 
 
 def test_short_names_are_in_discovery_and_clash_with_nothing(
@@ -359,6 +416,7 @@ def test_short_names_are_in_discovery_and_clash_with_nothing(
 def test_clique_defaults_and_list_map_keys(
     crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
 ) -> None:
+    """At v1beta1, as the incumbent writes them: one schema, so no webhook is involved."""
     objects = client.CustomObjectsApi(api)
     daemon = {"nodeName": "n0", "ipAddress": "10.1.0.1", "cliqueID": "c.1", "index": 0}
     body = {
@@ -368,19 +426,76 @@ def test_clique_defaults_and_list_map_keys(
         "daemons": [daemon],
     }
     plural = constants.CLIQUE_PLURAL
-    created = objects.create_namespaced_custom_object(G, V, namespace, plural, body)
+    created = objects.create_namespaced_custom_object(G, V1, namespace, plural, body)
     assert created["daemons"] == [{**daemon, "status": "NotReady"}]
     parsed = ComputeDomainClique.from_dict(created, strict=True)
     assert parsed.daemons[0].status is Status.NOT_READY
+    stored = objects.get_namespaced_custom_object(G, V, namespace, plural, "uid.c.1")
+    assert ComputeDomainCliqueV1Beta2.from_dict(stored, strict=True).daemons == parsed.daemons
 
     # No status subresource: daemons update the top-level list directly.
     created["daemons"][0]["status"] = "Ready"
-    updated = objects.replace_namespaced_custom_object(G, V, namespace, plural, "uid.c.1", created)
+    updated = objects.replace_namespaced_custom_object(G, V1, namespace, plural, "uid.c.1", created)
     assert updated["daemons"][0]["status"] == "Ready"
 
     body["metadata"]["name"] = "uid.c.2"
     body["daemons"] = [daemon, {**daemon, "ipAddress": "10.1.0.2"}]
     message = rejection(
-        lambda: objects.create_namespaced_custom_object(G, V, namespace, plural, body)
+        lambda: objects.create_namespaced_custom_object(G, V1, namespace, plural, body)
     )
     assert "daemons[1]" in message and "Duplicate value" in message
+
+
+# -- no conversion webhook ----------------------------------------------------------------
+
+CONVERSION_BUDGET = 5.0
+"""Seconds a request that needs the missing webhook may take to fail: the API server finds no
+Service (or no endpoint) and answers at once, rather than after the 30 s call timeout."""
+
+
+def timed_failure(call: Callable[[], Any]) -> tuple[ApiException, float]:
+    """The error ``call`` fails with, and how long it took to fail."""
+    start = time.monotonic()
+    with pytest.raises(ApiException) as info:
+        call()
+    return info.value, time.monotonic() - start
+
+
+def test_without_the_webhook_storage_version_works_and_v1beta1_fails_fast(
+    crds: list[dict[str, Any]], api: client.ApiClient, namespace: str
+) -> None:
+    """Webhook down: reads and writes at v1beta2 (every component's) work; a v1beta1 read or
+    write fails at once, saying that the conversion webhook failed; nothing is lost."""
+    objects = client.CustomObjectsApi(api)
+    created = create(api, namespace, manifest("down", placement={"clique": "Preferred"}))
+    write_status(api, namespace, "down", {"status": "NotReady", "nodesReady": "0/0"})
+    listed = objects.list_namespaced_custom_object(G, V, namespace, CD_PLURAL)["items"]
+    assert "down" in {o["metadata"]["name"] for o in listed}
+
+    timings = {}
+    calls: dict[str, Callable[[], Any]] = {
+        "get": lambda: objects.get_namespaced_custom_object(G, V1, namespace, CD_PLURAL, "down"),
+        "list": lambda: objects.list_namespaced_custom_object(G, V1, namespace, CD_PLURAL),
+        "create": lambda: objects.create_namespaced_custom_object(G, V1, namespace, CD_PLURAL, {
+            "apiVersion": constants.API_VERSION, "kind": constants.COMPUTE_DOMAIN_KIND,
+            "metadata": {"name": "old"},
+            "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "c"}}}}),
+    }  # fmt: skip
+    for what, call in calls.items():
+        error, timings[what] = timed_failure(call)
+        assert kube.status_of(error) == 500, (what, error.body)
+        message = str(json.loads(error.body)["message"])
+        assert "conversion webhook for resource.nvidia.com/v1beta2, Kind=ComputeDomain failed" in (
+            message
+        ), (what, message)
+        assert "crds-cd-webhook" in message, (what, message)
+    print(f"\nwithout the webhook, v1beta1 requests fail in (s): "
+          f"{ {k: round(v, 3) for k, v in timings.items()} }")  # fmt: skip
+    assert max(timings.values()) < CONVERSION_BUDGET, timings
+
+    after = as_dict(objects.get_namespaced_custom_object(G, V, namespace, CD_PLURAL, "down"))
+    assert after["spec"] == created["spec"]  # nothing lost
+    assert after["status"]["nodesReady"] == "0/0"
+    names = {o["metadata"]["name"] for o in objects.list_namespaced_custom_object(
+        G, V, namespace, CD_PLURAL)["items"]}  # fmt: skip
+    assert "old" not in names  # the refused write stored nothing

@@ -29,7 +29,7 @@ from computedomains.sim import controlplane, processes
 from tests.support import kube, plugin
 
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")
-G, V = constants.GROUP, constants.VERSION
+G, V = constants.GROUP, constants.STORAGE_VERSION
 
 
 @dataclasses.dataclass
@@ -328,7 +328,7 @@ def wait_event(api: client.ApiClient, namespace: str, reason: str) -> list[str]:
 def create_domain(api: client.ApiClient, namespace: str, *, mode: str = "Single") -> str:
     """A ComputeDomain ``cd`` (template ``cd-channel``); returns its UID."""
     body = {
-        "apiVersion": constants.API_VERSION, "kind": constants.COMPUTE_DOMAIN_KIND,
+        "apiVersion": constants.API_VERSION_V1BETA2, "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": "cd"},
         "spec": {"channel": {"resourceClaimTemplate": {"name": "cd-channel"},
                              "allocationMode": mode}},

@@ -18,7 +18,7 @@ from computedomains.sim import cluster as sim_cluster
 def create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
     name = f"cd-{uuid.uuid4().hex[:5]}"
     body = {
-        "apiVersion": constants.API_VERSION,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": name},
         "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
@@ -26,7 +26,11 @@ def create_domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:
     created = cast(
         dict[str, Any],
         client.CustomObjectsApi(api).create_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+            constants.GROUP,
+            constants.STORAGE_VERSION,
+            namespace,
+            constants.COMPUTE_DOMAIN_PLURAL,
+            body,
         ),
     )
     resource = client.ResourceV1Api(api)
@@ -43,7 +47,11 @@ def get_domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, An
     found = cast(
         dict[str, Any],
         client.CustomObjectsApi(api).get_namespaced_custom_object(
-            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+            constants.GROUP,
+            constants.STORAGE_VERSION,
+            namespace,
+            constants.COMPUTE_DOMAIN_PLURAL,
+            name,
         ),
     )
     return found
@@ -161,7 +169,7 @@ def wait_ready(
 def cliques(api: client.ApiClient, driver_namespace: str, uid: str) -> list[dict[str, Any]]:
     listing = client.CustomObjectsApi(api).list_namespaced_custom_object(
         constants.GROUP,
-        constants.VERSION,
+        constants.STORAGE_VERSION,
         driver_namespace,
         constants.CLIQUE_PLURAL,
         label_selector=f"{constants.COMPUTE_DOMAIN_LABEL}={uid}",

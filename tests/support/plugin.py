@@ -48,13 +48,18 @@ def install_crds(api: client.ApiClient) -> None:
 def create_domain(api: client.ApiClient, namespace: str, name: str = "cd") -> dict[str, Any]:
     """A ComputeDomain in ``namespace``; returns the created object."""
     body = {
-        "apiVersion": constants.API_VERSION,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": name},
-        "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
     }
+    # At the storage version: these tests run no conversion webhook.
     created = client.CustomObjectsApi(api).create_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+        constants.GROUP,
+        constants.STORAGE_VERSION,
+        namespace,
+        constants.COMPUTE_DOMAIN_PLURAL,
+        body,
     )
     return cast(dict[str, Any], created)
 

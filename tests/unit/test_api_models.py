@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from computedomains.api import constants
+from computedomains.api import constants, models
 from computedomains.api.models import (
     AllocationMode,
     ChannelConfig,
@@ -388,3 +388,31 @@ def test_opaque_config_errors_name_the_field(
 def test_opaque_config_must_be_an_object() -> None:
     with pytest.raises(ValidationError, match="expected an object"):
         parse_opaque_config([])
+
+
+@pytest.mark.parametrize(
+    ("annotations", "num_nodes"),
+    [({}, 0), ({constants.NUM_NODES_ANNOTATION: "4"}, 4),
+     ({constants.NUM_NODES_ANNOTATION: "four"}, 0), ({constants.NUM_NODES_ANNOTATION: "-1"}, 0)],
+)  # fmt: skip
+def test_v1beta2_reads_num_nodes_from_its_annotation(
+    annotations: dict[str, str], num_nodes: int
+) -> None:
+    obj = {
+        "apiVersion": constants.API_VERSION_V1BETA2, "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": "cd", "generation": 2, "annotations": annotations},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": "t"}}},
+    }  # fmt: skip
+    parsed = models.ComputeDomainV1Beta2.from_dict(obj)
+    assert (parsed.num_nodes, parsed.generation) == (num_nodes, 2)
+    assert parsed.clique_placement is models.CliquePlacement.NONE
+    obj["spec"]["placement"] = {}
+    assert (
+        models.ComputeDomainV1Beta2.from_dict(obj).clique_placement is models.CliquePlacement.NONE
+    )
+    obj["spec"]["placement"] = {"clique": "Required"}
+    placed = models.ComputeDomainV1Beta2.from_dict(obj)
+    assert placed.clique_placement is models.CliquePlacement.REQUIRED
+    with pytest.raises(ValidationError) as info:
+        models.ComputeDomainV1Beta2.from_dict({**obj, "spec": {**obj["spec"], "numNodes": 2}})
+    assert info.value.field == "spec.numNodes"  # v1beta2 has none

@@ -128,3 +128,70 @@ def test_a_restarted_controller_repeats_no_event() -> None:
     rounds.step(members, agents)
     rounds.reported = frozenset()  # a new process remembers nothing but the objects
     assert rounds.step(members, agents) == []
+
+
+def shown(rounds: Rounds) -> dict[str, tuple[str, str]]:
+    """Condition type → (status, reason) the domain shows after the last round."""
+    stored = rounds.snap.domain.status
+    assert isinstance(stored, models.ComputeDomainStatusV1Beta2)
+    return {c.type: (c.status.value, c.reason) for c in stored.conditions}
+
+
+def test_condition_story_of_a_domain() -> None:
+    rounds = Rounds(limit=2)
+    rounds.snap = dataclasses.replace(
+        rounds.snap, domain=dataclasses.replace(rounds.snap.domain, num_nodes=2, generation=3)
+    )
+    rounds.step([], [])
+    assert shown(rounds) == {"Ready": ("False", "NoMembers"), "Formed": ("False", "NoMembers"),
+                             "Degraded": ("False", "NoMembers")}  # fmt: skip
+    a, b, c = node("a"), node("b"), node("c")
+    rounds.step([a], [agent("a")])
+    assert shown(rounds) == {"Ready": ("False", "WaitingForNodes"),
+                             "Formed": ("True", "AllDaemonsReady"),
+                             "Degraded": ("False", "NotDegraded")}  # fmt: skip
+    rounds.step([a, b], [agent("a"), agent("b", R.STARTING)])
+    assert shown(rounds)["Ready"] == ("False", "NotFormed")
+    assert shown(rounds)["Formed"] == ("False", "DaemonsNotReady")
+    rounds.step([a, b], [agent("a"), agent("b")])
+    ready = rounds.snap.domain.status
+    assert ready is not None and ready.status is READY
+    assert shown(rounds)["Ready"] == ("True", "AllNodesReady")
+    assert {c.observed_generation for c in ready.conditions} == {3}
+    assert ready.cliques == (models.CliqueSummary(id=C1, nodes=2, ready_nodes=2),)
+    rounds.step([a, b, c], [agent("a"), agent("b")])  # c finds the clique full
+    assert shown(rounds)["Formed"] == ("False", "CliqueFull")
+    assert shown(rounds)["Degraded"] == ("False", "NotDegraded")  # nobody was lost
+    rounds.step([a, b], [agent("a"), agent("b")])  # c left
+    rounds.step([a, b], [agent("a"), agent("b", R.FAILED)])
+    assert shown(rounds)["Degraded"] == ("True", "MembersLost")
+    lost = rounds.snap.domain.status
+    assert lost is not None and lost.status is NOT_READY
+    assert rounds.step([a, b], [agent("a"), agent("b", R.FAILED)]) == []
+    assert rounds.snap.domain.status is lost  # still Degraded, and no write for it
+    rounds.step([a, b], [agent("a"), agent("b")])
+    assert shown(rounds) == {"Ready": ("True", "AllNodesReady"),
+                             "Formed": ("True", "AllDaemonsReady"),
+                             "Degraded": ("False", "NotDegraded")}  # fmt: skip
+    rounds.step([a], [agent("a")])  # b's Node is deleted: a alone is a formed domain
+    assert shown(rounds)["Degraded"] == ("False", "NotDegraded")
+    rounds.step([], [])
+    assert shown(rounds)["Degraded"] == ("False", "NoMembers")
+
+
+def test_transition_times_move_only_with_the_status() -> None:
+    rounds = Rounds()
+    rounds.step([node("a")], [agent("a", R.STARTING)])
+    rounds.snap = dataclasses.replace(rounds.snap, now="2025-01-01T00:01:00Z")
+    rounds.step([node("a"), node("b")], [agent("a", R.STARTING), agent("b", R.STARTING)])
+    stored = rounds.snap.domain.status
+    assert stored is not None
+    times = {c.type: c.last_transition_time for c in stored.conditions}
+    # Ready stayed False (its message changed): its transition is the first round's.
+    assert times["Ready"] == "2025-01-01T00:00:00Z"
+    rounds.step([node("a"), node("b")], [agent("a"), agent("b")])
+    stored = rounds.snap.domain.status
+    assert stored is not None
+    assert {c.type: c.last_transition_time for c in stored.conditions}["Ready"] == (
+        "2025-01-01T00:01:00Z"
+    )

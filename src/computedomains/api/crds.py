@@ -122,9 +122,12 @@ COMPUTE_DOMAIN = CustomResource(
         Version(
             constants.VERSION,
             models.ComputeDomain,
-            (PrinterColumn("Status", ".status.status", description="Overall readiness."),
-             _NODES, _AGE),
-        ),  # fmt: skip
+            (
+                PrinterColumn("Status", ".status.status", description="Overall readiness."),
+                _NODES,
+                _AGE,
+            ),
+        ),
         Version(
             constants.VERSION_V1BETA2,
             models.ComputeDomainV1Beta2,

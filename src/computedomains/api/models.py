@@ -5,9 +5,9 @@ that incumbent manifests keep working; ``ComputeDomainV1Beta2`` and
 ``ComputeDomainCliqueV1Beta2`` are the storage version every component reads and writes
 (:mod:`computedomains.api.conversion` maps between the two). ``ChannelConfig`` and
 ``DaemonConfig`` are the opaque device configs the controller writes into
-ResourceClaimTemplates and the kubelet plugin reads back on prepare (they stay v1beta1). The field declarations
-here are also the source of the CRD schemas (:mod:`computedomains.api.crds`), so a default,
-an enum or a required field cannot differ between the two.
+ResourceClaimTemplates and the kubelet plugin reads back on prepare (they stay v1beta1). The
+field declarations here are also the source of the CRD schemas (:mod:`computedomains.api.crds`),
+so a default, an enum or a required field cannot differ between the two.
 
 Compatibility notes, where the choices are not obvious:
 
@@ -280,9 +280,7 @@ class Condition(Model):
 
     type: str = field("type", "Ready, Formed or Degraded.", min_length=1)
     status: ConditionStatus = field("status", "True, False or Unknown.")
-    reason: str = field(
-        "reason", "Why the condition has its status, in CamelCase.", min_length=1
-    )
+    reason: str = field("reason", "Why the condition has its status, in CamelCase.", min_length=1)
     message: str = field(
         "message", "What the reason means for this domain, in words.", default="", required=True
     )
@@ -302,9 +300,7 @@ class CliqueSummary(Model):
 
     id: str = field("id", "The clique, <clusterUUID>.<cliqueID>.")
     nodes: int = field("nodes", "Member nodes in the clique.", minimum=0)
-    ready_nodes: int = field(
-        "readyNodes", "Of those, nodes whose IMEX daemon is ready.", minimum=0
-    )
+    ready_nodes: int = field("readyNodes", "Of those, nodes whose IMEX daemon is ready.", minimum=0)
 
 
 class ComputeDomainStatusV1Beta2(ComputeDomainStatus):

@@ -9,9 +9,10 @@ Three conditions, each with a reason and ``observedGeneration`` (docs/control-si
   False with ``NoMembers``, ``NotFormed`` or ``WaitingForNodes``. ``status.status`` says the
   same (Ready exactly when this is True), so a domain nobody has joined is not Ready.
 - ``Degraded``: True (``MembersLost``) from the round a member whose daemon was ready is not
-  any more, or its node was deleted, until the domain is Formed again or has no members left;
-  otherwise False (``NoMembers``, or ``NotDegraded``). A member that *leaves* (its last pod
-  went) does not degrade the domain.
+  any more (or its node was deleted while the rest is not Formed), until the domain is Formed
+  again or has no members left; otherwise False (``NoMembers``, or ``NotDegraded``). A member
+  that *leaves* (its last pod went) does not degrade the domain, nor does a deleted node whose
+  peers are all ready: what is left is a formed domain.
 
 Messages are made of what ``status.nodes`` shows, so a condition changes only when the listed
 nodes do and costs no status write of its own. ``lastTransitionTime`` moves only when a

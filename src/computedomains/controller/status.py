@@ -60,10 +60,10 @@ def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainS
         nodes, num_nodes=domain.num_nodes, generation=domain.generation,
         previous=domain.status, existing_nodes=snapshot.nodes.keys(), now=snapshot.now,
     )  # fmt: skip
-    ready = next(c for c in shown if c.type == conditions.Type.READY)
+    verdict = next(c for c in shown if c.type == conditions.Type.READY)
     return models.ComputeDomainStatusV1Beta2(
         status=models.Status.READY
-        if ready.status is models.ConditionStatus.TRUE
+        if verdict.status is models.ConditionStatus.TRUE
         else models.Status.NOT_READY,
         nodes=tuple(nodes),
         nodes_ready=f"{ready_count}/{total}",
