@@ -884,3 +884,99 @@ compute-domains.hook.uninstallRules
     - {{ include "compute-domains.imexAgent.name" . }}
   verbs: [delete]
 {{- end -}}
+
+{{/*
+compute-domains.webhook.labels
+  Takes: the root context.
+  Returns: the standard labels of the webhook's objects (Deployment and its pods,
+  PodDisruptionBudget, Service, ServiceAccount, RBAC, webhook configurations, cert-manager
+  objects), component `webhook`.
+*/}}
+{{- define "compute-domains.webhook.labels" -}}
+{{ include "compute-domains.labels" (dict "root" . "component" "webhook") }}
+{{- end -}}
+
+{{/*
+compute-domains.webhook.selectorLabels
+  Takes: the root context.
+  Returns: the selector labels of the webhook's pods.
+*/}}
+{{- define "compute-domains.webhook.selectorLabels" -}}
+{{ include "compute-domains.selectorLabels" (dict "root" . "component" "webhook") }}
+{{- end -}}
+
+{{/*
+compute-domains.webhook.name
+  Takes: the root context.
+  Returns: the name of the webhook's Deployment, PodDisruptionBudget, ServiceAccount,
+  ClusterRole(Binding), Role(Binding) and its Validating- and MutatingWebhookConfiguration:
+  `<fullname>-webhook`. The webhook gets the two configuration names as flags.
+*/}}
+{{- define "compute-domains.webhook.name" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "webhook") }}
+{{- end -}}
+
+{{/*
+compute-domains.webhookTLSSecretName
+  Takes: the root context.
+  Returns: the name of the Secret with the webhook's CA and serving certificate,
+  `<fullname>-webhook-tls` (keys ca.crt, tls.crt, tls.key; ca.key when self-managed). The
+  webhook creates it, or cert-manager does with webhook.certManager.enabled; no template
+  renders the Secret itself, so Helm and Argo CD never overwrite it.
+*/}}
+{{- define "compute-domains.webhookTLSSecretName" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "webhook-tls") }}
+{{- end -}}
+
+{{/*
+compute-domains.webhook.serviceName
+  Takes: the root context.
+  Returns: the name of the webhook's Service, the one the ComputeDomain CRD's conversion
+  calls: the crds subchart's `compute-domains-crds.webhookServiceName`. With crds.enabled=false
+  the subchart (and its helper) is not part of the render, so the same formula is applied
+  here; tests/chart checks that both agree.
+*/}}
+{{- define "compute-domains.webhook.serviceName" -}}
+{{- if .Values.crds.enabled -}}
+{{ include "compute-domains-crds.webhookServiceName" . }}
+{{- else -}}
+{{- printf "%s-cd-webhook" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+compute-domains.webhook.syncWave
+  Takes: nothing (pass the root context).
+  Returns: the annotation that puts a webhook object into Argo CD sync wave -1: after the CRDs
+  (-2), before everything else (0), so the conversion webhook serves before anything reads a
+  ComputeDomain at v1beta1.
+*/}}
+{{- define "compute-domains.webhook.syncWave" -}}
+argocd.argoproj.io/sync-wave: "-1"
+{{- end -}}
+
+{{/*
+compute-domains.unprivilegedContainerSecurityContext
+  Takes: (dict "runAsUser" <UID or nil>).
+  Returns: the securityContext of a container that only talks to the API server: not root
+  (the UID given; nil leaves the UID to the platform, as OpenShift's restricted SCC requires),
+  no privilege, no capabilities, read-only root filesystem, the runtime's seccomp profile.
+  Used by the webhook; the controller's helper says the same for its own value.
+*/}}
+{{- define "compute-domains.unprivilegedContainerSecurityContext" -}}
+{{- if not (hasKey . "runAsUser") -}}
+{{- fail "compute-domains.unprivilegedContainerSecurityContext: argument \"runAsUser\" is missing (nil for the platform's choice)" -}}
+{{- end -}}
+privileged: false
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+{{- if not (kindIs "invalid" .runAsUser) }}
+runAsUser: {{ .runAsUser }}
+runAsGroup: {{ .runAsUser }}
+{{- end }}
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}

@@ -12,6 +12,7 @@ from computedomains.fabric import commands as fabric_commands
 from computedomains.imexagent import commands as imexagent_commands
 from computedomains.kubeletplugin import commands as kubeletplugin_commands
 from computedomains.nodeinit import commands as nodeinit_commands
+from computedomains.webhook import commands as webhook_commands
 
 _SIM_COMMANDS = frozenset({"sim", "tools", "demo"})
 """Subcommands of the simulated cluster: only they import it (and cryptography, for its PKI),
@@ -53,6 +54,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     imexagent_commands.add_parsers(subparsers)
     fabric_commands.add_parsers(subparsers)
     nodeinit_commands.add_parsers(subparsers)
+    webhook_commands.add_parsers(subparsers)
     return parser
 
 

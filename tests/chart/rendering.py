@@ -33,25 +33,28 @@ STANDARD_LABELS = (
 Obj = dict[str, Any]
 
 BASE_KINDS = {
-    "ClusterRole": 7,
-    "ClusterRoleBinding": 7,
+    "ClusterRole": 8,
+    "ClusterRoleBinding": 8,
     "CustomResourceDefinition": 2,
     "DaemonSet": 2,
-    "Deployment": 1,
+    "Deployment": 2,
     "DeviceClass": 2,
     "Job": 4,
-    "PodDisruptionBudget": 1,
+    "MutatingWebhookConfiguration": 1,
+    "PodDisruptionBudget": 2,
     "ResourceClaimTemplate": 1,
-    "Role": 6,
-    "RoleBinding": 6,
-    "Service": 3,
-    "ServiceAccount": 7,
+    "Role": 7,
+    "RoleBinding": 7,
+    "Service": 4,
+    "ServiceAccount": 8,
     "ValidatingAdmissionPolicy": 6,
     "ValidatingAdmissionPolicyBinding": 6,
+    "ValidatingWebhookConfiguration": 1,
 }
-"""What the default values render: plugin, controller and agent, with their RBAC and policies,
-the policy that keeps the daemon DeviceClass to the agent, and the four hook Jobs with their
-ServiceAccounts and RBAC (a ClusterRole each; migrate, verify and uninstall also a Role)."""
+"""What the default values render: plugin, controller, agent and webhook, with their RBAC and
+policies, the webhook's configurations, the policy that keeps the daemon DeviceClass to the
+agent, and the four hook Jobs with their ServiceAccounts and RBAC (a ClusterRole each; migrate,
+verify and uninstall also a Role)."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},
@@ -108,7 +111,12 @@ def of_kind(objects: list[Obj], kind: str) -> list[Obj]:
 
 
 COMPONENT = "app.kubernetes.io/component"
-WORKLOADS = {"kubelet-plugin": "DaemonSet", "imex-agent": "DaemonSet", "controller": "Deployment"}
+WORKLOADS = {
+    "kubelet-plugin": "DaemonSet",
+    "imex-agent": "DaemonSet",
+    "controller": "Deployment",
+    "webhook": "Deployment",
+}
 """The chart's pod-running objects, by component."""
 
 

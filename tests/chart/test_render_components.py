@@ -199,10 +199,11 @@ def test_controller_pod_disruption_budget(h: helm.Helm) -> None:
     pdb = r.find(
         _rendered(h, **{"controller.podDisruptionBudget.maxUnavailable": "50%"}),
         "PodDisruptionBudget",
+        "cd-compute-domains-controller",
     )
     assert pdb["spec"]["maxUnavailable"] == "50%"
     objects = _rendered(h, **{"controller.podDisruptionBudget.enabled": "false"})
-    assert r.of_kind(objects, "PodDisruptionBudget") == []
+    assert r.of_kind(r.of_component(objects, CONTROLLER), "PodDisruptionBudget") == []
 
 
 def test_controller_pod_and_service_account_annotations(h4: helm.Helm) -> None:
@@ -533,8 +534,9 @@ def test_every_component_has_a_metrics_service(h: helm.Helm) -> None:
         [service] = r.of_kind(r.of_component(objects, component), "Service")
         selector = r.workload(objects, component)["spec"]["selector"]["matchLabels"]
         assert service["spec"]["selector"] == selector
-        assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
-        assert service["spec"]["ports"][0]["targetPort"] == "http"
+        # The webhook's Service also carries its HTTPS port (tests/chart/test_render_webhook.py).
+        [metrics] = [p for p in service["spec"]["ports"] if p["name"] == "metrics"]
+        assert metrics["targetPort"] == "http"
 
 
 def test_service_monitor_only_when_enabled(h: helm.Helm) -> None:

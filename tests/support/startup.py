@@ -17,6 +17,7 @@ RUN_MODULES = {
     "controller": "computedomains.controller.manager",
     "imex-agent": "computedomains.imexagent.agent",
     "node-init": "computedomains.nodeinit.run",
+    "webhook": "computedomains.webhook.service",
 }
 """The module each component's command imports to run (its ``commands._run``)."""
 

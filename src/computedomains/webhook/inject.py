@@ -1,0 +1,130 @@
+"""caBundle injection: the ComputeDomain CRD's conversion and the two webhook configurations.
+
+The chart renders these objects without a caBundle, so Helm and Argo CD never own the field;
+the webhook sets it with patches that name only ``caBundle`` (a merge patch for the CRD, a
+strategic merge patch keyed by webhook name for the configurations) under its own field
+manager. A CRD re-applied by Helm or Argo CD keeps the field or, where a client-side apply
+replaces the whole conversion block, loses it until the next check puts it back.
+
+:func:`crd_patch` and :func:`webhooks_patch` decide (pure); :class:`Injector` reads and patches.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from computedomains.api import resources
+from computedomains.kube import client
+from computedomains.webhook import kinds
+
+log = logging.getLogger(__name__)
+FIELD_MANAGER = "computedomains-webhook"
+"""Field manager of every caBundle write: not Helm's, not Argo CD's."""
+
+
+def encoded(ca_pem: bytes) -> str:
+    """The caBundle value: the PEM bundle, base64."""
+    return base64.b64encode(ca_pem).decode()
+
+
+def crd_patch(crd: Mapping[str, Any], ca_bundle: str) -> dict[str, Any] | None:
+    """The merge patch that sets the CRD's conversion caBundle, or None when none is needed.
+
+    A CRD whose conversion is not ``Webhook`` (an older chart's) gets no caBundle: the API
+    server refuses a webhook block there.
+    """
+    conversion = crd.get("spec", {}).get("conversion") or {}
+    if conversion.get("strategy") != "Webhook":
+        return None
+    current = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("caBundle")
+    if current == ca_bundle:
+        return None
+    config = {"clientConfig": {"caBundle": ca_bundle}}
+    return {"spec": {"conversion": {"webhook": config}}}
+
+
+def webhooks_patch(configuration: Mapping[str, Any], ca_bundle: str) -> dict[str, Any] | None:
+    """The strategic merge patch that sets every webhook's caBundle, or None when all have it."""
+    stale = [
+        w["name"]
+        for w in configuration.get("webhooks") or []
+        if (w.get("clientConfig") or {}).get("caBundle") != ca_bundle
+    ]
+    if not stale:
+        return None
+    return {"webhooks": [{"name": n, "clientConfig": {"caBundle": ca_bundle}} for n in stale]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One object that gets the caBundle."""
+
+    resource: resources.Resource
+    name: str
+
+    @property
+    def label(self) -> str:
+        """``<plural>/<name>``, for logs."""
+        return f"{self.resource.plural}/{self.name}"
+
+
+def targets(*, crd: str, validating: str, mutating: str) -> tuple[Target, ...]:
+    """The objects to inject into; an empty name leaves that object out."""
+    named = ((kinds.CRDS, crd), (kinds.VALIDATING_WEBHOOKS, validating),
+             (kinds.MUTATING_WEBHOOKS, mutating))  # fmt: skip
+    return tuple(Target(resource, name) for resource, name in named if name)
+
+
+class Injector:
+    """Puts the caBundle into its targets wherever it is missing or stale."""
+
+    def __init__(self, api: client.Client, targets: tuple[Target, ...]) -> None:
+        self._api = api
+        self._targets = targets
+        self._missing: set[str] = set()
+
+    def sync(self, ca_pem: bytes) -> list[str]:
+        """One round over every target; returns the ones patched.
+
+        A missing target is skipped (logged once); any other failure is raised after the
+        remaining targets were tried.
+        """
+        bundle = encoded(ca_pem)
+        patched: list[str] = []
+        failures: list[Exception] = []
+        for target in self._targets:
+            try:
+                if self._sync_one(target, bundle):
+                    patched.append(target.label)
+            except client.API_ERRORS as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
+        return patched
+
+    def _sync_one(self, target: Target, bundle: str) -> bool:
+        path = target.resource.path(target.name)
+        try:
+            obj = self._api.get(path)
+        except client.ApiError as exc:
+            if exc.status != client.NOT_FOUND:
+                raise
+            if target.label not in self._missing:
+                log.warning("%s does not exist (yet): no caBundle to inject", target.label)
+                self._missing.add(target.label)
+            return False
+        self._missing.discard(target.label)
+        is_crd = target.resource == kinds.CRDS
+        patch = crd_patch(obj, bundle) if is_crd else webhooks_patch(obj, bundle)
+        if patch is None:
+            return False
+        # Planned from what was just read: a change in between is a 409, tried again next round.
+        patch["metadata"] = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+        query = {"fieldManager": FIELD_MANAGER}
+        self._api.patch(path, patch, strategic=not is_crd, query=query)
+        log.info("injected the caBundle into %s", target.label)
+        return True

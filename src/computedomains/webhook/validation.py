@@ -1,0 +1,48 @@
+"""Admission checks of ComputeDomains that the CRD schema cannot express (pure).
+
+The schema sees one object at a time. What it cannot see: two ComputeDomains of one
+namespace naming the same channel ResourceClaimTemplate. The controller would then own one
+template for two domains, and the pods of both would join whichever domain the template
+names. Such a create (or an update that renames the template) is refused, naming the other
+domain. The check reads the webhook's cache, so two such creates within the same moment can
+both pass; the controller reports the clash on the later domain then (docs/webhook.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from computedomains.webhook import domains, review
+
+
+def validate(request: dict[str, Any], known: Iterable[domains.Domain]) -> review.Verdict:
+    """The verdict on a CREATE or UPDATE of a ComputeDomain, given the other domains."""
+    obj = request.get("object") or {}
+    meta = obj.get("metadata") or {}
+    namespace = str(request.get("namespace") or meta.get("namespace") or "")
+    name = str(meta.get("name") or request.get("name") or "")
+    template = domains.template_of(obj)
+    if not template:
+        return review.Verdict()  # the schema requires it; nothing for us to compare
+    old = request.get("oldObject") or {}
+    if old and domains.template_of(old) == template:
+        return review.Verdict()  # unchanged: a clash that exists already is not made worse
+    clashes = [
+        d
+        for d in domains.in_namespace(known, namespace)
+        if d.template == template and d.name != name
+    ]
+    if not clashes:
+        return review.Verdict()
+    other = clashes[0]
+    state = " (being deleted; wait until it is gone)" if other.deleting else ""
+    shown = name or f"{meta.get('generateName', '')}*"
+    return review.Verdict(
+        allowed=False,
+        message=(
+            f"ComputeDomain {namespace}/{shown}: spec.channel.resourceClaimTemplate.name "
+            f"{template!r} is already used by ComputeDomain {other.name!r} in this "
+            f"namespace{state}; every ComputeDomain needs its own channel template name"
+        ),
+    )

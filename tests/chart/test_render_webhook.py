@@ -1,0 +1,268 @@
+"""The webhook's objects render as docs/webhook.md says: one value, one assertion at a time."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from computedomains.api import constants
+from tests.chart import rendering as r
+from tests.support import helm
+
+WEBHOOK = "webhook"
+NAME = "cd-compute-domains-webhook"
+SECRET = "cd-compute-domains-webhook-tls"
+SERVICE = "cd-cd-webhook"
+WAVE = {"argocd.argoproj.io/sync-wave": "-1"}
+
+
+@pytest.fixture(params=r.MAJORS)
+def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
+    """A helm runner of each major version (render only)."""
+    return r.helm_for(str(request.param), tmp_path)
+
+
+@pytest.fixture
+def h4(tmp_path: pathlib.Path) -> helm.Helm:
+    """helm 4 for cases where the major makes no difference."""
+    return r.helm_for("helm4", tmp_path)
+
+
+def _rendered(h: helm.Helm, **values: str) -> list[r.Obj]:
+    return r.template(h, *r.set_args(values))
+
+
+def _rejected(h: helm.Helm, *args: str) -> str:
+    with pytest.raises(AssertionError) as failed:
+        r.template(h, *args)
+    return str(failed.value)
+
+
+def _container(objects: list[r.Obj]) -> r.Obj:
+    return r.container(objects, "webhook")
+
+
+def test_command_line_follows_the_contract(h: helm.Helm) -> None:
+    c = _container(r.template(h))
+    assert c["command"] == ["computedomains"]
+    assert c["args"] == [
+        "webhook",
+        "--namespace=$(POD_NAMESPACE)",
+        "--bind=$(POD_IP):9443",
+        "--http-bind=$(POD_IP):8083",
+        f"--service-name={SERVICE}",
+        "--cluster-domain=cluster.local",
+        f"--tls-secret={SECRET}",
+        f"--validating-webhook-configuration={NAME}",
+        f"--mutating-webhook-configuration={NAME}",
+        "--resync-interval=15",
+        "--ca-validity=365d",
+        "--ca-renew-before=30d",
+        "--cert-validity=7d",
+        "--cert-renew-before=2d",
+        "--rotation-grace=5m",
+    ]
+
+
+def test_the_command_line_parses(h4: helm.Helm) -> None:
+    """Every flag the chart passes exists, with a value the webhook accepts."""
+    from computedomains import cli  # noqa: PLC0415 - the parser, not the test module's import
+
+    args = [a.replace("$(POD_IP)", "10.0.0.1").replace("$(POD_NAMESPACE)", "ns")
+            for a in _container(r.template(h4))["args"]]  # fmt: skip
+    assert cli.build_parser(args).parse_args(args).func is not None
+
+
+def test_service_is_the_crd_conversion_target_port_443_to_https(h: helm.Helm) -> None:
+    objects = r.template(h)
+    service = r.find(objects, "Service", SERVICE)
+    assert service["spec"]["ports"][0] == {
+        "name": "https", "port": 443, "targetPort": "https", "protocol": "TCP",
+    }  # fmt: skip
+    assert (
+        service["spec"]["selector"]
+        == r.workload(objects, WEBHOOK)["spec"]["selector"]["matchLabels"]
+    )
+    crd = r.find(objects, "CustomResourceDefinition", "computedomains.resource.nvidia.com")
+    target = crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"]
+    assert (target["name"], target["namespace"], target["port"]) == (SERVICE, r.NAMESPACE, 443)
+    assert target["path"] == constants.CONVERSION_PATH
+    assert _container(objects)["ports"][0] == {
+        "name": "https", "containerPort": 9443, "protocol": "TCP",
+    }  # fmt: skip
+
+
+def test_service_name_is_the_same_without_the_crds_subchart(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"crds.enabled": "false"})
+    assert r.find(objects, "Service", SERVICE)
+    assert r.flag(_container(objects), "service-name") == SERVICE
+
+
+def test_two_replicas_and_a_pdb_keeping_one(h: helm.Helm) -> None:
+    objects = r.template(h)
+    assert r.workload(objects, WEBHOOK)["spec"]["replicas"] == 2
+    pdb = r.find(objects, "PodDisruptionBudget", NAME)
+    assert pdb["spec"]["minAvailable"] == 1
+
+
+def test_replicas_value(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"webhook.replicas": "3"})
+    assert r.workload(objects, WEBHOOK)["spec"]["replicas"] == 3
+
+
+def test_is_unprivileged_non_root_and_read_only(h: helm.Helm) -> None:
+    objects = r.template(h)
+    spec = r.pod_spec(objects, WEBHOOK)
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert all("hostPath" not in v for v in spec["volumes"])
+    assert _container(objects)["securityContext"] == {
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def test_run_as_user_null_leaves_the_uid_to_the_platform(h4: helm.Helm) -> None:
+    objects = r.template(h4, "--set-json", "webhook.runAsUser=null")
+    context = _container(objects)["securityContext"]
+    assert "runAsUser" not in context and context["runAsNonRoot"] is True
+
+
+def test_probes_on_the_http_port(h4: helm.Helm) -> None:
+    c = _container(_rendered(h4, **{"webhook.httpPort": "9099"}))
+    assert r.flag(c, "http-bind") == "$(POD_IP):9099"
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    assert {"name": "http", "containerPort": 9099, "protocol": "TCP"} in c["ports"]
+
+
+def test_replicas_spread_softly(h4: helm.Helm) -> None:
+    spec = r.pod_spec(r.template(h4), WEBHOOK)
+    [anti] = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    [spread] = spec["topologySpreadConstraints"]
+    assert spread["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+def test_every_webhook_object_is_in_sync_wave_minus_one(h: helm.Helm) -> None:
+    objects = r.of_component(_rendered(h, **{"webhook.certManager.enabled": "true"}), WEBHOOK)
+    assert len(objects) == 14  # 10 and the two Issuers and two Certificates
+    for obj in objects:
+        assert obj["metadata"]["annotations"].items() >= WAVE.items(), obj["kind"]
+
+
+def test_validating_configuration(h: helm.Helm) -> None:
+    configuration = r.find(r.template(h), "ValidatingWebhookConfiguration", NAME)
+    [webhook] = configuration["webhooks"]
+    assert webhook["failurePolicy"] == "Fail" and webhook["sideEffects"] == "None"
+    assert webhook["timeoutSeconds"] == 5
+    [rule] = webhook["rules"]
+    assert rule["apiVersions"] == ["v1beta1", "v1beta2"]
+    assert rule["operations"] == ["CREATE", "UPDATE"] and rule["resources"] == ["computedomains"]
+    assert webhook["clientConfig"]["service"] == {
+        "name": SERVICE, "namespace": r.NAMESPACE, "path": "/validate/computedomains", "port": 443,
+    }  # fmt: skip
+
+
+def test_mutating_configuration(h: helm.Helm) -> None:
+    configuration = r.find(r.template(h), "MutatingWebhookConfiguration", NAME)
+    [webhook] = configuration["webhooks"]
+    assert webhook["failurePolicy"] == "Ignore" and webhook["reinvocationPolicy"] == "Never"
+    [rule] = webhook["rules"]
+    assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
+    [condition] = webhook["matchConditions"]
+    assert "resourceClaimTemplateName" in condition["expression"]
+    assert webhook["clientConfig"]["service"]["path"] == "/mutate/pods"
+
+
+def test_no_ca_bundle_is_rendered_anywhere(h: helm.Helm) -> None:
+    for values in ({}, {"webhook.certManager.enabled": "true"}):
+        assert "caBundle" not in str(_rendered(h, **values))
+
+
+def test_timeout_seconds(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"webhook.timeoutSeconds": "2"})
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        assert r.find(objects, kind, NAME)["webhooks"][0]["timeoutSeconds"] == 2
+
+
+def test_rbac_is_limited_to_its_own_objects(h: helm.Helm) -> None:
+    objects = r.template(h)
+    cluster_rules = r.find(objects, "ClusterRole", NAME)["rules"]
+    assert cluster_rules == [
+        {"apiGroups": ["resource.nvidia.com"], "resources": ["computedomains"],
+         "verbs": ["list", "watch"]},
+        {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+         "resourceNames": ["computedomains.resource.nvidia.com"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["admissionregistration.k8s.io"],
+         "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+         "resourceNames": [NAME], "verbs": ["get", "patch"]},
+    ]  # fmt: skip
+    assert r.find(objects, "Role", NAME)["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET],
+         "verbs": ["get", "update"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]  # fmt: skip
+
+
+def test_cert_manager_mode_only_reads_the_secret(h: helm.Helm) -> None:
+    objects = _rendered(h, **{"webhook.certManager.enabled": "true"})
+    c = _container(objects)
+    assert "--cert-manager" in c["args"] and r.flag(c, "ca-validity") is None
+    assert r.find(objects, "Role", NAME)["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET], "verbs": ["get"]}
+    ]
+
+
+def test_cert_manager_default_is_a_ca_of_its_own(h4: helm.Helm) -> None:
+    objects = _rendered(h4, **{"webhook.certManager.enabled": "true"})
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in r.of_kind(objects, "Issuer")) == [
+        ("Issuer", f"{NAME}-ca"), ("Issuer", f"{NAME}-selfsigned"),
+    ]  # fmt: skip
+    ca = r.find(objects, "Certificate", f"{NAME}-ca")
+    assert ca["spec"]["isCA"] is True and ca["spec"]["issuerRef"]["name"] == f"{NAME}-selfsigned"
+    serving = r.find(objects, "Certificate", SECRET)
+    assert serving["spec"]["secretName"] == SECRET
+    assert serving["spec"]["issuerRef"] == {
+        "name": f"{NAME}-ca", "kind": "Issuer", "group": "cert-manager.io",
+    }  # fmt: skip
+    assert serving["spec"]["dnsNames"] == [
+        SERVICE, f"{SERVICE}.{r.NAMESPACE}", f"{SERVICE}.{r.NAMESPACE}.svc",
+        f"{SERVICE}.{r.NAMESPACE}.svc.cluster.local",
+    ]  # fmt: skip
+
+
+def test_cert_manager_issuer_ref_replaces_the_own_ca(h4: helm.Helm) -> None:
+    objects = r.template(
+        h4, "--set", "webhook.certManager.enabled=true", "--set-json",
+        'webhook.certManager.issuerRef={"name":"corp","kind":"ClusterIssuer","group":"cert-manager.io"}',
+    )  # fmt: skip
+    assert r.of_kind(objects, "Issuer") == []
+    assert [c["metadata"]["name"] for c in r.of_kind(objects, "Certificate")] == [SECRET]
+    assert r.find(objects, "Certificate", SECRET)["spec"]["issuerRef"]["kind"] == "ClusterIssuer"
+
+
+def test_an_issuer_ref_without_a_name_is_rejected(h4: helm.Helm) -> None:
+    message = _rejected(h4, "--set", "webhook.certManager.issuerRef.kind=Issuer")
+    assert "/webhook/certManager/issuerRef" in message
+
+
+def test_a_malformed_duration_is_rejected(h4: helm.Helm) -> None:
+    assert "/webhook/tls/certValidity" in _rejected(h4, "--set", "webhook.tls.certValidity=7days")
+
+
+def test_tls_values_become_flags(h4: helm.Helm) -> None:
+    c = _container(_rendered(h4, **{"webhook.tls.certValidity": "1d"}))
+    assert r.flag(c, "cert-validity") == "1d"
+
+
+def test_disabled_renders_no_webhook_object(h4: helm.Helm) -> None:
+    assert r.of_component(_rendered(h4, **{"webhook.enabled": "false"}), WEBHOOK) == []

@@ -1,0 +1,150 @@
+"""Clique placement at pod admission: the JSONPatch for each shape a pod may have."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from computedomains.api import constants
+from computedomains.api.models import CliquePlacement
+from computedomains.webhook import domains, placement
+
+NS = "team-a"
+LABEL = placement.DOMAIN_LABEL
+TERM = {"labelSelector": {"matchLabels": {LABEL: "uid-1"}}, "topologyKey": constants.CLIQUE_LABEL}
+PREFERRED = {"weight": 100, "podAffinityTerm": TERM}
+
+
+def _domain(clique: CliquePlacement, *, template: str = "cd-channel", name: str = "cd",
+            namespace: str = NS, uid: str = "uid-1") -> domains.Domain:  # fmt: skip
+    return domains.Domain(namespace=namespace, name=name, uid=uid, template=template, clique=clique)
+
+
+def _pod(**spec: Any) -> dict[str, Any]:
+    claims = [{"name": "ch", "resourceClaimTemplateName": "cd-channel"}]
+    base = {"containers": [{"name": "c", "image": "i"}], "resourceClaims": claims}
+    return {"metadata": {"name": "p"}, "spec": base | spec}
+
+
+def _request(pod: dict[str, Any]) -> dict[str, Any]:
+    return {"uid": "r", "operation": "CREATE", "namespace": NS, "object": pod}
+
+
+def _apply_add(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """Apply RFC 6902 ``add`` operations (the only kind the webhook makes) as the API server."""
+    for op in ops:
+        assert op["op"] == "add"
+        *parents, last = [
+            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
+        ]
+        target: Any = doc
+        for part in parents:
+            target = target[part]  # a missing parent is an invalid patch: KeyError
+        if isinstance(target, list):
+            assert last == "-", "the webhook only appends to lists"
+            target.append(op["value"])
+        else:
+            target[last] = op["value"]
+    return doc
+
+
+def _applied(pod: dict[str, Any], known: list[domains.Domain]) -> dict[str, Any]:
+    verdict = placement.place(_request(pod), known)
+    assert verdict.allowed
+    return _apply_add(copy.deepcopy(pod), verdict.patch)
+
+
+def test_required_adds_the_label_and_a_required_affinity_term() -> None:
+    pod = _applied(_pod(), [_domain(CliquePlacement.REQUIRED)])
+    assert pod["metadata"]["labels"] == {LABEL: "uid-1"}
+    assert pod["spec"]["affinity"] == {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}
+    }
+
+
+def test_preferred_adds_a_preferred_term_of_weight_100() -> None:
+    pod = _applied(_pod(), [_domain(CliquePlacement.PREFERRED)])
+    assert pod["spec"]["affinity"] == {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [PREFERRED]}
+    }
+
+
+@pytest.mark.parametrize(
+    "known",
+    [
+        [_domain(CliquePlacement.NONE)],
+        [_domain(CliquePlacement.REQUIRED, template="other")],
+        [_domain(CliquePlacement.REQUIRED, namespace="team-b")],
+        [],
+    ],
+    ids=["placement-none", "other-template", "other-namespace", "no-domain"],
+)
+def test_pods_of_no_placed_domain_are_left_alone(known: list[domains.Domain]) -> None:
+    verdict = placement.place(_request(_pod()), known)
+    assert verdict.allowed and verdict.patch == [] and not verdict.warnings
+
+
+def test_a_pod_without_template_claims_is_left_alone() -> None:
+    pod = _pod(resourceClaims=[{"name": "x", "resourceClaimName": "made-by-hand"}])
+    assert placement.place(_request(pod), [_domain(CliquePlacement.REQUIRED)]).patch == []
+
+
+def test_existing_labels_and_affinities_are_kept() -> None:
+    node_affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+    }
+    pod = _pod(affinity={"nodeAffinity": node_affinity})
+    pod["metadata"]["labels"] = {"app": "train"}
+    out = _applied(pod, [_domain(CliquePlacement.REQUIRED)])
+    assert out["metadata"]["labels"] == {"app": "train", LABEL: "uid-1"}
+    assert out["spec"]["affinity"]["nodeAffinity"] == node_affinity
+    assert out["spec"]["affinity"]["podAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [TERM]
+    }
+
+
+def test_an_existing_term_list_is_appended_to() -> None:
+    mine = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+    pod = _pod(affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [mine]}})
+    out = _applied(pod, [_domain(CliquePlacement.REQUIRED)])
+    assert out["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ] == [mine, TERM]
+
+
+def test_an_existing_pod_affinity_of_the_other_kind_gets_the_list() -> None:
+    mine = {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+    pod = _pod(affinity={"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [mine]}})
+    out = _applied(pod, [_domain(CliquePlacement.PREFERRED)])
+    assert out["spec"]["affinity"]["podAffinity"] == {
+        "requiredDuringSchedulingIgnoredDuringExecution": [mine],
+        "preferredDuringSchedulingIgnoredDuringExecution": [PREFERRED],
+    }
+
+
+def test_a_pod_placed_already_gets_no_second_patch() -> None:
+    once = _applied(_pod(), [_domain(CliquePlacement.REQUIRED)])
+    assert placement.place(_request(once), [_domain(CliquePlacement.REQUIRED)]).patch == []
+
+
+def test_a_pod_of_two_placed_domains_gets_a_warning_and_no_placement() -> None:
+    pod = _pod(resourceClaims=[
+        {"name": "a", "resourceClaimTemplateName": "a-channel"},
+        {"name": "b", "resourceClaimTemplateName": "b-channel"},
+    ])  # fmt: skip
+    known = [
+        _domain(CliquePlacement.REQUIRED, name="a", template="a-channel", uid="u-a"),
+        _domain(CliquePlacement.PREFERRED, name="b", template="b-channel", uid="u-b"),
+    ]
+    verdict = placement.place(_request(pod), known)
+    assert verdict.allowed and verdict.patch == []
+    assert "a, b" in verdict.warnings[0]
+
+
+def test_the_label_key_is_escaped_in_the_pointer() -> None:
+    pod = _pod()
+    pod["metadata"]["labels"] = {}
+    [op, _] = placement.patch(pod, _domain(CliquePlacement.REQUIRED))
+    assert op["path"] == "/metadata/labels/computedomains.io~1domain"
