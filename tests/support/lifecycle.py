@@ -92,7 +92,7 @@ def observe(
     by_name = {
         p.metadata.name: (
             p.metadata.uid,
-            sum(s.restart_count for s in p.status.container_statuses or []),
+            _restarts(p),
             p.spec.node_name,
             p.status.phase,
         )
@@ -106,6 +106,10 @@ def observe(
         for d in clique.get("daemons") or []
     }
     return Observed(by_name, slots)
+
+
+def _restarts(pod: Any) -> int:
+    return sum(int(s.restart_count) for s in pod.status.container_statuses or [])
 
 
 @dataclasses.dataclass

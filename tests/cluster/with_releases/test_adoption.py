@@ -10,7 +10,7 @@ kwok pods); its workload pods are replaced by new ones of the same domain after 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes import client
@@ -51,17 +51,20 @@ def incumbent_domain(api: client.ApiClient, namespace: str, driver_ns: str) -> d
     custom = client.CustomObjectsApi(api)
     name = "adopted"
     template = f"{name}-channel"
-    domain = custom.create_namespaced_custom_object(
-        constants.GROUP,
-        V1,
-        namespace,
-        constants.COMPUTE_DOMAIN_PLURAL,
-        {
-            "apiVersion": constants.API_VERSION,
-            "kind": constants.COMPUTE_DOMAIN_KIND,
-            "metadata": {"name": name, "finalizers": [constants.FINALIZER]},
-            "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": template}}},
-        },
+    domain = cast(
+        dict[str, Any],
+        custom.create_namespaced_custom_object(
+            constants.GROUP,
+            V1,
+            namespace,
+            constants.COMPUTE_DOMAIN_PLURAL,
+            {
+                "apiVersion": constants.API_VERSION,
+                "kind": constants.COMPUTE_DOMAIN_KIND,
+                "metadata": {"name": name, "finalizers": [constants.FINALIZER]},
+                "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": template}}},
+            },
+        ),
     )
     uid = domain["metadata"]["uid"]
     domain["status"] = {
@@ -154,7 +157,7 @@ def incumbent_domain(api: client.ApiClient, namespace: str, driver_ns: str) -> d
     core = client.CoreV1Api(api)
     for node in NODES:
         core.patch_node(node, {"metadata": {"labels": labels}})
-    return dict(domain)
+    return domain
 
 
 def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
@@ -184,11 +187,13 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
         uid = domain["metadata"]["uid"]
         per_domain = f"computedomain-daemon-{uid}"
 
-        # Without adopt.enabled, preflight refuses and names the owner and the way out.
+        # Helm's own ownership check stops a plain install before any hook; with
+        # --take-ownership but without adopt.enabled, preflight refuses and names the owner.
         refused = release.helm.attempt(
             "install",
             release.name,
             str(rendering.CHART),
+            "--take-ownership",
             "--namespace",
             release.namespace,
             "--values",
@@ -209,6 +214,7 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
 
         release.install(
             str(rendering.CHART),
+            "--take-ownership",
             "--values",
             str(rendering.PROFILES["sim"]),
             "--set",
