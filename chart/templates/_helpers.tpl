@@ -200,6 +200,18 @@ compute-domains.imexAgent.name
 {{- end -}}
 
 {{/*
+compute-domains.imexAgent.claimTemplateName
+  Takes: the root context.
+  Returns: the name of the agent's ResourceClaimTemplate, `<fullname>-imex-agent-daemon`. A
+  template's spec is immutable, and 0.1.0's (named `<fullname>-imex-agent`) carried the
+  version labels, so no upgrade could patch it: 0.2.0 starts a new template whose spec holds
+  only labels that never change. Agent pods that still run keep the claims they have.
+*/}}
+{{- define "compute-domains.imexAgent.claimTemplateName" -}}
+{{ include "compute-domains.componentName" (dict "root" . "suffix" "imex-agent-daemon") }}
+{{- end -}}
+
+{{/*
 compute-domains.imexAgent.serviceAccountUser
   Takes: the root context.
   Returns: the user name the API server sees for the agent's requests,

@@ -287,10 +287,10 @@ def test_agent_claims_the_daemon_device_through_its_template(h: helm.Helm) -> No
     objects = r.template(h)
     spec = r.pod_spec(objects, AGENT)
     assert spec["resourceClaims"] == [
-        {"name": "daemon", "resourceClaimTemplateName": "cd-compute-domains-imex-agent"}
+        {"name": "daemon", "resourceClaimTemplateName": "cd-compute-domains-imex-agent-daemon"}
     ]
     assert r.container(objects, "imex-agent")["resources"]["claims"] == [{"name": "daemon"}]
-    template = r.find(objects, "ResourceClaimTemplate", "cd-compute-domains-imex-agent")
+    template = r.find(objects, "ResourceClaimTemplate", "cd-compute-domains-imex-agent-daemon")
     assert template["apiVersion"] == "resource.k8s.io/v1"
     assert template["metadata"]["namespace"] == r.NAMESPACE
     assert template["spec"]["spec"] == {
