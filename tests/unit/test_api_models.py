@@ -398,7 +398,7 @@ def test_opaque_config_must_be_an_object() -> None:
 def test_v1beta2_reads_num_nodes_from_its_annotation(
     annotations: dict[str, str], num_nodes: int
 ) -> None:
-    obj = {
+    obj: dict[str, Any] = {
         "apiVersion": constants.API_VERSION_V1BETA2, "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": "cd", "generation": 2, "annotations": annotations},
         "spec": {"channel": {"resourceClaimTemplate": {"name": "t"}}},
