@@ -450,7 +450,8 @@ def test_clique_defaults_and_list_map_keys(
 
 CONVERSION_BUDGET = 5.0
 """Seconds a request that needs the missing webhook may take to fail: the API server finds no
-Service (or no endpoint) and answers at once, rather than after the 30 s call timeout."""
+Service and answers at once, not after the 30 s call timeout (a list waits up to 3 s for the
+v1beta1 watch cache, which cannot fill, before it reads etcd)."""
 
 
 def timed_failure(call: Callable[[], Any]) -> tuple[ApiException, float]:
@@ -472,7 +473,7 @@ def test_without_the_webhook_storage_version_works_and_v1beta1_fails_fast(
     listed = objects.list_namespaced_custom_object(G, V, namespace, CD_PLURAL)["items"]
     assert "down" in {o["metadata"]["name"] for o in listed}
 
-    timings = {}
+    timings: dict[str, float] = {}
     calls: dict[str, Callable[[], Any]] = {
         "get": lambda: objects.get_namespaced_custom_object(G, V1, namespace, CD_PLURAL, "down"),
         "list": lambda: objects.list_namespaced_custom_object(G, V1, namespace, CD_PLURAL),
@@ -482,12 +483,17 @@ def test_without_the_webhook_storage_version_works_and_v1beta1_fails_fast(
             "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "c"}}}}),
     }  # fmt: skip
     for what, call in calls.items():
-        error, timings[what] = timed_failure(call)
+        seconds = []
+        for _ in range(3):
+            error, took = timed_failure(call)
+            seconds.append(took)
+        timings[what] = max(seconds)
         assert kube.status_of(error) == 500, (what, error.body)
         message = str(json.loads(error.body)["message"])
-        assert "conversion webhook for resource.nvidia.com/v1beta2, Kind=ComputeDomain failed" in (
-            message
-        ), (what, message)
+        # It names the version converted from: v1beta2 on reads, v1beta1 on the write.
+        source = "v1beta1" if what == "create" else "v1beta2"
+        expected = f"conversion webhook for resource.nvidia.com/{source}, Kind=ComputeDomain failed"
+        assert expected in message, (what, message)
         assert "crds-cd-webhook" in message, (what, message)
     print(f"\nwithout the webhook, v1beta1 requests fail in (s): "
           f"{ {k: round(v, 3) for k, v in timings.items()} }")  # fmt: skip
