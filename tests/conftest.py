@@ -22,7 +22,7 @@ from pytest_helm_charts import fixtures as helm_charts
 
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import topology
-from tests.support import clusters, kube
+from tests.support import clusters, kube, lifecycle
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -92,3 +92,19 @@ def namespace(api: client.ApiClient) -> Iterator[str]:
     kube.wait_for_default_service_account(api, name)
     yield name
     core.delete_namespace(name)
+
+
+@pytest.fixture
+def releases(
+    cluster: clusters.TestCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[lifecycle.Releases]:
+    """Releases made by one test on a cluster without our CRDs; all removed afterwards (the
+    lifecycle tests and benchmarks decide who owns the CRDs)."""
+    api = cluster.api()
+    lifecycle.remove_crds(api)
+    made = lifecycle.Releases(cluster, tmp_path_factory.mktemp("releases"))
+    try:
+        yield made
+    finally:
+        made.cleanup()
+        lifecycle.remove_crds(api)

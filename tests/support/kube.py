@@ -187,3 +187,12 @@ def job_log(cluster: clusters.TestCluster, namespace: str, job: str, container: 
     )
     ordered = sorted(pods.items, key=lambda p: str(p.metadata.creation_timestamp))
     return "".join(pod_log(cluster, namespace, p.metadata.name, container) for p in ordered)
+
+
+def driver_slices(api: client.ApiClient) -> list[Any]:
+    """The ResourceSlices of our driver."""
+    return [
+        s
+        for s in client.ResourceV1Api(api).list_resource_slice().items
+        if s.spec.driver == constants.DRIVER_NAME
+    ]

@@ -19,7 +19,6 @@ from kubernetes.client.exceptions import ApiException
 from computedomains import waiting
 from computedomains.api import constants
 from tests.chart import rendering
-from tests.cluster.with_chart.conftest import driver_slices
 from tests.support import clusters, domains, helm, kube
 
 CRD_NAMES = (
@@ -165,10 +164,32 @@ def wait_plugins(api: client.ApiClient, nodes: set[str]) -> None:
     """Every node of ``nodes`` has its plugin's ResourceSlice with devices."""
     waiting.until(
         "every simulated node's plugin to publish its ResourceSlice",
-        lambda: {s.spec.node_name for s in driver_slices(api) if s.spec.devices} >= nodes,  # type: ignore[attr-defined]
+        lambda: {s.spec.node_name for s in kube.driver_slices(api) if s.spec.devices} >= nodes,
         timeout=240,
         interval=1,
     )
+
+
+def install_previous(
+    releases: Releases, sim: Any, api: client.ApiClient, old: Any, prefix: str
+) -> Release:
+    """The previous release (``tests.support.previous``) installed with its own sim profile,
+    every plugin publishing. Call inside ``previous.running_in``."""
+    release = releases.new(prefix)
+    release.install(str(old.chart), "--values", str(old.profile("sim")))
+    wait_plugins(api, {n.name for n in sim.nodes})
+    return release
+
+
+def live_domain(
+    api: client.ApiClient, namespace: str, nodes: list[str], *, num_nodes: int
+) -> tuple[dict[str, Any], list[str]]:
+    """A v1beta1 ComputeDomain (as the previous release's users wrote them) with one Running
+    pod on each of ``nodes``, Ready."""
+    domain = domains.create_domain(api, namespace, version=constants.VERSION, num_nodes=num_nodes)
+    pods = domains.workers(api, namespace, domain, nodes)
+    domains.wait_ready(api, namespace, domain, pods, version=constants.VERSION)
+    return domain, pods
 
 
 def condition(domain: dict[str, Any], kind: str) -> dict[str, Any]:

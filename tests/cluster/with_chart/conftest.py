@@ -17,17 +17,9 @@ from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters
+from tests.support.kube import driver_slices
 
 RELEASE = "cd-e2e"
-
-
-def driver_slices(api: client.ApiClient) -> list[object]:
-    """The ResourceSlices of our driver."""
-    return [
-        s
-        for s in client.ResourceV1Api(api).list_resource_slice().items
-        if s.spec.driver == constants.DRIVER_NAME
-    ]
 
 
 @pytest.fixture(scope="package")
@@ -69,7 +61,7 @@ def chart(
         wanted = {n.name for n in sim.nodes}
         waiting.until(
             "every simulated node's plugin to publish its ResourceSlice",
-            lambda: {s.spec.node_name for s in driver_slices(api) if s.spec.devices} >= wanted,  # type: ignore[attr-defined]
+            lambda: {s.spec.node_name for s in driver_slices(api) if s.spec.devices} >= wanted,
             timeout=240,
             interval=1,
         )

@@ -23,7 +23,6 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes, topology
-from tests.cluster.with_chart.conftest import driver_slices
 from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster
@@ -32,7 +31,7 @@ CHANNEL_NODE, MULTI_NODE, DAEMON_NODE, KILL_NODE, ALL_NODE = (f"gb200-r0-n1{i}" 
 
 
 def _slices(api: client.ApiClient) -> list[Any]:
-    return driver_slices(api)
+    return kube.driver_slices(api)
 
 
 def _domain(api: client.ApiClient, namespace: str) -> dict[str, Any]:

@@ -30,14 +30,10 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
     releases: lifecycle.Releases,
 ) -> None:
     old = previous.build()
-    release = releases.new("cd-up")
-    ns = release.namespace
     with previous.running_in(sim, old):
-        release.install(str(old.chart), "--values", str(old.profile("sim")))
-        lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
-        domain = domains.create_domain(api, namespace, version=V1, num_nodes=3)
-        pods = domains.workers(api, namespace, domain, NODES)
-        domains.wait_ready(api, namespace, domain, pods, version=V1)
+        release = lifecycle.install_previous(releases, sim, api, old, "cd-up")
+        ns = release.namespace
+        domain, pods = lifecycle.live_domain(api, namespace, NODES, num_nodes=3)
         before = lifecycle.observe(api, namespace, ns, domain, version=V1)
         assert sorted(before.slots) == NODES
 
