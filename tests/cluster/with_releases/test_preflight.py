@@ -75,7 +75,7 @@ def test_a_driver_root_that_does_not_match_the_nodes_is_refused(
     try:
         log = refused_install(
             cluster,
-            releases.new("cd-pre"),
+            releases.new("cd-pre", major="helm4"),
             "--set",
             "fabric.backend=nvml",
             "--set",

@@ -22,7 +22,7 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
     namespace: str,
     releases: lifecycle.Releases,
 ) -> None:
-    release = releases.new("cd-rm")
+    release = releases.new("cd-rm", major="helm4")  # helm 4: server-side apply, kstatus waits
     profile = str(rendering.PROFILES["sim"])
     release.install(str(rendering.CHART), "--values", profile)
     lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
