@@ -9,69 +9,19 @@ with a dry-run server-side apply instead of a create.
 
 from __future__ import annotations
 
-import json
 import pathlib
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client, dynamic
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from tests.chart import rendering as r
-from tests.support import clusters, plugin
+from tests.support import clusters, dryrun
 
 pytestmark = pytest.mark.cluster
 
-FIELD_MANAGER = "compute-domains-chart-schema-test"
 DynamicClient: Any = dynamic.DynamicClient
 """The dynamic client (untyped upstream)."""
-
-
-def _reason(exc: ApiException) -> str:
-    """The API server's own message for a refused request."""
-    try:
-        body = json.loads(exc.body or "{}")
-    except ValueError:
-        return f"{exc.status} {exc.body}"
-    return f"{exc.status} {body.get('reason', '')}: {body.get('message', exc.body)}"
-
-
-def _dry_run(dyn: Any, obj: r.Obj, namespace: str) -> str | None:
-    """Create ``obj`` with dryRun=All and strict field validation; the failure, or None."""
-    try:
-        resource = dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
-    except ResourceNotFoundError:
-        return f"the API server serves no {obj['kind']} in {obj['apiVersion']}"
-    ns = namespace if resource.namespaced else None
-    try:
-        dyn.create(
-            resource,
-            body=obj,
-            namespace=ns,
-            dry_run="All",
-            query_params=[("fieldValidation", "Strict")],
-        )
-    except ApiException as exc:
-        if exc.status != 409:
-            return _reason(exc)
-    else:
-        return None
-    try:  # it exists already: validate the same object as an update
-        dyn.server_side_apply(
-            resource,
-            body=obj,
-            name=obj["metadata"]["name"],
-            namespace=ns,
-            field_manager=FIELD_MANAGER,
-            force_conflicts=True,
-            dry_run="All",
-            query_params=[("fieldValidation", "Strict")],
-        )
-    except ApiException as exc:
-        return f"(exists; as an update) {_reason(exc)}"
-    return None
 
 
 @pytest.mark.parametrize("profile", list(r.PROFILES))
@@ -99,7 +49,7 @@ def test_every_rendered_object_passes_server_side_validation(
     failures = {
         f"{o['kind']} {o['metadata']['name']}": failure
         for o in objects
-        if (failure := _dry_run(dyn, o, namespace)) is not None
+        if (failure := dryrun.dry_run(dyn, o, namespace)) is not None
     }
 
     assert sorted(o["kind"] for o in objects) == r.expected_kinds(profile)
@@ -132,28 +82,7 @@ def test_optional_objects_pass_server_side_validation(
     failures = {
         f"{o['kind']} {o['metadata']['name']}": failure
         for o in objects
-        if (failure := _dry_run(dyn, o, namespace)) is not None
+        if (failure := dryrun.dry_run(dyn, o, namespace)) is not None
     }
     assert {"ResourceQuota", "Role"} <= {o["kind"] for o in objects}
-    assert not failures, "\n".join(f"{what}: {why}" for what, why in failures.items())
-
-
-def test_examples_pass_server_side_validation(
-    cluster: clusters.TestCluster, api: client.ApiClient, namespace: str, tmp_path: pathlib.Path
-) -> None:
-    """examples/*.yaml are valid as they are (the ComputeDomain against the CRDs)."""
-    plugin.install_crds(api)
-    objects = [
-        doc
-        for path in sorted((r.REPO / "examples").glob("*.yaml"))
-        for doc in yaml.safe_load_all(path.read_text())
-        if doc
-    ]
-    dyn = DynamicClient(api, cache_file=str(tmp_path / "discovery.json"))
-    failures = {
-        f"{o['kind']} {o['metadata']['name']}": failure
-        for o in objects
-        if (failure := _dry_run(dyn, o, namespace)) is not None
-    }
-    assert {o["kind"] for o in objects} >= {"ComputeDomain", "StatefulSet"}
     assert not failures, "\n".join(f"{what}: {why}" for what, why in failures.items())

@@ -13,10 +13,9 @@ import pytest
 from kubernetes import client
 
 from computedomains import waiting
-from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
-from tests.support import clusters
+from tests.support import clusters, lifecycle
 from tests.support.kube import driver_slices
 
 RELEASE = "cd-e2e"
@@ -39,23 +38,21 @@ def chart(
     namespace = f"cd-system-{uuid.uuid4().hex[:4]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=cluster.kubeconfig)
-    crd = f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"
-    crds_exist = bool(
-        client.ApiextensionsV1Api(api)
-        .list_custom_resource_definition(field_selector=f"metadata.name={crd}")
-        .items
-    )
+    # The earlier cluster tests installed our CRDs by hand (pointing their conversion at no
+    # webhook); the release installs its own, as on a fresh cluster.
+    lifecycle.remove_crds(api)
     args = [
         "--namespace",
         namespace,
         "--values",
         str(rendering.PROFILES["sim"]),
+        # Teardown must not be refused by a domain a failed test left running.
+        "--set",
+        "uninstall.force=true",
         "--wait",
         "--timeout",
         "5m",
     ]
-    if crds_exist:
-        args += ["--set", "crds.enabled=false"]
     h.run("install", RELEASE, str(rendering.CHART), *args, timeout=400)
     try:
         wanted = {n.name for n in sim.nodes}
