@@ -154,7 +154,8 @@ class Releases:
         """Uninstall every release made (hooks off: a failed test must not block cleanup)."""
         core = client.CoreV1Api(self.cluster.api())
         for release in reversed(self.made):
-            listed = release.helm.run("list", "--namespace", release.namespace, "-q")
+            # --all: a refused uninstall leaves a release "uninstalling", which plain list hides.
+            listed = release.helm.run("list", "--all", "--namespace", release.namespace, "-q")
             if release.name in listed.split():
                 release.run("uninstall", "--no-hooks", "--wait", "--timeout", "3m")
             core.delete_namespace(release.namespace)

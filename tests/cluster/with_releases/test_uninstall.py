@@ -39,10 +39,13 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
         cluster, release.namespace, f"{release.name}-compute-domains-hook-uninstall", "uninstall"
     )
     assert f"{namespace}/{name}" in log and "uninstall.force=true" in log, log
-    # Nothing was touched: the domain still runs.
-    assert release.name in release.helm.run("list", "--namespace", release.namespace, "-q")
+    assert f"helm rollback {release.name}" in log, log
+    # Nothing was touched: the domain still runs. Helm left the release "uninstalling"; a
+    # rollback to its revision makes it deployed again, so it can be upgraded with the force.
     domains.wait_ready(api, namespace, domain, pods)
-
+    status = release.helm.run("status", release.name, "--namespace", release.namespace)
+    assert "STATUS: uninstalling" in status, status
+    release.run("rollback", "1", "--wait", "--timeout", "5m")
     release.upgrade(str(rendering.CHART), "--reuse-values", "--set", "uninstall.force=true")
     release.run("uninstall", "--wait", "--timeout", "5m")
     left = domains.get_domain(api, namespace, name)
