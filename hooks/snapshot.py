@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from computedomains.api import resources
-from computedomains.hooks import crdview, kubeapi, report, snapshotplan
+from computedomains.hooks import crdview, kubeio, report, snapshotplan
 
 CONFIGMAPS = resources.Resource("", "v1", "configmaps", True)
 
@@ -22,7 +22,7 @@ class Taken:
     """Per CRD name, the objects as listed (live, with managedFields), when freshly taken."""
 
 
-def list_objects(api: kubeapi.Api, crd: crdview.CRDView, *, page_size: int) -> list[dict[str, Any]]:
+def list_objects(api: kubeio.Api, crd: crdview.CRDView, *, page_size: int) -> list[dict[str, Any]]:
     """Every object of ``crd`` in every namespace, read at its storage version."""
     objects: list[dict[str, Any]] = []
     for page in api.list_all(crd.resource.path(), limit=page_size):
@@ -30,17 +30,17 @@ def list_objects(api: kubeapi.Api, crd: crdview.CRDView, *, page_size: int) -> l
     return objects
 
 
-def _put(api: kubeapi.Api, body: dict[str, Any]) -> None:
+def _put(api: kubeio.Api, body: dict[str, Any]) -> None:
     """Create or overwrite one ConfigMap of the snapshot."""
     meta = body["metadata"]
     try:
         api.create(CONFIGMAPS.path(namespace=meta["namespace"]), body)
-    except kubeapi.AlreadyExists:
+    except kubeio.Conflict:  # a create of an existing object answers 409
         api.replace(CONFIGMAPS.path(meta["name"], namespace=meta["namespace"]), body)
 
 
 def take(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crds: Sequence[crdview.CRDView],
     *,
     namespace: str,
@@ -94,7 +94,7 @@ def take(
     return Taken(manifest, listed)
 
 
-def _delete_stale_chunks(api: kubeapi.Api, *, namespace: str, prefix: str, keep: int) -> None:
+def _delete_stale_chunks(api: kubeio.Api, *, namespace: str, prefix: str, keep: int) -> None:
     """Remove chunks past ``keep`` left by an earlier, larger snapshot under the prefix."""
     selector = (
         f"{snapshotplan.SNAPSHOT_LABEL}={prefix},"
@@ -111,7 +111,7 @@ def _delete_stale_chunks(api: kubeapi.Api, *, namespace: str, prefix: str, keep:
 
 
 def load(
-    api: kubeapi.Api, *, namespace: str, prefix: str
+    api: kubeio.Api, *, namespace: str, prefix: str
 ) -> tuple[snapshotplan.Manifest, list[dict[str, Any]]]:
     """The complete snapshot under ``prefix`` and its objects (hashes checked)."""
     manifest = snapshotplan.manifest_of(

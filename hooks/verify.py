@@ -98,10 +98,13 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
     findings = [fabricreport.check_verdicts(nodes, waited=time.monotonic() - started)]
     findings += fabricreport.check_components(components)
     findings += fabricreport.check_crds(
-        {name: _established(api.get(kubeio.CRDS.path(name))) for name in compat.CRD_NAMES}
+        {name: _established(api.get_or_none(kubeio.CRDS.path(name))) for name in compat.CRD_NAMES}
     )
     findings += fabricreport.check_device_classes(
-        {n: api.get(kubeio.DEVICE_CLASSES.path(n)) is not None for n in compat.DEVICE_CLASS_NAMES}
+        {
+            n: api.get_or_none(kubeio.DEVICE_CLASSES.path(n)) is not None
+            for n in compat.DEVICE_CLASS_NAMES
+        }
     )
     findings.append(fabricreport.check_dry_run(_dry_run(api, args.namespace)))
     return findings
@@ -114,10 +117,12 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
             c.get("type") == "Initialized" and c.get("status") == "True"
             for c in (p.get("status") or {}).get("conditions") or []
         )
-        for p in api.list(resources.PODS.path(namespace=namespace), label_selector=plugin_selector)
+        for p in api.list_items(
+            resources.PODS.path(namespace=namespace), label_selector=plugin_selector
+        )
     }
     found = []
-    for node in api.list(resources.NODES.path(), label_selector=gpu_selector):
+    for node in api.list_items(resources.NODES.path(), label_selector=gpu_selector):
         name = kubeio.name(node)
         condition: kubeio.Obj = next(
             (
@@ -142,7 +147,7 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
 
 def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Component]:
     found = []
-    for ds in api.list(kubeio.DAEMON_SETS.path(namespace=namespace), label_selector=selector):
+    for ds in api.list_items(kubeio.DAEMON_SETS.path(namespace=namespace), label_selector=selector):
         status = ds.get("status") or {}
         found.append(
             Component(
@@ -153,7 +158,7 @@ def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Comp
                 updated=int(status.get("updatedNumberScheduled", 0)),
             )
         )
-    for d in api.list(kubeio.DEPLOYMENTS.path(namespace=namespace), label_selector=selector):
+    for d in api.list_items(kubeio.DEPLOYMENTS.path(namespace=namespace), label_selector=selector):
         status = d.get("status") or {}
         found.append(
             Component(
