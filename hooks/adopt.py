@@ -17,13 +17,15 @@ from typing import Any
 
 from computedomains import settings as flags
 from computedomains import waiting
-from computedomains.api import constants, resources
+from computedomains.api import constants, crds, resources
 from computedomains.hooks import adoptplan, crdview, kubeio, report
 
-DAEMON_SETS = resources.Resource("apps", "v1", "daemonsets", True)
 INCUMBENT_NAMESPACE = "nvidia-dra-driver-gpu"
 """The namespace the incumbent's chart is usually installed in."""
-KINDS = {"DaemonSet": DAEMON_SETS, "ResourceClaimTemplate": resources.RESOURCE_CLAIM_TEMPLATES}
+KINDS = {
+    "DaemonSet": resources.DAEMON_SETS,
+    "ResourceClaimTemplate": resources.RESOURCE_CLAIM_TEMPLATES,
+}
 _AGENTS = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
 
 
@@ -114,9 +116,7 @@ def adopt(
     clock: Callable[[], float] = time.monotonic,
 ) -> bool:
     """Retire the incumbent's per-domain objects as our agent takes over; whether all went."""
-    cds = crdview.view(
-        api.get(crdview.CRDS.path(f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"))
-    )
+    cds = crdview.view(api.get(resources.CRDS.path(crds.COMPUTE_DOMAIN.name)))
     reported: dict[str, tuple[str, ...]] = {}
     last: list[adoptplan.Plan] = []
 

@@ -20,14 +20,7 @@ from typing import Any
 import kubernetes.client
 import kubernetes.dynamic
 
-from computedomains.api import resources
-
 Obj = dict[str, Any]
-
-CRDS = resources.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
-DEVICE_CLASSES = resources.Resource("resource.k8s.io", "v1", "deviceclasses", False)
-DAEMON_SETS = resources.Resource("apps", "v1", "daemonsets", True)
-DEPLOYMENTS = resources.Resource("apps", "v1", "deployments", True)
 PAGE = 500
 """Objects per list page: bounded memory on clusters with thousands of nodes or pods."""
 MERGE_PATCH = "application/merge-patch+json"

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from computedomains import settings as flags
 from computedomains import waiting
 from computedomains.api import crds as api_crds
+from computedomains.api import resources
 from computedomains.hooks import (
     adopt,
     client,
@@ -145,7 +146,7 @@ def read_crds(api: kubeio.Api, names: Sequence[str]) -> list[crdview.CRDView]:
     """The live CRDs ``names``; :class:`crdview.CRDError` naming a missing one."""
     views = []
     for name in names:
-        crd = api.get_or_none(crdview.CRDS.path(name))
+        crd = api.get_or_none(resources.CRDS.path(name))
         if crd is None:
             raise crdview.CRDError(f"CRD {name} not found: install the chart's CRDs first")
         views.append(crdview.view(crd))
@@ -274,7 +275,7 @@ def rewrite_all(
 
 def prune(api: kubeio.Api, crd: crdview.CRDView, *, out: report.Report) -> list[str]:
     """Cut ``storedVersions`` to the storage version, unless the CRD changed meanwhile."""
-    live = api.get(crdview.CRDS.path(crd.name))
+    live = api.get(resources.CRDS.path(crd.name))
     now = crdview.view(live)
     if now.storage_version != crd.storage_version:
         return [
@@ -282,7 +283,9 @@ def prune(api: kubeio.Api, crd: crdview.CRDView, *, out: report.Report) -> list[
             "migration; run the hook again"
         ]
     try:
-        api.replace(crdview.CRDS.path(crd.name, subresource="status"), crdview.pruned_status(live))
+        api.replace(
+            resources.CRDS.path(crd.name, subresource="status"), crdview.pruned_status(live)
+        )
     except kubeio.Conflict:
         return [f"{crd.name}: the CRD changed while pruning storedVersions; run the hook again"]
     out.step(

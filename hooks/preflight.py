@@ -123,7 +123,7 @@ def _checks(
     return findings
 
 
-_WORKLOADS = (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS))
+_WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))
 
 
 def _workload(obj: kubeio.Obj, kind: str) -> compat.Workload:
@@ -180,10 +180,10 @@ def _owned(
 ) -> list[Finding]:
     found: list[tuple[compat.Existing, str]] = []
     names: list[tuple[str, resources.Resource, Sequence[str]]] = [
-        ("DeviceClass", kubeio.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
+        ("DeviceClass", resources.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
     ]
     if args.crds_enabled:
-        names = [("CustomResourceDefinition", kubeio.CRDS, compat.CRD_NAMES), *names]
+        names = [("CustomResourceDefinition", resources.CRDS, compat.CRD_NAMES), *names]
     for kind, resource, wanted in names:
         for obj_name in wanted:
             path = resource.path(obj_name)
@@ -212,7 +212,7 @@ def _owned(
 
 
 def _crds_elsewhere(api: kubeio.Api) -> list[Finding]:
-    missing = [n for n in compat.CRD_NAMES if api.get_or_none(kubeio.CRDS.path(n)) is None]
+    missing = [n for n in compat.CRD_NAMES if api.get_or_none(resources.CRDS.path(n)) is None]
     if not missing:
         return [Finding(Severity.OK, "crds.enabled=false: the CRDs exist (managed elsewhere)")]
     return [

@@ -19,7 +19,7 @@ from typing import Any
 
 from computedomains import waiting
 from computedomains.api import resources
-from computedomains.hooks import crdview, kubeio, report, rewriteplan, snapshot
+from computedomains.hooks import crdview, kubeio, report, rewriteplan
 
 CONFLICT_RETRIES = 5
 """Re-reads of an object whose write conflicted before it counts as failed (each conflict is
@@ -61,7 +61,7 @@ class CheckpointStore:
     def load(self) -> rewriteplan.Checkpoint | None:
         """The stored checkpoint, if any."""
         found = self._api.get_or_none(
-            snapshot.CONFIGMAPS.path(self.name, namespace=self._namespace)
+            resources.CONFIG_MAPS.path(self.name, namespace=self._namespace)
         )
         return rewriteplan.Checkpoint.from_data((found or {}).get("data"))
 
@@ -78,9 +78,11 @@ class CheckpointStore:
             "data": checkpoint.to_data(),
         }
         try:
-            self._api.replace(snapshot.CONFIGMAPS.path(self.name, namespace=self._namespace), body)
+            self._api.replace(
+                resources.CONFIG_MAPS.path(self.name, namespace=self._namespace), body
+            )
         except kubeio.NotFound:
-            self._api.create(snapshot.CONFIGMAPS.path(namespace=self._namespace), body)
+            self._api.create(resources.CONFIG_MAPS.path(namespace=self._namespace), body)
 
 
 def write_back(api: kubeio.Api, resource: resources.Resource, obj: dict[str, Any]) -> Written:

@@ -130,7 +130,10 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
         f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release},"
         f"{constants.COMPONENT_LABEL} in ({','.join(WRITERS)})"
     )
-    for kind, resource in (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS)):
+    for kind, resource in (
+        ("DaemonSet", resources.DAEMON_SETS),
+        ("Deployment", resources.DEPLOYMENTS),
+    ):
         for obj in api.list_items(resource.path(namespace=args.namespace), label_selector=selector):
             path = resource.path(kubeio.name(obj), namespace=args.namespace)
             if api.delete(path, propagation="Foreground"):

@@ -98,11 +98,14 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
     findings = [fabricreport.check_verdicts(nodes, waited=time.monotonic() - started)]
     findings += fabricreport.check_components(components)
     findings += fabricreport.check_crds(
-        {name: _established(api.get_or_none(kubeio.CRDS.path(name))) for name in compat.CRD_NAMES}
+        {
+            name: _established(api.get_or_none(resources.CRDS.path(name)))
+            for name in compat.CRD_NAMES
+        }
     )
     findings += fabricreport.check_device_classes(
         {
-            n: api.get_or_none(kubeio.DEVICE_CLASSES.path(n)) is not None
+            n: api.get_or_none(resources.DEVICE_CLASSES.path(n)) is not None
             for n in compat.DEVICE_CLASS_NAMES
         }
     )
@@ -147,7 +150,9 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
 
 def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Component]:
     found = []
-    for ds in api.list_items(kubeio.DAEMON_SETS.path(namespace=namespace), label_selector=selector):
+    for ds in api.list_items(
+        resources.DAEMON_SETS.path(namespace=namespace), label_selector=selector
+    ):
         status = ds.get("status") or {}
         found.append(
             Component(
@@ -158,7 +163,9 @@ def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Comp
                 updated=int(status.get("updatedNumberScheduled", 0)),
             )
         )
-    for d in api.list_items(kubeio.DEPLOYMENTS.path(namespace=namespace), label_selector=selector):
+    for d in api.list_items(
+        resources.DEPLOYMENTS.path(namespace=namespace), label_selector=selector
+    ):
         status = d.get("status") or {}
         found.append(
             Component(
