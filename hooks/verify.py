@@ -23,7 +23,6 @@ from .report import Finding, Report, Severity
 HOOK = "verify"
 POLL_SECONDS = 2.0
 """Between two looks at the nodes and components while waiting."""
-API_VERSION_V1BETA2 = f"{constants.GROUP}/v1beta2"
 PROBE_NAME = "compute-domains-verify-probe"
 
 
@@ -190,12 +189,15 @@ def _established(crd: kubeio.Obj | None) -> bool | None:
 
 def _dry_run(api: kubeio.Api, namespace: str) -> str:
     body = {
-        "apiVersion": API_VERSION_V1BETA2,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": PROBE_NAME, "namespace": namespace},
         "spec": {"channel": {"resourceClaimTemplate": {"name": PROBE_NAME}}},
     }
-    path = f"/apis/{API_VERSION_V1BETA2}/namespaces/{namespace}/{constants.COMPUTE_DOMAIN_PLURAL}"
+    path = (
+        f"/apis/{constants.API_VERSION_V1BETA2}/namespaces/{namespace}/"
+        f"{constants.COMPUTE_DOMAIN_PLURAL}"
+    )
     try:
         api.create(path, body, dry_run=True)
     except kubeio.ApiError as exc:
