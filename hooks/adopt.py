@@ -17,13 +17,15 @@ from typing import Any
 
 from computedomains import settings as flags
 from computedomains import waiting
-from computedomains.api import constants, resources
-from computedomains.hooks import adoptplan, crdview, kubeapi, report
+from computedomains.api import constants, crds, resources
+from computedomains.hooks import adoptplan, crdview, kubeio, report
 
-DAEMON_SETS = resources.Resource("apps", "v1", "daemonsets", True)
 INCUMBENT_NAMESPACE = "nvidia-dra-driver-gpu"
 """The namespace the incumbent's chart is usually installed in."""
-KINDS = {"DaemonSet": DAEMON_SETS, "ResourceClaimTemplate": resources.RESOURCE_CLAIM_TEMPLATES}
+KINDS = {
+    "DaemonSet": resources.DAEMON_SETS,
+    "ResourceClaimTemplate": resources.RESOURCE_CLAIM_TEMPLATES,
+}
 _AGENTS = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
 
 
@@ -66,16 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _items(api: kubeapi.Api, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:
-    return [
-        o
-        for page in api.list_all(path, limit=500, label_selector=label_selector)
-        for o in page.items
-    ]
+def _items(api: kubeio.Api, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:
+    return list(api.list_items(path, label_selector=label_selector))
 
 
 def gather(
-    api: kubeapi.Api, settings: Settings, *, namespace: str, cds: crdview.CRDView
+    api: kubeio.Api, settings: Settings, *, namespace: str, cds: crdview.CRDView
 ) -> tuple[list[adoptplan.Domain], list[adoptplan.Incumbent], dict[str, str]]:
     """The facts of one round: domains, incumbent objects, node → domain our agent serves."""
     domains = adoptplan.domains(
@@ -99,18 +97,18 @@ def gather(
     return domains, objects, serving
 
 
-def retire(api: kubeapi.Api, obj: adoptplan.Incumbent, *, namespace: str) -> None:
+def retire(api: kubeio.Api, obj: adoptplan.Incumbent, *, namespace: str) -> None:
     """Delete one incumbent object, its finalizer removed first."""
     path = KINDS[obj.kind].path(obj.name, namespace=namespace)
     try:
         api.merge_patch(path, {"metadata": {"finalizers": None}})
-    except kubeapi.NotFound:
+    except kubeio.NotFound:
         return
     api.delete(path)
 
 
 def adopt(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     settings: Settings,
     *,
     namespace: str,
@@ -118,9 +116,7 @@ def adopt(
     clock: Callable[[], float] = time.monotonic,
 ) -> bool:
     """Retire the incumbent's per-domain objects as our agent takes over; whether all went."""
-    cds = crdview.view(
-        api.get(crdview.CRDS.path(f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}"))
-    )
+    cds = crdview.view(api.get(resources.CRDS.path(crds.COMPUTE_DOMAIN.name)))
     reported: dict[str, tuple[str, ...]] = {}
     last: list[adoptplan.Plan] = []
 

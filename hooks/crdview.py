@@ -15,8 +15,6 @@ from typing import Any
 
 from computedomains.api import resources
 
-CRDS = resources.Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
-
 
 class CRDError(ValueError):
     """The CRD cannot be migrated as it is (no storage version, no schema)."""

@@ -19,11 +19,12 @@ from collections.abc import Mapping, Sequence
 from computedomains import settings as flags
 from computedomains import waiting
 from computedomains.api import crds as api_crds
+from computedomains.api import resources
 from computedomains.hooks import (
     adopt,
     client,
     crdview,
-    kubeapi,
+    kubeio,
     report,
     rewrite,
     schemas,
@@ -129,11 +130,11 @@ def add_snapshot_prefix(parser: argparse.ArgumentParser, *, default: str | None)
 def run(args: argparse.Namespace) -> int:
     """Run the hook; the exit code Helm and Argo CD see."""
     out = report.Report("migrate")
-    api = kubeapi.Api(client.dynamic_client(args.kubeconfig))
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     try:
         return migrate(api, Settings.from_args(args), out)
-    except (kubeapi.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout) as exc:
-        out.step(f"FAILED: {_message(exc)}")
+    except (kubeio.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout) as exc:
+        out.step(f"FAILED: {exc}")
         out.step(
             "  fix: correct the cause (the conversion webhook must be up to read old "
             "objects) and rerun: the snapshot is reused and the rewrite resumes"
@@ -141,24 +142,24 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def read_crds(api: kubeapi.Api, names: Sequence[str]) -> list[crdview.CRDView]:
+def read_crds(api: kubeio.Api, names: Sequence[str]) -> list[crdview.CRDView]:
     """The live CRDs ``names``; :class:`crdview.CRDError` naming a missing one."""
     views = []
     for name in names:
-        crd = api.get_or_none(crdview.CRDS.path(name))
+        crd = api.get_or_none(resources.CRDS.path(name))
         if crd is None:
             raise crdview.CRDError(f"CRD {name} not found: install the chart's CRDs first")
         views.append(crdview.view(crd))
     return views
 
 
-def migrate(api: kubeapi.Api, settings: Settings, out: report.Report) -> int:
+def migrate(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
     """Every step in order; 0 when all succeeded."""
     began = time.monotonic()
     try:
         crds = read_crds(api, settings.crds)
-    except (crdview.CRDError, kubeapi.ApiError) as exc:
-        out.step(f"FAILED: {_message(exc)}")
+    except (crdview.CRDError, kubeio.ApiError) as exc:
+        out.step(f"FAILED: {exc}")
         return 1
     for crd in crds:
         out.step(
@@ -184,7 +185,7 @@ def migrate(api: kubeapi.Api, settings: Settings, out: report.Report) -> int:
 
 
 def validate(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crds: Sequence[crdview.CRDView],
     taken: snapshots.Taken,
     *,
@@ -211,7 +212,7 @@ def validate(
 
 
 def rewrite_all(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crds: Sequence[crdview.CRDView],
     *,
     settings: Settings,
@@ -272,9 +273,9 @@ def rewrite_all(
     return failures
 
 
-def prune(api: kubeapi.Api, crd: crdview.CRDView, *, out: report.Report) -> list[str]:
+def prune(api: kubeio.Api, crd: crdview.CRDView, *, out: report.Report) -> list[str]:
     """Cut ``storedVersions`` to the storage version, unless the CRD changed meanwhile."""
-    live = api.get(crdview.CRDS.path(crd.name))
+    live = api.get(resources.CRDS.path(crd.name))
     now = crdview.view(live)
     if now.storage_version != crd.storage_version:
         return [
@@ -282,8 +283,10 @@ def prune(api: kubeapi.Api, crd: crdview.CRDView, *, out: report.Report) -> list
             "migration; run the hook again"
         ]
     try:
-        api.replace(crdview.CRDS.path(crd.name, subresource="status"), crdview.pruned_status(live))
-    except kubeapi.Conflict:
+        api.replace(
+            resources.CRDS.path(crd.name, subresource="status"), crdview.pruned_status(live)
+        )
+    except kubeio.Conflict:
         return [f"{crd.name}: the CRD changed while pruning storedVersions; run the hook again"]
     out.step(
         f"prune: {crd.name}: storedVersions {','.join(now.stored_versions)} -> "
@@ -325,9 +328,3 @@ def _verdict(
     if not adopted:
         code = 1
     return code
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, kubeapi.ApiError):
-        return f"{exc.status} {exc.summary()}"
-    return str(exc)

@@ -90,11 +90,11 @@ def run(args: argparse.Namespace) -> int:
 def _checks(
     api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
 ) -> list[Finding]:
-    version = api.request("GET", "/version")
+    version = api.get("/version")
     git_version = str(version.get("gitVersion", "?"))
     parsed = compat.parse_version(str(version.get("major", "")), str(version.get("minor", "")))
     findings = [compat.check_version(git_version, parsed)]
-    group = api.get(f"/apis/{compat.RESOURCE_GROUP}") or {}
+    group = api.get_or_none(f"/apis/{compat.RESOURCE_GROUP}") or {}
     served = [str(v["version"]) for v in group.get("versions") or []]
     findings.append(compat.check_resource_api(served))
     if findings[-1].severity is Severity.FAIL or findings[0].severity is Severity.FAIL:
@@ -104,7 +104,7 @@ def _checks(
         features, binding_conditions_value=args.binding_conditions, probe_error=error
     )
     findings += _owned(api, args, release, report)
-    workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list(r.path())]
+    workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
     findings += compat.check_workloads(workloads, release, adopt=args.adopt)
     nodes = [
         compat.GpuNode(
@@ -115,7 +115,7 @@ def _checks(
                 for c in (o.get("status") or {}).get("conditions") or []
             ),
         )
-        for o in api.list(resources.NODES.path(), label_selector=args.gpu_node_selector)
+        for o in api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector)
     ]
     findings.append(compat.check_gpu_nodes(nodes, selector=args.gpu_node_selector))
     findings += compat.check_driver_root(args.driver_root, nodes, backend=args.fabric_backend)
@@ -123,7 +123,7 @@ def _checks(
     return findings
 
 
-_WORKLOADS = (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS))
+_WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))
 
 
 def _workload(obj: kubeio.Obj, kind: str) -> compat.Workload:
@@ -180,14 +180,14 @@ def _owned(
 ) -> list[Finding]:
     found: list[tuple[compat.Existing, str]] = []
     names: list[tuple[str, resources.Resource, Sequence[str]]] = [
-        ("DeviceClass", kubeio.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
+        ("DeviceClass", resources.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
     ]
     if args.crds_enabled:
-        names = [("CustomResourceDefinition", kubeio.CRDS, compat.CRD_NAMES), *names]
+        names = [("CustomResourceDefinition", resources.CRDS, compat.CRD_NAMES), *names]
     for kind, resource, wanted in names:
         for obj_name in wanted:
             path = resource.path(obj_name)
-            obj = api.get(path)
+            obj = api.get_or_none(path)
             if obj is None:
                 report.step(f"{kind} {obj_name}: not there yet")
                 continue
@@ -200,7 +200,7 @@ def _owned(
     paths = {e.name: p for e, p in found}
     for existing in to_adopt:
         patch = compat.adoption_patch(release)
-        api.patch(paths[existing.name], patch)
+        api.merge_patch(paths[existing.name], patch)
         report.step(
             f"adopted {existing.kind} {existing.name}: set {compat.MANAGED_BY_LABEL}=Helm, "
             f"{compat.RELEASE_NAME_ANNOTATION}={release.name}, "
@@ -212,7 +212,7 @@ def _owned(
 
 
 def _crds_elsewhere(api: kubeio.Api) -> list[Finding]:
-    missing = [n for n in compat.CRD_NAMES if api.get(kubeio.CRDS.path(n)) is None]
+    missing = [n for n in compat.CRD_NAMES if api.get_or_none(resources.CRDS.path(n)) is None]
     if not missing:
         return [Finding(Severity.OK, "crds.enabled=false: the CRDs exist (managed elsewhere)")]
     return [

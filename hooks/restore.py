@@ -16,7 +16,7 @@ from computedomains.api import resources
 from computedomains.hooks import (
     client,
     crdview,
-    kubeapi,
+    kubeio,
     migrate,
     report,
     restoreplan,
@@ -34,22 +34,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Restore; the exit code."""
     out = report.Report("restore")
-    api = kubeapi.Api(client.dynamic_client(args.kubeconfig))
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     return restore(api, namespace=args.namespace, prefix=args.snapshot_prefix, out=out)
 
 
-def _crds(api: kubeapi.Api, names: list[str]) -> dict[str, crdview.CRDView]:
+def _crds(api: kubeio.Api, names: list[str]) -> dict[str, crdview.CRDView]:
     """CRD views by "group/Kind" of the saved objects' kinds."""
     views = migrate.read_crds(api, names)
     return {f"{v.group}/{v.kind}": v for v in views}
 
 
-def restore(api: kubeapi.Api, *, namespace: str, prefix: str, out: report.Report) -> int:
+def restore(api: kubeio.Api, *, namespace: str, prefix: str, out: report.Report) -> int:
     """Restore every object of the snapshot; 0 when every write went through."""
     try:
         manifest, objects = snapshots.load(api, namespace=namespace, prefix=prefix)
         crds = _crds(api, [str(c["name"]) for c in manifest.crds])
-    except (snapshotplan.SnapshotError, crdview.CRDError, kubeapi.ApiError) as exc:
+    except (snapshotplan.SnapshotError, crdview.CRDError, kubeio.ApiError) as exc:
         out.step(f"FAILED: {exc}")
         return 1
     out.step(f"snapshot {namespace}/{prefix}: {len(objects)} objects, taken {manifest.taken_at}")
@@ -58,7 +58,7 @@ def restore(api: kubeapi.Api, *, namespace: str, prefix: str, out: report.Report
     for saved in objects:
         try:
             action = restore_one(api, saved, crds)
-        except (kubeapi.ApiError, KeyError) as exc:
+        except (kubeio.ApiError, KeyError) as exc:
             failures.append(f"{saved.get('kind')} {crdview.object_key(saved)}: {exc}")
             continue
         counts[action.value] += 1
@@ -73,7 +73,7 @@ def restore(api: kubeapi.Api, *, namespace: str, prefix: str, out: report.Report
 
 
 def restore_one(
-    api: kubeapi.Api, saved: Mapping[str, Any], crds: Mapping[str, crdview.CRDView]
+    api: kubeio.Api, saved: Mapping[str, Any], crds: Mapping[str, crdview.CRDView]
 ) -> restoreplan.Action:
     """Restore one saved object; what was done."""
     group, _, version = str(saved["apiVersion"]).partition("/")

@@ -19,7 +19,7 @@ from typing import Any
 
 from computedomains import waiting
 from computedomains.api import resources
-from computedomains.hooks import crdview, kubeapi, report, rewriteplan, snapshot
+from computedomains.hooks import crdview, kubeio, report, rewriteplan
 
 CONFLICT_RETRIES = 5
 """Re-reads of an object whose write conflicted before it counts as failed (each conflict is
@@ -53,7 +53,7 @@ class Outcome:
 class CheckpointStore:
     """The checkpoint ConfigMap ``<prefix>-checkpoint`` in the release namespace."""
 
-    def __init__(self, api: kubeapi.Api, *, namespace: str, prefix: str) -> None:
+    def __init__(self, api: kubeio.Api, *, namespace: str, prefix: str) -> None:
         self._api = api
         self._namespace = namespace
         self.name = f"{prefix}-checkpoint"
@@ -61,7 +61,7 @@ class CheckpointStore:
     def load(self) -> rewriteplan.Checkpoint | None:
         """The stored checkpoint, if any."""
         found = self._api.get_or_none(
-            snapshot.CONFIGMAPS.path(self.name, namespace=self._namespace)
+            resources.CONFIG_MAPS.path(self.name, namespace=self._namespace)
         )
         return rewriteplan.Checkpoint.from_data((found or {}).get("data"))
 
@@ -78,12 +78,14 @@ class CheckpointStore:
             "data": checkpoint.to_data(),
         }
         try:
-            self._api.replace(snapshot.CONFIGMAPS.path(self.name, namespace=self._namespace), body)
-        except kubeapi.NotFound:
-            self._api.create(snapshot.CONFIGMAPS.path(namespace=self._namespace), body)
+            self._api.replace(
+                resources.CONFIG_MAPS.path(self.name, namespace=self._namespace), body
+            )
+        except kubeio.NotFound:
+            self._api.create(resources.CONFIG_MAPS.path(namespace=self._namespace), body)
 
 
-def write_back(api: kubeapi.Api, resource: resources.Resource, obj: dict[str, Any]) -> Written:
+def write_back(api: kubeio.Api, resource: resources.Resource, obj: dict[str, Any]) -> Written:
     """PUT ``obj`` back unchanged; on a conflict re-read and write again."""
     meta = obj["metadata"]
     path = resource.path(meta["name"], namespace=meta.get("namespace") or "")
@@ -93,9 +95,9 @@ def write_back(api: kubeapi.Api, resource: resources.Resource, obj: dict[str, An
         try:
             api.replace(path, current)
             return Written.WRITTEN
-        except kubeapi.NotFound:
+        except kubeio.NotFound:
             return Written.GONE
-        except kubeapi.Conflict:
+        except kubeio.Conflict:
             current = api.get_or_none(path)
             if current is None:
                 return Written.GONE
@@ -113,7 +115,7 @@ class Paging:
 
 
 def rewrite_paged(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crd: crdview.CRDView,
     *,
     migration: str,
@@ -143,7 +145,7 @@ def rewrite_paged(
                 page = api.list_page(
                     crd.resource.path(), limit=paging.page_size, continue_token=token
                 )
-            except kubeapi.Gone:
+            except kubeio.Gone:
                 out.step(
                     f"rewrite: {crd.name}: continue token expired; listing from the start, "
                     f"skipping up to {after}"
@@ -182,7 +184,7 @@ def rewrite_paged(
 
 def _write_page(
     pool: concurrent.futures.ThreadPoolExecutor,
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crd: crdview.CRDView,
     items: list[dict[str, Any]],
     outcome: Outcome,
@@ -192,19 +194,13 @@ def _write_page(
         key = crdview.object_key(futures[future])
         try:
             result = future.result()
-        except (kubeapi.ApiError, RuntimeError) as exc:
-            outcome.failures.append(f"{key}: {_reason(exc)}")
+        except (kubeio.ApiError, RuntimeError) as exc:
+            outcome.failures.append(f"{key}: {exc}")
             continue
         if result is Written.WRITTEN:
             outcome.written += 1
         else:
             outcome.gone += 1
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, kubeapi.ApiError):
-        return f"{exc.status} {exc.summary()}"
-    return str(exc)
 
 
 def _progress(
@@ -227,13 +223,13 @@ def _progress(
 # -- StorageVersionMigration ------------------------------------------------------------
 
 
-def svm_version(api: kubeapi.Api) -> str | None:
+def svm_version(api: kubeio.Api) -> str | None:
     """The StorageVersionMigration version the cluster serves, if any."""
     return rewriteplan.pick_svm_version(api.served_versions(rewriteplan.SVM_GROUP))
 
 
 def rewrite_with_svm(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crd: crdview.CRDView,
     *,
     migration: str,

@@ -8,9 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from computedomains.api import resources
-from computedomains.hooks import crdview, kubeapi, report, snapshotplan
-
-CONFIGMAPS = resources.Resource("", "v1", "configmaps", True)
+from computedomains.hooks import crdview, kubeio, report, snapshotplan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +20,7 @@ class Taken:
     """Per CRD name, the objects as listed (live, with managedFields), when freshly taken."""
 
 
-def list_objects(api: kubeapi.Api, crd: crdview.CRDView, *, page_size: int) -> list[dict[str, Any]]:
+def list_objects(api: kubeio.Api, crd: crdview.CRDView, *, page_size: int) -> list[dict[str, Any]]:
     """Every object of ``crd`` in every namespace, read at its storage version."""
     objects: list[dict[str, Any]] = []
     for page in api.list_all(crd.resource.path(), limit=page_size):
@@ -30,17 +28,17 @@ def list_objects(api: kubeapi.Api, crd: crdview.CRDView, *, page_size: int) -> l
     return objects
 
 
-def _put(api: kubeapi.Api, body: dict[str, Any]) -> None:
+def _put(api: kubeio.Api, body: dict[str, Any]) -> None:
     """Create or overwrite one ConfigMap of the snapshot."""
     meta = body["metadata"]
     try:
-        api.create(CONFIGMAPS.path(namespace=meta["namespace"]), body)
-    except kubeapi.AlreadyExists:
-        api.replace(CONFIGMAPS.path(meta["name"], namespace=meta["namespace"]), body)
+        api.create(resources.CONFIG_MAPS.path(namespace=meta["namespace"]), body)
+    except kubeio.Conflict:  # a create of an existing object answers 409
+        api.replace(resources.CONFIG_MAPS.path(meta["name"], namespace=meta["namespace"]), body)
 
 
 def take(
-    api: kubeapi.Api,
+    api: kubeio.Api,
     crds: Sequence[crdview.CRDView],
     *,
     namespace: str,
@@ -52,7 +50,9 @@ def take(
     """The snapshot of this migration: the existing complete one, else a new one."""
     migration = crdview.migration_id(crds)
     existing = snapshotplan.manifest_of(
-        api.get_or_none(CONFIGMAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace))
+        api.get_or_none(
+            resources.CONFIG_MAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace)
+        )
     )
     if snapshotplan.reusable(existing, migration):
         assert existing is not None
@@ -64,7 +64,7 @@ def take(
     if existing is not None:
         out.step(f"snapshot: {namespace}/{prefix}-* belongs to an earlier migration; replacing it")
     # The manifest goes first (it marks a complete snapshot) and comes back last.
-    api.delete(CONFIGMAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace))
+    api.delete(resources.CONFIG_MAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace))
     listed: dict[str, list[dict[str, Any]]] = {}
     saved: list[dict[str, Any]] = []
     for crd in crds:
@@ -94,7 +94,7 @@ def take(
     return Taken(manifest, listed)
 
 
-def _delete_stale_chunks(api: kubeapi.Api, *, namespace: str, prefix: str, keep: int) -> None:
+def _delete_stale_chunks(api: kubeio.Api, *, namespace: str, prefix: str, keep: int) -> None:
     """Remove chunks past ``keep`` left by an earlier, larger snapshot under the prefix."""
     selector = (
         f"{snapshotplan.SNAPSHOT_LABEL}={prefix},"
@@ -102,20 +102,22 @@ def _delete_stale_chunks(api: kubeapi.Api, *, namespace: str, prefix: str, keep:
     )
     current = {snapshotplan.chunk_name(prefix, i) for i in range(keep)}
     for page in api.list_all(
-        CONFIGMAPS.path(namespace=namespace), limit=100, label_selector=selector
+        resources.CONFIG_MAPS.path(namespace=namespace), limit=100, label_selector=selector
     ):
         for item in page.items:
             name = item["metadata"]["name"]
             if name not in current:
-                api.delete(CONFIGMAPS.path(name, namespace=namespace))
+                api.delete(resources.CONFIG_MAPS.path(name, namespace=namespace))
 
 
 def load(
-    api: kubeapi.Api, *, namespace: str, prefix: str
+    api: kubeio.Api, *, namespace: str, prefix: str
 ) -> tuple[snapshotplan.Manifest, list[dict[str, Any]]]:
     """The complete snapshot under ``prefix`` and its objects (hashes checked)."""
     manifest = snapshotplan.manifest_of(
-        api.get_or_none(CONFIGMAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace))
+        api.get_or_none(
+            resources.CONFIG_MAPS.path(snapshotplan.manifest_name(prefix), namespace=namespace)
+        )
     )
     if manifest is None:
         raise snapshotplan.SnapshotError(
@@ -124,7 +126,9 @@ def load(
         )
     chunks = [
         snapshotplan.chunk_of(
-            api.get(CONFIGMAPS.path(snapshotplan.chunk_name(prefix, i), namespace=namespace))
+            api.get(
+                resources.CONFIG_MAPS.path(snapshotplan.chunk_name(prefix, i), namespace=namespace)
+            )
         )
         for i in range(len(manifest.chunks))
     ]

@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
     collection = _domains_path(api)
-    domains = [_domain(o) for o in api.list(collection)] if collection else []
-    pods = [_pod(p) for p in api.list(resources.PODS.path())] if domains else []
+    domains = [_domain(o) for o in api.list_items(collection)] if collection else []
+    pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
     verdict = cleanup.check_live(domains, pods, force=args.force)
     report.finding(verdict)
     if verdict.severity is Severity.FAIL:
@@ -72,12 +72,12 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
         if kept is None or collection is None:
             continue
         path = f"{_namespaced(collection, domain.namespace)}/{domain.name}"
-        api.patch(path, {"metadata": {"finalizers": kept or None}})
+        api.merge_patch(path, {"metadata": {"finalizers": kept or None}})
         report.step(
             f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
             f"{constants.FINALIZER}"
         )
-    for node in api.list(resources.NODES.path()):
+    for node in api.list_items(resources.NODES.path()):
         _clean_node(api, node, report)
     report.step(
         "done; the CRDs and every ComputeDomain are kept. To delete them (and every "
@@ -94,7 +94,7 @@ def _namespaced(collection: str, namespace: str) -> str:
 
 def _domains_path(api: kubeio.Api) -> str | None:
     # The group's preferred (storage) version: reading it needs no conversion webhook.
-    group = api.get(f"/apis/{constants.GROUP}")
+    group = api.get_or_none(f"/apis/{constants.GROUP}")
     if group is None:
         return None
     version = (group.get("preferredVersion") or {}).get("groupVersion") or constants.API_VERSION
@@ -130,13 +130,17 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
         f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release},"
         f"{constants.COMPONENT_LABEL} in ({','.join(WRITERS)})"
     )
-    for kind, resource in (("DaemonSet", kubeio.DAEMON_SETS), ("Deployment", kubeio.DEPLOYMENTS)):
-        for obj in api.list(resource.path(namespace=args.namespace), label_selector=selector):
-            if api.delete(resource.path(kubeio.name(obj), namespace=args.namespace)):
+    for kind, resource in (
+        ("DaemonSet", resources.DAEMON_SETS),
+        ("Deployment", resources.DEPLOYMENTS),
+    ):
+        for obj in api.list_items(resource.path(namespace=args.namespace), label_selector=selector):
+            path = resource.path(kubeio.name(obj), namespace=args.namespace)
+            if api.delete(path, propagation="Foreground"):
                 report.step(f"stopping {kind} {kubeio.name(obj)}")
     pods_path = resources.PODS.path(namespace=args.namespace)
     deadline = time.monotonic() + args.timeout_seconds
-    while left := [kubeio.name(p) for p in api.list(pods_path, label_selector=selector)]:
+    while left := [kubeio.name(p) for p in api.list_items(pods_path, label_selector=selector)]:
         if time.monotonic() >= deadline:
             raise TimeoutError(
                 f"after {args.timeout_seconds:g}s these pods are still running: {', '.join(left)}"
@@ -166,14 +170,10 @@ def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
         if todo.taints is not None:
             # Taints have no merge key: the list is replaced, guarded by the resourceVersion.
             patch["spec"] = {"taints": todo.taints}
-        api.patch(path, patch, content_type=kubeio.STRATEGIC_PATCH)
+        api.strategic_patch(path, patch)
     if todo.condition:
         body = {
             "status": {"conditions": [{"type": constants.FABRIC_CONDITION, "$patch": "delete"}]}
         }
-        api.patch(
-            resources.NODES.path(state.name, subresource=("status")),
-            body,
-            content_type=kubeio.STRATEGIC_PATCH,
-        )
+        api.strategic_patch(resources.NODES.path(state.name, subresource="status"), body)
     report.step(f"node {state.name}: removed {todo.describe()}")

@@ -23,7 +23,6 @@ from .report import Finding, Report, Severity
 HOOK = "verify"
 POLL_SECONDS = 2.0
 """Between two looks at the nodes and components while waiting."""
-API_VERSION_V1BETA2 = f"{constants.GROUP}/v1beta2"
 PROBE_NAME = "compute-domains-verify-probe"
 
 
@@ -98,10 +97,16 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
     findings = [fabricreport.check_verdicts(nodes, waited=time.monotonic() - started)]
     findings += fabricreport.check_components(components)
     findings += fabricreport.check_crds(
-        {name: _established(api.get(kubeio.CRDS.path(name))) for name in compat.CRD_NAMES}
+        {
+            name: _established(api.get_or_none(resources.CRDS.path(name)))
+            for name in compat.CRD_NAMES
+        }
     )
     findings += fabricreport.check_device_classes(
-        {n: api.get(kubeio.DEVICE_CLASSES.path(n)) is not None for n in compat.DEVICE_CLASS_NAMES}
+        {
+            n: api.get_or_none(resources.DEVICE_CLASSES.path(n)) is not None
+            for n in compat.DEVICE_CLASS_NAMES
+        }
     )
     findings.append(fabricreport.check_dry_run(_dry_run(api, args.namespace)))
     return findings
@@ -114,10 +119,12 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
             c.get("type") == "Initialized" and c.get("status") == "True"
             for c in (p.get("status") or {}).get("conditions") or []
         )
-        for p in api.list(resources.PODS.path(namespace=namespace), label_selector=plugin_selector)
+        for p in api.list_items(
+            resources.PODS.path(namespace=namespace), label_selector=plugin_selector
+        )
     }
     found = []
-    for node in api.list(resources.NODES.path(), label_selector=gpu_selector):
+    for node in api.list_items(resources.NODES.path(), label_selector=gpu_selector):
         name = kubeio.name(node)
         condition: kubeio.Obj = next(
             (
@@ -142,7 +149,9 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
 
 def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Component]:
     found = []
-    for ds in api.list(kubeio.DAEMON_SETS.path(namespace=namespace), label_selector=selector):
+    for ds in api.list_items(
+        resources.DAEMON_SETS.path(namespace=namespace), label_selector=selector
+    ):
         status = ds.get("status") or {}
         found.append(
             Component(
@@ -153,7 +162,9 @@ def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Comp
                 updated=int(status.get("updatedNumberScheduled", 0)),
             )
         )
-    for d in api.list(kubeio.DEPLOYMENTS.path(namespace=namespace), label_selector=selector):
+    for d in api.list_items(
+        resources.DEPLOYMENTS.path(namespace=namespace), label_selector=selector
+    ):
         status = d.get("status") or {}
         found.append(
             Component(
@@ -178,12 +189,15 @@ def _established(crd: kubeio.Obj | None) -> bool | None:
 
 def _dry_run(api: kubeio.Api, namespace: str) -> str:
     body = {
-        "apiVersion": API_VERSION_V1BETA2,
+        "apiVersion": constants.API_VERSION_V1BETA2,
         "kind": constants.COMPUTE_DOMAIN_KIND,
         "metadata": {"name": PROBE_NAME, "namespace": namespace},
         "spec": {"channel": {"resourceClaimTemplate": {"name": PROBE_NAME}}},
     }
-    path = f"/apis/{API_VERSION_V1BETA2}/namespaces/{namespace}/{constants.COMPUTE_DOMAIN_PLURAL}"
+    path = (
+        f"/apis/{constants.API_VERSION_V1BETA2}/namespaces/{namespace}/"
+        f"{constants.COMPUTE_DOMAIN_PLURAL}"
+    )
     try:
         api.create(path, body, dry_run=True)
     except kubeio.ApiError as exc:

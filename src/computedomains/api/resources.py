@@ -39,8 +39,21 @@ CLIQUES = Resource(
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
+DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", False)
 NODES = Resource("", "v1", "nodes", False)
 PODS = Resource("", "v1", "pods", True)
 EVENTS = Resource("", "v1", "events", True)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True)
+SERVICES = Resource("", "v1", "services", True)
+CONFIG_MAPS = Resource("", "v1", "configmaps", True)
+SECRETS = Resource("", "v1", "secrets", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
+DAEMON_SETS = Resource("apps", "v1", "daemonsets", True)
+DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False
+)
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations", False
+)

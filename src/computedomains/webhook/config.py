@@ -9,8 +9,8 @@ import pathlib
 import re
 
 from computedomains import settings as flags
-from computedomains.api import flaggroups
-from computedomains.webhook import kinds, tlspolicy
+from computedomains.api import crds, flaggroups
+from computedomains.webhook import tlspolicy
 
 DEFAULT_BIND = "0.0.0.0:9443"
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -87,7 +87,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               help="Secret in --namespace with ca.crt, tls.crt, tls.key (and ca.key)")  # fmt: skip
     flags.add_switch(parser, "--cert-manager", default=False,
                      help="cert-manager writes the Secret: only read it")  # fmt: skip
-    flags.add(parser, "--crd-name", default=kinds.COMPUTE_DOMAIN_CRD,
+    flags.add(parser, "--crd-name", default=crds.COMPUTE_DOMAIN.name,
               help="the CRD whose conversion gets the caBundle")  # fmt: skip
     flags.add(parser, "--validating-webhook-configuration", default="",
               help="ValidatingWebhookConfiguration that gets the caBundle")  # fmt: skip

@@ -19,7 +19,6 @@ from typing import Any
 
 from computedomains.api import resources
 from computedomains.kube import client
-from computedomains.webhook import kinds
 
 log = logging.getLogger(__name__)
 FIELD_MANAGER = "computedomains-webhook"
@@ -74,8 +73,11 @@ class Target:
 
 def targets(*, crd: str, validating: str, mutating: str) -> tuple[Target, ...]:
     """The objects to inject into; an empty name leaves that object out."""
-    named = ((kinds.CRDS, crd), (kinds.VALIDATING_WEBHOOKS, validating),
-             (kinds.MUTATING_WEBHOOKS, mutating))  # fmt: skip
+    named = (
+        (resources.CRDS, crd),
+        (resources.VALIDATING_WEBHOOK_CONFIGURATIONS, validating),
+        (resources.MUTATING_WEBHOOK_CONFIGURATIONS, mutating),
+    )
     return tuple(Target(resource, name) for resource, name in named if name)
 
 
@@ -118,7 +120,7 @@ class Injector:
                 self._missing.add(target.label)
             return False
         self._missing.discard(target.label)
-        is_crd = target.resource == kinds.CRDS
+        is_crd = target.resource == resources.CRDS
         patch = crd_patch(obj, bundle) if is_crd else webhooks_patch(obj, bundle)
         if patch is None:
             return False

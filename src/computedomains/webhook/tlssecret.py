@@ -14,8 +14,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from computedomains.api import resources
 from computedomains.kube import client
-from computedomains.webhook import certs, kinds, tlspolicy
+from computedomains.webhook import certs, tlspolicy
 
 log = logging.getLogger(__name__)
 ATTEMPTS = 5
@@ -44,7 +45,7 @@ class Store:
     @property
     def path(self) -> str:
         """The Secret's API path."""
-        return kinds.SECRETS.path(self.name, namespace=self.namespace)
+        return resources.SECRETS.path(self.name, namespace=self.namespace)
 
     def read(self) -> dict[str, Any] | None:
         """The Secret, or None when there is none."""
@@ -65,7 +66,7 @@ class Store:
             "data": bundle.secret_data(),
         }
         if current is None:
-            self.api.create(kinds.SECRETS.path(namespace=self.namespace), body)
+            self.api.create(resources.SECRETS.path(namespace=self.namespace), body)
             return
         meta = current["metadata"]
         body["metadata"] |= {

@@ -43,7 +43,6 @@ CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
 TOKEN_SECONDS = 3607
 """What the kubelet requests for projected tokens; it renews them at 80 % of their life."""
-_SERVICES = resources.Resource("", "v1", "services", namespaced=True)
 """For the Service proxy the API server's webhook calls go through."""
 _TICK = 0.25
 _SHUTDOWN_GRACE = 3.0
@@ -131,7 +130,7 @@ class SimKubelet:
         self._server = server
         self._wake = threading.Event()
         self._pods = informer.Informer(api, path=pods.PATH, on_change=lambda *_: self._wake.set())
-        self._services = informer.Informer(api, path=_SERVICES.path())
+        self._services = informer.Informer(api, path=resources.SERVICES.path())
         self._proxy = serviceproxy.ServiceProxy(
             cluster_dir / serviceproxy.SOCKET_NAME,
             lambda: (self._services.items(), self._pods.items()),
