@@ -58,7 +58,9 @@ def running_pods(domains: Sequence[Domain], pods: Sequence[Pod]) -> dict[Domain,
     return found
 
 
-def check_live(domains: Sequence[Domain], pods: Sequence[Pod], *, force: bool) -> Finding:
+def check_live(
+    domains: Sequence[Domain], pods: Sequence[Pod], *, force: bool, release: str
+) -> Finding:
     """Refuse (unless ``force``) while any domain has workload pods that have not finished."""
     live = running_pods(domains, pods)
     if not live:
@@ -77,8 +79,10 @@ def check_live(domains: Sequence[Domain], pods: Sequence[Pod], *, force: bool) -
         Severity.FAIL,
         f"{len(live)} ComputeDomain(s) have running pods: {named}",
         fix=(
-            "delete those workloads (or their ComputeDomains) and retry, or uninstall anyway "
-            "with --set uninstall.force=true (their jobs lose IMEX)"
+            "delete those workloads (or their ComputeDomains) and retry; or uninstall anyway "
+            "(their jobs lose IMEX): this refusal left the release 'uninstalling', so run "
+            f"`helm rollback {release}`, then `helm upgrade {release} <chart> --reuse-values "
+            f"--set uninstall.force=true`, then `helm uninstall {release}` again"
         ),
     )
 

@@ -61,7 +61,7 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     collection = _domains_path(api)
     domains = [_domain(o) for o in api.list_items(collection)] if collection else []
     pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
-    verdict = cleanup.check_live(domains, pods, force=args.force)
+    verdict = cleanup.check_live(domains, pods, force=args.force, release=args.release)
     report.finding(verdict)
     if verdict.severity is Severity.FAIL:
         report.step("refused: nothing was changed")
@@ -149,7 +149,22 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
     report.step("the controller, kubelet plugin and IMEX agent pods are gone")
 
 
+CONFLICT_RETRIES = 5
+"""Re-reads of a node whose taints changed under the patch (kwok, node-init write nodes too)."""
+
+
 def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
+    path = resources.NODES.path(kubeio.name(node))
+    for _ in range(CONFLICT_RETRIES):
+        try:
+            _patch_node(api, node, report)
+            return
+        except kubeio.Conflict:
+            node = api.get(path)
+    _patch_node(api, node, report)
+
+
+def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
     status = node.get("status") or {}
     state = cleanup.NodeState(
         name=kubeio.name(node),
@@ -164,11 +179,13 @@ def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
         return
     path = resources.NODES.path(state.name)
     if todo.labels or todo.taints is not None:
-        patch: kubeio.Obj = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"]}}
+        patch: kubeio.Obj = {"metadata": {}}
         if todo.labels:
             patch["metadata"]["labels"] = dict.fromkeys(todo.labels)
         if todo.taints is not None:
-            # Taints have no merge key: the list is replaced, guarded by the resourceVersion.
+            # Taints have no merge key: the list is replaced, so the write is guarded by the
+            # resourceVersion it was computed from (a conflict re-reads the node).
+            patch["metadata"]["resourceVersion"] = node["metadata"]["resourceVersion"]
             patch["spec"] = {"taints": todo.taints}
         api.strategic_patch(path, patch)
     if todo.condition:

@@ -17,19 +17,19 @@ def test_refuses_naming_the_domains_and_their_running_pods() -> None:
         cleanup.Pod("team-a", "done", "Succeeded", ("train-channel",)),
         cleanup.Pod("team-b", "elsewhere", "Running", ("train-channel",)),
     ]
-    f = cleanup.check_live([DOMAIN], pods, force=False)
+    f = cleanup.check_live([DOMAIN], pods, force=False, release="cd")
     assert f.severity is Severity.FAIL
     assert (
         f.message == "1 ComputeDomain(s) have running pods: team-a/train (pods: worker-0, worker-1)"
     )
-    assert "uninstall.force=true" in f.fix
-    forced = cleanup.check_live([DOMAIN], pods, force=True)
+    assert "uninstall.force=true" in f.fix and "`helm rollback cd`" in f.fix
+    forced = cleanup.check_live([DOMAIN], pods, force=True, release="cd")
     assert forced.severity is Severity.WARN and "team-a/train" in forced.message
 
 
 def test_no_running_pods_no_refusal() -> None:
     pods = [cleanup.Pod("team-a", "done", "Failed", ("train-channel",))]
-    assert cleanup.check_live([DOMAIN], pods, force=False).severity is Severity.OK
+    assert cleanup.check_live([DOMAIN], pods, force=False, release="cd").severity is Severity.OK
 
 
 def test_only_our_finalizer_goes() -> None:
