@@ -55,3 +55,25 @@ def test_empty_names_are_no_targets() -> None:
         "customresourcedefinitions/computedomains.resource.nvidia.com",
         "validatingwebhookconfigurations/v",
     ]
+
+
+def test_a_crd_pointing_elsewhere_is_pointed_at_this_webhook() -> None:
+    ours = inject.ConversionService("cd-cd-webhook", "cd-system")
+    patch = inject.crd_patch(_crd(ca_bundle=BUNDLE), BUNDLE, ours)
+    assert patch == {
+        "spec": {"conversion": {"webhook": {"clientConfig": {"service": ours.client_config()}}}}
+    }
+    by_url = _crd(ca_bundle=BUNDLE)
+    config = by_url["spec"]["conversion"]["webhook"]["clientConfig"]
+    del config["service"]
+    config["url"] = "https://127.0.0.1:9443/convert"
+    patched = inject.crd_patch(by_url, BUNDLE, ours)
+    assert patched is not None
+    assert patched["spec"]["conversion"]["webhook"]["clientConfig"]["url"] is None
+
+
+def test_a_crd_already_pointing_here_needs_no_patch() -> None:
+    ours = inject.ConversionService("w", "ns")
+    crd = _crd(ca_bundle=BUNDLE)
+    crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] = ours.client_config()
+    assert inject.crd_patch(crd, BUNDLE, ours) is None

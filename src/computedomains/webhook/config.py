@@ -41,6 +41,8 @@ class WebhookConfig:
     cert_manager: bool
     """cert-manager writes the Secret: only read it (and inject its ``ca.crt``)."""
     crd_name: str
+    conversion_service: str
+    """The Service the CRD's conversion must name ("" leaves the CRD's own)."""
     validating_webhook: str
     """The ValidatingWebhookConfiguration to inject into ("" for none)."""
     mutating_webhook: str
@@ -89,6 +91,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="cert-manager writes the Secret: only read it")  # fmt: skip
     flags.add(parser, "--crd-name", default=crds.COMPUTE_DOMAIN.name,
               help="the CRD whose conversion gets the caBundle")  # fmt: skip
+    flags.add(parser, "--conversion-service", default="",
+              help="point the CRD's conversion at this Service in --namespace (empty: only "
+              "inject the caBundle)")  # fmt: skip
     flags.add(parser, "--validating-webhook-configuration", default="",
               help="ValidatingWebhookConfiguration that gets the caBundle")  # fmt: skip
     flags.add(parser, "--mutating-webhook-configuration", default="",
@@ -135,6 +140,7 @@ def from_args(args: argparse.Namespace) -> WebhookConfig:
         tls_secret=args.tls_secret,
         cert_manager=args.cert_manager,
         crd_name=args.crd_name,
+        conversion_service=args.conversion_service,
         validating_webhook=args.validating_webhook_configuration,
         mutating_webhook=args.mutating_webhook_configuration,
         validity=validity,

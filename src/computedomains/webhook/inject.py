@@ -17,7 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from computedomains.api import resources
+from computedomains.api import constants, resources
 from computedomains.kube import client
 
 log = logging.getLogger(__name__)
@@ -30,20 +30,47 @@ def encoded(ca_pem: bytes) -> str:
     return base64.b64encode(ca_pem).decode()
 
 
-def crd_patch(crd: Mapping[str, Any], ca_bundle: str) -> dict[str, Any] | None:
+@dataclasses.dataclass(frozen=True)
+class ConversionService:
+    """Where the CRD's conversion must point: this webhook's Service."""
+
+    name: str
+    namespace: str
+
+    def client_config(self) -> dict[str, Any]:
+        """``clientConfig.service`` of the CRD's conversion webhook."""
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "path": constants.CONVERSION_PATH,
+            "port": 443,
+        }
+
+
+def crd_patch(
+    crd: Mapping[str, Any], ca_bundle: str, service: ConversionService | None = None
+) -> dict[str, Any] | None:
     """The merge patch that sets the CRD's conversion caBundle, or None when none is needed.
 
-    A CRD whose conversion is not ``Webhook`` (an older chart's) gets no caBundle: the API
-    server refuses a webhook block there.
+    With ``service``, the conversion also points at that Service: CRDs managed outside this
+    release (``crds.enabled=false``, an adopted or separately installed CRD) still convert
+    through this webhook. Without it, only the caBundle is touched. A CRD whose conversion is
+    not ``Webhook`` (an older chart's) gets nothing: the API server refuses a webhook block there.
     """
     conversion = crd.get("spec", {}).get("conversion") or {}
     if conversion.get("strategy") != "Webhook":
         return None
-    current = ((conversion.get("webhook") or {}).get("clientConfig") or {}).get("caBundle")
-    if current == ca_bundle:
+    current = (conversion.get("webhook") or {}).get("clientConfig") or {}
+    config: dict[str, Any] = {}
+    if current.get("caBundle") != ca_bundle:
+        config["caBundle"] = ca_bundle
+    if service is not None and current.get("service") != service.client_config():
+        config["service"] = service.client_config()
+        if "url" in current:
+            config["url"] = None  # one of url and service, never both
+    if not config:
         return None
-    config = {"clientConfig": {"caBundle": ca_bundle}}
-    return {"spec": {"conversion": {"webhook": config}}}
+    return {"spec": {"conversion": {"webhook": {"clientConfig": config}}}}
 
 
 def webhooks_patch(configuration: Mapping[str, Any], ca_bundle: str) -> dict[str, Any] | None:
@@ -84,9 +111,15 @@ def targets(*, crd: str, validating: str, mutating: str) -> tuple[Target, ...]:
 class Injector:
     """Puts the caBundle into its targets wherever it is missing or stale."""
 
-    def __init__(self, api: client.Client, targets: tuple[Target, ...]) -> None:
+    def __init__(
+        self,
+        api: client.Client,
+        targets: tuple[Target, ...],
+        service: ConversionService | None = None,
+    ) -> None:
         self._api = api
         self._targets = targets
+        self._service = service
         self._missing: set[str] = set()
 
     def sync(self, ca_pem: bytes) -> list[str]:
@@ -121,7 +154,7 @@ class Injector:
             return False
         self._missing.discard(target.label)
         is_crd = target.resource == resources.CRDS
-        patch = crd_patch(obj, bundle) if is_crd else webhooks_patch(obj, bundle)
+        patch = crd_patch(obj, bundle, self._service) if is_crd else webhooks_patch(obj, bundle)
         if patch is None:
             return False
         # Planned from what was just read: a change in between is a 409, tried again next round.

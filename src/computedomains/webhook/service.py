@@ -74,9 +74,14 @@ class Webhook:
         self.stats.track(self.certificates.not_after)
         self.cache = informer.Informer(api, path=resources.COMPUTE_DOMAINS.path())
         self.store = tlssecret.Store(api, namespace=cfg.namespace, name=cfg.tls_secret)
+        conversion = (
+            inject.ConversionService(cfg.conversion_service, cfg.namespace)
+            if cfg.conversion_service
+            else None
+        )
         self.injector = inject.Injector(api, inject.targets(
             crd=cfg.crd_name, validating=cfg.validating_webhook, mutating=cfg.mutating_webhook,
-        ))  # fmt: skip
+        ), conversion)  # fmt: skip
         self.https: http.server.ThreadingHTTPServer | None = None
         self._round = threading.Thread(target=self._rounds, name="tls-round", daemon=True)
 
