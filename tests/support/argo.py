@@ -218,7 +218,7 @@ class ArgoSync:
         resource = self._resource(obj)
         namespace = self._namespace_of(obj, resource)
         name = obj["metadata"]["name"]
-        before = self._resource_version(resource, name, namespace)
+        before = self._live(resource, name, namespace)
         if p.hook and before is not None and "BeforeHookCreation" in p.delete_policies:
             self._delete(obj)
             before = None
@@ -233,19 +233,30 @@ class ArgoSync:
             force_conflicts=True,
         )
         (result.hooks if p.hook else result.applied).append(p.label)
-        after = self._resource_version(resource, name, namespace)
-        if not p.hook and before is not None and after != before:
-            result.changed.append(p.label)
+        after = self._live(resource, name, namespace)
+        moved = (
+            not p.hook
+            and before is not None
+            and after is not None
+            and after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+        )
+        if moved:
+            assert before is not None and after is not None
+            result.changed.append(f"{p.label} ({', '.join(_changed(before, after))})")
 
     @staticmethod
-    def _resource_version(resource: Any, name: str, namespace: str | None) -> str | None:
+    def _live(resource: Any, name: str, namespace: str | None) -> Obj | None:
         try:
-            live = resource.get(name=name, namespace=namespace)
+            live: Obj = resource.get(name=name, namespace=namespace).to_dict()
         except ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return str(live.metadata.resourceVersion)
+        return live
+
+    def _resource_version(self, resource: Any, name: str, namespace: str | None) -> str | None:
+        live = self._live(resource, name, namespace)
+        return None if live is None else str(live["metadata"]["resourceVersion"])
 
     def _delete(self, obj: Obj) -> None:
         resource = self._resource(obj)
@@ -296,6 +307,28 @@ class HookFailed(AssertionError):
     def __init__(self, label: str, log: str) -> None:
         super().__init__(f"hook {label} failed:\n{log}")
         self.log = log
+
+
+def _changed(before: Obj, after: Obj, prefix: str = "") -> list[str]:
+    """The paths whose values differ (resourceVersion and managedFields' times aside)."""
+    paths = []
+    for key in sorted(set(before) | set(after)):
+        path = f"{prefix}{key}"
+        if path in ("metadata.resourceVersion", "metadata.managedFields"):
+            if path == "metadata.managedFields" and _managers(before) != _managers(after):
+                paths.append(f"{path} managers {_managers(before)} -> {_managers(after)}")
+            continue
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, dict) and isinstance(new, dict):
+            paths += _changed(old, new, f"{path}.")
+        elif old != new:
+            paths.append(path)
+    return paths
+
+
+def _managers(obj: Obj) -> list[str]:
+    fields = obj.get("metadata", {}).get("managedFields") or []
+    return sorted(f"{f.get('manager')}/{f.get('operation')}" for f in fields)
 
 
 def _condition(obj: Mapping[str, Any], kind: str) -> str | None:

@@ -154,9 +154,10 @@ class Releases:
         """Uninstall every release made (hooks off: a failed test must not block cleanup)."""
         core = client.CoreV1Api(self.cluster.api())
         for release in reversed(self.made):
-            # --all: a refused uninstall leaves a release "uninstalling", which plain list hides.
-            listed = release.helm.run("list", "--all", "--namespace", release.namespace, "-q")
-            if release.name in listed.split():
+            # `helm status`, not `helm list`: a refused uninstall leaves the release
+            # "uninstalling", which list hides (and its flag to show it differs in Helm 4).
+            known = release.helm.attempt("status", release.name, "--namespace", release.namespace)
+            if known.returncode == 0:
                 release.run("uninstall", "--no-hooks", "--wait", "--timeout", "3m")
             core.delete_namespace(release.namespace)
 
