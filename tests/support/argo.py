@@ -143,8 +143,9 @@ class SyncResult:
     applied: list[str] = dataclasses.field(default_factory=list)
     hooks: list[str] = dataclasses.field(default_factory=list)
     changed: list[str] = dataclasses.field(default_factory=list)
-    """Non-hook objects whose resourceVersion the apply moved (a repeated sync of an unchanged
-    chart must move none: a field that changes on every sync is one Argo CD fights over)."""
+    """Non-hook objects whose fields outside ``status`` moved while they were applied, with the
+    paths (a repeated sync of an unchanged chart must move none: a field that changes on every
+    sync is one Argo CD fights over)."""
 
 
 class ArgoSync:
@@ -242,7 +243,11 @@ class ArgoSync:
         )
         if moved:
             assert before is not None and after is not None
-            result.changed.append(f"{p.label} ({', '.join(_changed(before, after))})")
+            # Argo CD's diff leaves status out (controllers write it, e.g. the type checker of
+            # admission policies); what else moved is a field the sync and someone fight over.
+            fought = [c for c in _changed(before, after) if not c.startswith("status")]
+            if fought:
+                result.changed.append(f"{p.label} ({', '.join(fought)})")
 
     @staticmethod
     def _live(resource: Any, name: str, namespace: str | None) -> Obj | None:
