@@ -351,29 +351,6 @@ seLinuxOptions:
 {{- end -}}
 
 {{/*
-compute-domains.controller.containerSecurityContext
-  Takes: the root context.
-  Returns: the securityContext of the controller container: not root (the image's UID 65532,
-  or .Values.controller.runAsUser; null leaves the UID to the platform, as OpenShift's
-  restricted SCC requires), no privilege, no capabilities, read-only root filesystem. The
-  controller only talks to the API server and writes nothing on any node.
-*/}}
-{{- define "compute-domains.controller.containerSecurityContext" -}}
-privileged: false
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-{{- if not (kindIs "invalid" .Values.controller.runAsUser) }}
-runAsUser: {{ .Values.controller.runAsUser }}
-runAsGroup: {{ .Values.controller.runAsUser }}
-{{- end }}
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
-{{- end -}}
-
-{{/*
 compute-domains.podIdentityEnv
   Takes: nothing (pass the root context).
   Returns: the env list items the controller and the IMEX agent get from the downward API:
@@ -973,7 +950,7 @@ compute-domains.unprivilegedContainerSecurityContext
   Returns: the securityContext of a container that only talks to the API server: not root
   (the UID given; nil leaves the UID to the platform, as OpenShift's restricted SCC requires),
   no privilege, no capabilities, read-only root filesystem, the runtime's seccomp profile.
-  Used by the webhook; the controller's helper says the same for its own value.
+  Used by the controller (.Values.controller.runAsUser) and the webhook (.Values.webhook.runAsUser).
 */}}
 {{- define "compute-domains.unprivilegedContainerSecurityContext" -}}
 {{- if not (hasKey . "runAsUser") -}}

@@ -556,7 +556,7 @@ def test_service_monitor_only_when_enabled(h: helm.Helm) -> None:
         {
             "key": r.COMPONENT,
             "operator": "In",
-            "values": ["kubelet-plugin", "controller", "imex-agent"],
+            "values": ["kubelet-plugin", "controller", "imex-agent", "webhook"],
         }
     ]
 
@@ -576,12 +576,21 @@ def test_service_monitor_interval_and_labels(h4: helm.Helm) -> None:
     assert monitor["metadata"]["labels"][r.COMPONENT] == "metrics"
 
 
-def test_service_monitor_skips_disabled_components(h4: helm.Helm) -> None:
+@pytest.mark.parametrize(
+    ("disabled", "scraped"),
+    [
+        ("controller", ["kubelet-plugin", "imex-agent", "webhook"]),
+        ("webhook", ["kubelet-plugin", "controller", "imex-agent"]),
+    ],
+)
+def test_service_monitor_skips_disabled_components(
+    h4: helm.Helm, disabled: str, scraped: list[str]
+) -> None:
     objects = _rendered(
-        h4, **{"metrics.serviceMonitor.enabled": "true", "controller.enabled": "false"}
+        h4, **{"metrics.serviceMonitor.enabled": "true", f"{disabled}.enabled": "false"}
     )
     expression = r.find(objects, "ServiceMonitor")["spec"]["selector"]["matchExpressions"][0]
-    assert expression["values"] == ["kubelet-plugin", "imex-agent"]
+    assert expression["values"] == scraped
 
 
 def test_critical_pods_quota(h: helm.Helm) -> None:
