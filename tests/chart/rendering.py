@@ -6,6 +6,7 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import yaml
 
 from computedomains.sim import tools
@@ -94,6 +95,18 @@ def template(
 def set_args(values: dict[str, str]) -> list[str]:
     """``--set`` arguments for a flat mapping of dotted keys to values."""
     return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+
+
+def rendered(h: helm.Helm, **values: str) -> list[Obj]:
+    """The chart rendered with ``values`` (dotted keys) set."""
+    return template(h, *set_args(values))
+
+
+def rejected(h: helm.Helm, *args: str) -> str:
+    """The error of a render with ``args`` that must fail."""
+    with pytest.raises(AssertionError) as failed:
+        template(h, *args)
+    return str(failed.value)
 
 
 def find(objects: list[Obj], kind: str, name: str | None = None) -> Obj:
