@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
@@ -54,28 +53,13 @@ def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.Com
     )
 
 
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-
-def _gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    try:
-        ext.read_custom_resource_definition(name)
-    except ApiException as exc:
-        if kube.status_of(exc) == 404:
-            return True
-        raise
-    return False
-
-
 @pytest.fixture(scope="module")
 def incumbent_crds(
     cluster: clusters.TestCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[list[str]]:
     """Our CRDs as an incumbent Helm release left them (its release annotations); removed after."""
     ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(_gone(ext, n) for n in compat.CRD_NAMES):
+    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
         pytest.skip("the CRDs exist already (another module installed them)")
     h = helm.Helm(
         binary=tools.ToolBox.from_env().path("helm3"),
@@ -89,20 +73,24 @@ def incumbent_crds(
         ext.create_custom_resource_definition(doc)
     for name in compat.CRD_NAMES:
         waiting.until(
-            f"CRD {name} Established", functools.partial(_established, ext, name), timeout=30
+            f"CRD {name} Established",
+            functools.partial(kube.crd_established, ext, name),
+            timeout=30,
         )
     yield list(compat.CRD_NAMES)
     for name in compat.CRD_NAMES:
         ext.delete_custom_resource_definition(name)
     for name in compat.CRD_NAMES:
-        waiting.until(f"CRD {name} deleted", functools.partial(_gone, ext, name), timeout=60)
+        waiting.until(
+            f"CRD {name} deleted", functools.partial(kube.crd_gone, ext, name), timeout=60
+        )
 
 
 def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     cluster: clusters.TestCluster, namespace: str
 ) -> None:
     ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(_gone(ext, n) for n in compat.CRD_NAMES):
+    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
         pytest.skip("the CRDs exist already (another module installed them)")
     done = hook(
         cluster,

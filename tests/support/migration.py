@@ -28,6 +28,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api import crds as api_crds
 from computedomains.sim import cluster as sim_cluster
+from tests.support import kube
 
 GROUP = "migration-test.computedomains.io"
 OLD, NEW = "v1beta1", "v1beta2"
@@ -62,13 +63,6 @@ def test_crd(
     return crd
 
 
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    crd = ext.read_custom_resource_definition(name)
-    return any(
-        c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])
-    )
-
-
 def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | None = None) -> None:
     """Create or replace both test CRDs with ``storage`` as the storage version; wait."""
     ext = client.ApiextensionsV1Api(api)
@@ -84,7 +78,9 @@ def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | No
             body["metadata"]["resourceVersion"] = live.metadata.resource_version
             ext.replace_custom_resource_definition(name, body)
         waiting.until(
-            f"CRD {name} Established", functools.partial(_established, ext, name), timeout=30
+            f"CRD {name} Established",
+            functools.partial(kube.crd_established, ext, name),
+            timeout=30,
         )
     waiting.until(
         f"{GROUP}/{storage} served",

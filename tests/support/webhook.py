@@ -170,13 +170,11 @@ def install(api: client.ApiClient, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         if doc["kind"] == "CustomResourceDefinition":
             name = doc["metadata"]["name"]
-            waiting.until(f"CRD {name} Established", functools.partial(_established, ext, name),
-                          timeout=30)  # fmt: skip
-
-
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
+            waiting.until(
+                f"CRD {name} Established",
+                functools.partial(kube.crd_established, ext, name),
+                timeout=30,
+            )
 
 
 def ca_bundles(api: client.ApiClient) -> dict[str, str | None]:
