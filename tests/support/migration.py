@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import copy
 import functools
 import json
@@ -88,6 +89,16 @@ def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | No
         timeout=30,
         retry_on=(ApiException,),
     )
+
+
+@contextlib.contextmanager
+def installed_crds(api: client.ApiClient, *, storage: str) -> Iterator[None]:
+    """Both test CRDs at ``storage`` for the ``with`` block; removed after it."""
+    install_crds(api, storage=storage)
+    try:
+        yield
+    finally:
+        remove_crds(api)
 
 
 def remove_crds(api: client.ApiClient) -> None:
