@@ -53,6 +53,23 @@ def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.Com
     )
 
 
+def _preflight(
+    cluster: clusters.TestCluster, namespace: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The preflight hook for release ``cd`` in ``namespace`` (fake fabric backend)."""
+    return hook(
+        cluster,
+        "preflight",
+        "--namespace",
+        namespace,
+        "--release",
+        "cd",
+        "--fabric-backend",
+        "fake",
+        *args,
+    )
+
+
 @pytest.fixture(scope="module")
 def incumbent_crds(
     cluster: clusters.TestCluster, tmp_path_factory: pytest.TempPathFactory
@@ -92,16 +109,7 @@ def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     ext = client.ApiextensionsV1Api(cluster.api())
     if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
         pytest.skip("the CRDs exist already (another module installed them)")
-    done = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    done = _preflight(cluster, namespace)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "preflight: Kubernetes v1." in out and ": supported" in out
@@ -114,33 +122,14 @@ def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
 def test_preflight_refuses_crds_of_another_release_and_adopts_them(
     cluster: clusters.TestCluster, namespace: str, incumbent_crds: list[str]
 ) -> None:
-    refused = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    refused = _preflight(cluster, namespace)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert (
         f"preflight: FAILED: CustomResourceDefinition {incumbent_crds[0]} is owned by another Helm "
         "release ('nvidia-dra-driver-gpu' in namespace nvidia): this chart would take it over"
     ) in refused.stdout
     assert "preflight:   fix: set adopt.enabled=true" in refused.stdout
-    adopted = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-        "--adopt",
-    )
+    adopted = _preflight(cluster, namespace, "--adopt")
     assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     assert f"preflight: adopted CustomResourceDefinition {incumbent_crds[0]}" in adopted.stdout
     ext = client.ApiextensionsV1Api(cluster.api())
@@ -148,16 +137,7 @@ def test_preflight_refuses_crds_of_another_release_and_adopts_them(
         annotations = ext.read_custom_resource_definition(name).metadata.annotations
         assert annotations[compat.RELEASE_NAME_ANNOTATION] == "cd"
         assert annotations[compat.RELEASE_NAMESPACE_ANNOTATION] == namespace
-    again = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    again = _preflight(cluster, namespace)
     assert again.returncode == 0, again.stdout  # adopted: ours now, nothing to refuse
 
 
