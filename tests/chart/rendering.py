@@ -18,6 +18,17 @@ PROFILES = {path.stem: path for path in sorted((REPO / "values").glob("*.yaml"))
 """The value profiles in values/, by name (host-driver, gpu-operator, gb200-nvl72, gke, eks,
 openshift, sim)."""
 MAJORS = ("helm3", "helm4")
+UNPRIVILEGED_CONTAINER = {
+    "privileged": False,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""compute-domains.unprivilegedContainerSecurityContext at the image's UID (controller, webhook)."""
 NAMESPACE = "compute-domains"
 RELEASE = "cd"
 

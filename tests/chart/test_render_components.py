@@ -69,16 +69,7 @@ def test_controller_is_unprivileged_non_root_and_read_only(h: helm.Helm) -> None
     assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
     assert all("hostPath" not in v for v in spec["volumes"])
     [c] = list(r.all_containers(objects, CONTROLLER))
-    assert c["securityContext"] == {
-        "privileged": False,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    assert c["securityContext"] == r.UNPRIVILEGED_CONTAINER
 
 
 def test_controller_run_as_user_null_leaves_the_uid_to_the_platform(h: helm.Helm) -> None:

@@ -92,16 +92,7 @@ def test_is_unprivileged_non_root_and_read_only(h: helm.Helm) -> None:
         "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
     }  # fmt: skip
     assert all("hostPath" not in v for v in spec["volumes"])
-    assert _container(objects)["securityContext"] == {
-        "privileged": False,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    assert _container(objects)["securityContext"] == r.UNPRIVILEGED_CONTAINER
 
 
 def test_run_as_user_null_leaves_the_uid_to_the_platform(h4: helm.Helm) -> None:

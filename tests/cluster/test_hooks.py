@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import pathlib
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,6 +22,7 @@ from computedomains.api import constants
 from computedomains.hooks import compat
 from computedomains.sim import tools
 from tests.support import clusters, helm, kube
+from tests.support import migration as mig
 
 pytestmark = pytest.mark.cluster
 
@@ -36,16 +36,7 @@ INCUMBENT = {
 def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``computedomains hooks <name>`` as the admin, its output captured."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "computedomains",
-            "hooks",
-            name,
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            *args,
-        ],
+        mig.hook(cluster.kubeconfig, name, *args),
         capture_output=True,
         text=True,
         timeout=180,
