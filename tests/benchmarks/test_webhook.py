@@ -18,11 +18,8 @@ import pytest
 from kubernetes import client
 
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, topology
 from tests.benchmarks import report
-from tests.chart import rendering
-from tests.support import clusters, kube
+from tests.support import kube
 from tests.support import webhook as wh
 
 DOMAINS = 200
@@ -33,28 +30,14 @@ G, PLURAL = constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, wh.WebhookProcess]]:
-    sim = sim_cluster.SimCluster(
+    with wh.one_node_cluster(
         name=f"bench-{uuid.uuid4().hex[:6]}",
-        topology_spec=topology.Topology(racks=1, nodes_per_rack=1),
-        log=lambda _: None,
-    )
-    with sim:
-        api = clusters.typed_client(sim.kubeconfig)
-        port = controlplane.free_port()
-        wh.ensure_namespace(api)
-        wh.install(
-            api, wh.rendered(rendering.helm_for("helm4", tmp_path_factory.mktemp("h")), port)
-        )
-        process = wh.WebhookProcess(
-            kubeconfig=sim.kubeconfig, log_dir=tmp_path_factory.mktemp("logs"), port=port
-        )
-        process.start()
+        helm_home=tmp_path_factory.mktemp("h"),
+        log_dir=tmp_path_factory.mktemp("logs"),
+    ) as (api, process):
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         kube.wait_for_default_service_account(api, NAMESPACE)
-        try:
-            yield api, process
-        finally:
-            process.stop()
+        yield api, process
 
 
 def _timed_gets(custom: client.CustomObjectsApi, version: str) -> list[float]:

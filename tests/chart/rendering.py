@@ -6,6 +6,7 @@ import pathlib
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 import yaml
 
 from computedomains.sim import tools
@@ -17,6 +18,17 @@ PROFILES = {path.stem: path for path in sorted((REPO / "values").glob("*.yaml"))
 """The value profiles in values/, by name (host-driver, gpu-operator, gb200-nvl72, gke, eks,
 openshift, sim)."""
 MAJORS = ("helm3", "helm4")
+UNPRIVILEGED_CONTAINER = {
+    "privileged": False,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "runAsUser": 65532,
+    "runAsGroup": 65532,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+"""compute-domains.unprivilegedContainerSecurityContext at the image's UID (controller, webhook)."""
 NAMESPACE = "compute-domains"
 RELEASE = "cd"
 
@@ -94,6 +106,18 @@ def template(
 def set_args(values: dict[str, str]) -> list[str]:
     """``--set`` arguments for a flat mapping of dotted keys to values."""
     return [arg for key, value in values.items() for arg in ("--set", f"{key}={value}")]
+
+
+def rendered(h: helm.Helm, **values: str) -> list[Obj]:
+    """The chart rendered with ``values`` (dotted keys) set."""
+    return template(h, *set_args(values))
+
+
+def rejected(h: helm.Helm, *args: str) -> str:
+    """The error of a render with ``args`` that must fail."""
+    with pytest.raises(AssertionError) as failed:
+        template(h, *args)
+    return str(failed.value)
 
 
 def find(objects: list[Obj], kind: str, name: str | None = None) -> Obj:

@@ -25,28 +25,6 @@ DRIVER = constants.DRIVER_NAME
 FABRIC_TAINT = constants.FABRIC_TAINT
 
 
-@pytest.fixture(params=r.MAJORS)
-def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
-    """A helm runner of each major version (render only)."""
-    return r.helm_for(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def h4(tmp_path: pathlib.Path) -> helm.Helm:
-    """helm 4 (what Argo CD renders with) for cases where the major makes no difference."""
-    return r.helm_for("helm4", tmp_path)
-
-
-def _rendered(h: helm.Helm, **values: str) -> list[r.Obj]:
-    return r.template(h, *r.set_args(values))
-
-
-def _rejected(h: helm.Helm, *args: str) -> str:
-    with pytest.raises(AssertionError) as failed:
-        r.template(h, *args)
-    return str(failed.value)
-
-
 # -- every major x every profile ----------------------------------------------------------
 
 
@@ -127,7 +105,7 @@ def test_default_render_matches_the_snapshot(tmp_path: pathlib.Path) -> None:
 
 def test_pods_are_named_compute_domains_even_with_a_name_override(h4: helm.Helm) -> None:
     """The simulated kubelet runs the pods labelled app.kubernetes.io/name=compute-domains."""
-    objects = _rendered(h4, nameOverride="cd")
+    objects = r.rendered(h4, nameOverride="cd")
     ds = r.workload(objects)
     assert ds["metadata"]["name"] == "cd-kubelet-plugin"
     assert ds["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/name"] == (
@@ -147,12 +125,12 @@ def test_names_fit_in_63_characters_with_the_longest_release_name(h: helm.Helm) 
 
 
 def test_fullname_override_names_the_objects(h4: helm.Helm) -> None:
-    objects = _rendered(h4, fullnameOverride="gb200")
+    objects = r.rendered(h4, fullnameOverride="gb200")
     assert r.workload(objects)["metadata"]["name"] == "gb200-kubelet-plugin"
 
 
 def test_common_labels_reach_every_object_and_the_pods(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"commonLabels.team": "gpu-platform"})
+    objects = r.rendered(h4, **{"commonLabels.team": "gpu-platform"})
     chart_objects = [o for o in objects if o["kind"] != "CustomResourceDefinition"]
     assert all(o["metadata"]["labels"]["team"] == "gpu-platform" for o in chart_objects)
     ds = r.workload(objects)
@@ -164,7 +142,7 @@ def test_common_labels_reach_every_object_and_the_pods(h4: helm.Helm) -> None:
 
 
 def test_driver_root_flows_into_the_mount_and_the_flag(h: helm.Helm) -> None:
-    objects = _rendered(h, driverRoot="/run/nvidia/driver")
+    objects = r.rendered(h, driverRoot="/run/nvidia/driver")
     assert r.volume(objects, "driver-root")["hostPath"]["path"] == "/run/nvidia/driver"
     for name in ("node-init", "node-init-watch"):
         c = r.container(objects, name)
@@ -180,9 +158,9 @@ def test_gpu_operator_profile_sets_the_driver_container_root(h4: helm.Helm) -> N
 
 def test_priority_class_name(h: helm.Helm) -> None:
     assert r.pod_spec(r.template(h))["priorityClassName"] == "system-node-critical"
-    objects = _rendered(h, **{"kubeletPlugin.priorityClassName": "gpu-infra"})
+    objects = r.rendered(h, **{"kubeletPlugin.priorityClassName": "gpu-infra"})
     assert r.pod_spec(objects)["priorityClassName"] == "gpu-infra"
-    objects = _rendered(h, **{"kubeletPlugin.priorityClassName": ""})
+    objects = r.rendered(h, **{"kubeletPlugin.priorityClassName": ""})
     assert "priorityClassName" not in r.pod_spec(objects)
 
 
@@ -240,7 +218,7 @@ def test_affinity(h4: helm.Helm) -> None:
 
 def test_crds_enabled_false_drops_the_crds(h: helm.Helm) -> None:
     assert len(r.of_kind(r.template(h), "CustomResourceDefinition")) == 2
-    assert r.of_kind(_rendered(h, **{"crds.enabled": "false"}), "CustomResourceDefinition") == []
+    assert r.of_kind(r.rendered(h, **{"crds.enabled": "false"}), "CustomResourceDefinition") == []
 
 
 def test_fake_backend_reads_the_fake_nvml_file(h: helm.Helm) -> None:
@@ -260,7 +238,7 @@ def test_fake_backend_reads_the_fake_nvml_file(h: helm.Helm) -> None:
 
 
 def test_kubelet_dir_moves_mounts_and_flags_together(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"kubeletPlugin.kubeletDir": "/var/lib/k0s/kubelet"})
+    objects = r.rendered(h4, **{"kubeletPlugin.kubeletDir": "/var/lib/k0s/kubelet"})
     plugin = r.container(objects, "kubelet-plugin")
     for volume, flag in (
         ("plugins-registry", "kubelet-registry-dir"),
@@ -273,7 +251,7 @@ def test_kubelet_dir_moves_mounts_and_flags_together(h4: helm.Helm) -> None:
 
 
 def test_http_port_flows_into_bind_port_and_probes(h: helm.Helm) -> None:
-    plugin = r.container(_rendered(h, **{"kubeletPlugin.httpPort": "9400"}), "kubelet-plugin")
+    plugin = r.container(r.rendered(h, **{"kubeletPlugin.httpPort": "9400"}), "kubelet-plugin")
     assert r.flag(plugin, "http-bind") == "$(POD_IP):9400"
     assert plugin["ports"] == [{"name": "http", "containerPort": 9400, "protocol": "TCP"}]
     assert plugin["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
@@ -296,7 +274,7 @@ def test_http_port_flows_into_bind_port_and_probes(h: helm.Helm) -> None:
     ],
 )
 def test_value_becomes_flag(h4: helm.Helm, key: str, value: str, container: str, flag: str) -> None:
-    assert r.flag(r.container(_rendered(h4, **{key: value}), container), flag) == value
+    assert r.flag(r.container(r.rendered(h4, **{key: value}), container), flag) == value
 
 
 @pytest.mark.parametrize(
@@ -315,13 +293,13 @@ def test_optional_flags_are_left_to_the_program_by_default(
 
 def test_binding_conditions_on_by_default_and_off_by_value(h4: helm.Helm) -> None:
     assert "--binding-conditions" in r.container(r.template(h4), "kubelet-plugin")["args"]
-    objects = _rendered(h4, **{"kubeletPlugin.bindingConditions": "false"})
+    objects = r.rendered(h4, **{"kubeletPlugin.bindingConditions": "false"})
     assert "--no-binding-conditions" in r.container(objects, "kubelet-plugin")["args"]
 
 
 def test_taint_broken(h4: helm.Helm) -> None:
     assert "--no-taint-broken" in r.container(r.template(h4), "node-init")["args"]
-    objects = _rendered(h4, **{"nodeInit.taintBroken": "true"})
+    objects = r.rendered(h4, **{"nodeInit.taintBroken": "true"})
     assert "--taint-broken" in r.container(objects, "node-init")["args"]
     assert "--taint-broken" in r.container(objects, "node-init-watch")["args"]
 
@@ -344,9 +322,9 @@ def test_image_tag_defaults_to_app_version_and_digest_wins(h4: helm.Helm) -> Non
     images = {c["image"] for c in _every_container(r.template(h4))}
     assert images == {"ghcr.io/compute-domains/compute-domains:0.2.0"}
     digest = "sha256:" + "a" * 64
-    objects = _rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
+    objects = r.rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
     assert {c["image"] for c in _every_container(objects)} == {f"reg.example/cd@{digest}"}
-    objects = _rendered(h4, **{"image.tag": "0.2.0-rc.1"})
+    objects = r.rendered(h4, **{"image.tag": "0.2.0-rc.1"})
     assert {c["image"] for c in _every_container(objects)} == {
         "ghcr.io/compute-domains/compute-domains:0.2.0-rc.1"
     }
@@ -362,7 +340,7 @@ def test_image_pull_policy_and_secrets(h4: helm.Helm) -> None:
 
 
 def test_resources(h4: helm.Helm) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4,
         **{"kubeletPlugin.resources.limits.memory": "1Gi", "nodeInit.resources.requests.cpu": "5m"},
     )
@@ -372,7 +350,7 @@ def test_resources(h4: helm.Helm) -> None:
 
 
 def test_pod_and_service_account_annotations(h4: helm.Helm) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4,
         **{
             "kubeletPlugin.podAnnotations.scrape": "yes",
@@ -391,7 +369,7 @@ def test_update_strategy(h4: helm.Helm) -> None:
     ds = r.workload(r.template(h4, "--values", str(r.PROFILES["sim"])))
     assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
     ds = r.workload(
-        _rendered(
+        r.rendered(
             h4,
             **{
                 "kubeletPlugin.updateStrategy.type": "OnDelete",
@@ -417,7 +395,7 @@ def test_device_classes_select_channel_zero_and_the_daemon(h: helm.Helm) -> None
 
 
 def test_resource_api_version_override(h4: helm.Helm) -> None:
-    objects = _rendered(h4, resourceApiVersion="resource.k8s.io/v1beta2")
+    objects = r.rendered(h4, resourceApiVersion="resource.k8s.io/v1beta2")
     assert {o["apiVersion"] for o in r.of_kind(objects, "DeviceClass")} == {
         "resource.k8s.io/v1beta2"
     }
@@ -427,12 +405,12 @@ def test_resource_api_version_override(h4: helm.Helm) -> None:
 
 
 def test_invalid_enum_is_rejected_by_the_schema(h: helm.Helm) -> None:
-    message = _rejected(h, "--set", "fabric.backend=nvlm")
+    message = r.rejected(h, "--set", "fabric.backend=nvlm")
     assert "/fabric/backend" in message and "'nvml', 'fake'" in message
 
 
 def test_wrong_type_is_rejected_by_the_schema(h: helm.Helm) -> None:
-    message = _rejected(h, "--set", "kubeletPlugin.httpPort=http")
+    message = r.rejected(h, "--set", "kubeletPlugin.httpPort=http")
     assert "/kubeletPlugin/httpPort" in message
 
 
@@ -446,14 +424,14 @@ def test_wrong_type_is_rejected_by_the_schema(h: helm.Helm) -> None:
     ],
 )
 def test_misspelt_key_is_rejected(h: helm.Helm, key: str, typo: str, where: str) -> None:
-    message = _rejected(h, "--set", f"{key}=x")
+    message = r.rejected(h, "--set", f"{key}=x")
     assert f"at {where}: additional properties '{typo}' not allowed" in message
 
 
 def test_retired_value_fails_with_its_replacement(h: helm.Helm) -> None:
-    message = _rejected(h, "--set", "nvidiaDriverRoot=/run/nvidia/driver")
+    message = r.rejected(h, "--set", "nvidiaDriverRoot=/run/nvidia/driver")
     assert "set driverRoot=/run/nvidia/driver instead" in message
-    message = _rejected(h, "--set", "resources.computeDomains.enabled=true")
+    message = r.rejected(h, "--set", "resources.computeDomains.enabled=true")
     assert "resources (resources.computeDomains.*" in message
 
 
@@ -468,24 +446,24 @@ def test_retired_value_fails_with_its_replacement(h: helm.Helm) -> None:
 def test_unusable_node_path_is_rejected_with_an_example(
     h4: helm.Helm, key: str, value: str
 ) -> None:
-    message = _rejected(h4, "--set", f"{key}={value}")
+    message = r.rejected(h4, "--set", f"{key}={value}")
     assert f"{key}={value} is not an absolute, resolved path on the node: write it like /" in (
         message
     )
 
 
 def test_fake_nvml_file_needs_a_folder_of_its_own(h4: helm.Helm) -> None:
-    message = _rejected(h4, "--set", "fabric.backend=fake", "--set", "fabric.fakeNvmlFile=/f.json")
+    message = r.rejected(h4, "--set", "fabric.backend=fake", "--set", "fabric.fakeNvmlFile=/f.json")
     assert "fabric.fakeNvmlFile=/f.json must name a file inside a folder of its own" in message
 
 
 def test_reserved_common_label_is_rejected(h4: helm.Helm) -> None:
-    message = _rejected(h4, "--set", "commonLabels.app\\.kubernetes\\.io/name=x")
+    message = r.rejected(h4, "--set", "commonLabels.app\\.kubernetes\\.io/name=x")
     assert "commonLabels.app.kubernetes.io/name: the chart sets" in message
 
 
 def test_empty_node_selection_is_rejected(h4: helm.Helm) -> None:
-    message = _rejected(
+    message = r.rejected(
         h4, "--set-json", 'kubeletPlugin.nodeSelector={"nvidia.com/gpu.present":null}'
     )
     assert "the plugin would run on every node" in message
@@ -768,7 +746,7 @@ def test_controller_may_delete_only_stranded_workload_pods(h4: helm.Helm) -> Non
 
 
 def test_daemon_class_policy_can_be_turned_off(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"daemonDeviceClass.restrictToReleaseNamespace": "false"})
+    objects = r.rendered(h4, **{"daemonDeviceClass.restrictToReleaseNamespace": "false"})
     names = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
     assert len(names) == 5 and "cd-compute-domains-daemon-device-class" not in names
     assert not [

@@ -7,7 +7,6 @@ passes them, one value at a time, with helm 3 and helm 4 where the major could m
 from __future__ import annotations
 
 import json
-import pathlib
 
 import pytest
 import yaml
@@ -21,30 +20,8 @@ CONTROLLER = "controller"
 IMEX_DIR = str(constants.IMEX_DIR)
 
 
-@pytest.fixture(params=r.MAJORS)
-def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
-    """A helm runner of each major version (render only)."""
-    return r.helm_for(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def h4(tmp_path: pathlib.Path) -> helm.Helm:
-    """helm 4 for cases where the major makes no difference."""
-    return r.helm_for("helm4", tmp_path)
-
-
-def _rendered(h: helm.Helm, **values: str) -> list[r.Obj]:
-    return r.template(h, *r.set_args(values))
-
-
 def _profile(h: helm.Helm, profile: str) -> list[r.Obj]:
     return r.template(h, "--values", str(r.PROFILES[profile]))
-
-
-def _rejected(h: helm.Helm, *args: str) -> str:
-    with pytest.raises(AssertionError) as failed:
-        r.template(h, *args)
-    return str(failed.value)
 
 
 def _names(objects: list[r.Obj]) -> set[tuple[str, str]]:
@@ -77,7 +54,7 @@ def test_controller_command_line_follows_the_contract(h: helm.Helm) -> None:
 def test_controller_runs_two_replicas_by_default(h: helm.Helm) -> None:
     assert r.workload(r.template(h), CONTROLLER)["spec"]["replicas"] == 2
     assert (
-        r.workload(_rendered(h, **{"controller.replicas": "3"}), CONTROLLER)["spec"]["replicas"]
+        r.workload(r.rendered(h, **{"controller.replicas": "3"}), CONTROLLER)["spec"]["replicas"]
         == 3
     )
 
@@ -92,16 +69,7 @@ def test_controller_is_unprivileged_non_root_and_read_only(h: helm.Helm) -> None
     assert not spec.get("hostNetwork") and not spec.get("hostPID") and not spec.get("hostIPC")
     assert all("hostPath" not in v for v in spec["volumes"])
     [c] = list(r.all_containers(objects, CONTROLLER))
-    assert c["securityContext"] == {
-        "privileged": False,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    assert c["securityContext"] == r.UNPRIVILEGED_CONTAINER
 
 
 def test_controller_run_as_user_null_leaves_the_uid_to_the_platform(h: helm.Helm) -> None:
@@ -109,16 +77,16 @@ def test_controller_run_as_user_null_leaves_the_uid_to_the_platform(h: helm.Helm
     sc = r.container(objects, "controller")["securityContext"]
     assert "runAsUser" not in sc and "runAsGroup" not in sc
     assert sc["runAsNonRoot"] is True
-    objects = _rendered(h, **{"controller.runAsUser": "1000"})
+    objects = r.rendered(h, **{"controller.runAsUser": "1000"})
     assert r.container(objects, "controller")["securityContext"]["runAsUser"] == 1000
 
 
 def test_controller_run_as_user_zero_is_rejected(h4: helm.Helm) -> None:
-    assert "/controller/runAsUser" in _rejected(h4, "--set", "controller.runAsUser=0")
+    assert "/controller/runAsUser" in r.rejected(h4, "--set", "controller.runAsUser=0")
 
 
 def test_controller_http_port_flows_into_bind_probes_and_service(h: helm.Helm) -> None:
-    objects = _rendered(h, **{"controller.httpPort": "9090"})
+    objects = r.rendered(h, **{"controller.httpPort": "9090"})
     c = r.container(objects, "controller")
     assert r.flag(c, "http-bind") == "$(POD_IP):9090"
     assert c["ports"] == [{"name": "http", "containerPort": 9090, "protocol": "TCP"}]
@@ -139,7 +107,7 @@ def test_controller_priority_class(h4: helm.Helm) -> None:
     assert r.pod_spec(r.template(h4), CONTROLLER)["priorityClassName"] == (
         "system-cluster-critical"
     )
-    objects = _rendered(h4, **{"controller.priorityClassName": ""})
+    objects = r.rendered(h4, **{"controller.priorityClassName": ""})
     assert "priorityClassName" not in r.pod_spec(objects, CONTROLLER)
 
 
@@ -187,7 +155,7 @@ def test_controller_replicas_spread_unless_affinity_is_set(h4: helm.Helm) -> Non
 
 
 def test_controller_resources(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"controller.resources.limits.memory": "2Gi"})
+    objects = r.rendered(h4, **{"controller.resources.limits.memory": "2Gi"})
     assert r.container(objects, "controller")["resources"]["limits"]["memory"] == "2Gi"
 
 
@@ -197,17 +165,17 @@ def test_controller_pod_disruption_budget(h: helm.Helm) -> None:
     assert pdb["spec"]["maxUnavailable"] == 1
     assert pdb["spec"]["selector"] == r.workload(objects, CONTROLLER)["spec"]["selector"]
     pdb = r.find(
-        _rendered(h, **{"controller.podDisruptionBudget.maxUnavailable": "50%"}),
+        r.rendered(h, **{"controller.podDisruptionBudget.maxUnavailable": "50%"}),
         "PodDisruptionBudget",
         "cd-compute-domains-controller",
     )
     assert pdb["spec"]["maxUnavailable"] == "50%"
-    objects = _rendered(h, **{"controller.podDisruptionBudget.enabled": "false"})
+    objects = r.rendered(h, **{"controller.podDisruptionBudget.enabled": "false"})
     assert r.of_kind(r.of_component(objects, CONTROLLER), "PodDisruptionBudget") == []
 
 
 def test_controller_pod_and_service_account_annotations(h4: helm.Helm) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4,
         **{
             "controller.podAnnotations.scrape": "yes",
@@ -221,14 +189,14 @@ def test_controller_pod_and_service_account_annotations(h4: helm.Helm) -> None:
 
 
 def test_max_nodes_per_clique_reaches_controller_and_agent(h: helm.Helm) -> None:
-    objects = _rendered(h, maxNodesPerClique="9")
+    objects = r.rendered(h, maxNodesPerClique="9")
     assert r.flag(r.container(objects, "controller"), "max-nodes-per-clique") == "9"
     assert r.flag(r.container(objects, "imex-agent"), "max-nodes-per-clique") == "9"
 
 
 @pytest.mark.parametrize(("component", "key"), [(CONTROLLER, "controller"), (AGENT, "imexAgent")])
 def test_component_can_be_turned_off(h: helm.Helm, component: str, key: str) -> None:
-    objects = _rendered(h, **{f"{key}.enabled": "false"})
+    objects = r.rendered(h, **{f"{key}.enabled": "false"})
     assert r.of_component(objects, component) == []
     assert r.of_component(objects, "kubelet-plugin"), "the plugin stays"
 
@@ -277,7 +245,7 @@ def test_agent_runs_only_on_nodes_of_a_clique(h: helm.Helm) -> None:
 
 
 def test_agent_node_selector_adds_to_the_clique_requirement(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"imexAgent.nodeSelector.pool": "gb200"})
+    objects = r.rendered(h4, **{"imexAgent.nodeSelector.pool": "gb200"})
     spec = r.pod_spec(objects, AGENT)
     assert spec["nodeSelector"] == {"pool": "gb200"}
     assert spec["affinity"]["nodeAffinity"]
@@ -303,7 +271,7 @@ def test_agent_claims_the_daemon_device_through_its_template(h: helm.Helm) -> No
 
 
 def test_agent_claim_template_follows_the_resource_api_version(h4: helm.Helm) -> None:
-    objects = _rendered(h4, resourceApiVersion="resource.k8s.io/v1beta1")
+    objects = r.rendered(h4, resourceApiVersion="resource.k8s.io/v1beta1")
     template = r.find(objects, "ResourceClaimTemplate")
     assert template["apiVersion"] == "resource.k8s.io/v1beta1"
     assert template["spec"]["spec"]["devices"]["requests"] == [
@@ -312,7 +280,7 @@ def test_agent_claim_template_follows_the_resource_api_version(h4: helm.Helm) ->
 
 
 def test_agent_mounts_driver_root_read_only_and_the_imex_folder_writable(h: helm.Helm) -> None:
-    objects = _rendered(h, driverRoot="/run/nvidia/driver")
+    objects = r.rendered(h, driverRoot="/run/nvidia/driver")
     c = r.container(objects, "imex-agent")
     driver = r.mount(c, "driver-root")
     assert driver == {
@@ -349,7 +317,7 @@ def test_agent_is_unprivileged_root_without_capabilities(h: helm.Helm) -> None:
 
 
 def test_agent_http_port_flows_into_bind_probes_and_headless_service(h: helm.Helm) -> None:
-    objects = _rendered(h, **{"imexAgent.httpPort": "9402"})
+    objects = r.rendered(h, **{"imexAgent.httpPort": "9402"})
     c = r.container(objects, "imex-agent")
     assert r.flag(c, "http-bind") == "$(POD_IP):9402"
     assert {"name": "http", "containerPort": 9402, "protocol": "TCP"} in c["ports"]
@@ -363,12 +331,12 @@ def test_agent_http_port_flows_into_bind_probes_and_headless_service(h: helm.Hel
 
 @pytest.mark.parametrize("port", ["50000", "50005"])
 def test_agent_http_port_may_not_take_an_imex_port(h4: helm.Helm, port: str) -> None:
-    assert "/imexAgent/httpPort" in _rejected(h4, "--set", f"imexAgent.httpPort={port}")
+    assert "/imexAgent/httpPort" in r.rejected(h4, "--set", f"imexAgent.httpPort={port}")
 
 
 def test_agent_priority_class(h4: helm.Helm) -> None:
     assert r.pod_spec(r.template(h4), AGENT)["priorityClassName"] == "system-node-critical"
-    objects = _rendered(h4, **{"imexAgent.priorityClassName": "gpu-infra"})
+    objects = r.rendered(h4, **{"imexAgent.priorityClassName": "gpu-infra"})
     assert r.pod_spec(objects, AGENT)["priorityClassName"] == "gpu-infra"
 
 
@@ -402,7 +370,7 @@ def test_agent_resources_are_guaranteed(h: helm.Helm) -> None:
     resources = r.container(r.template(h), "imex-agent")["resources"]
     assert resources["requests"] == resources["limits"]
     assert set(resources["limits"]) == {"cpu", "memory"}
-    objects = _rendered(
+    objects = r.rendered(
         h,
         **{
             "imexAgent.resources.requests.cpu": "1",
@@ -430,18 +398,18 @@ def test_agent_resources_are_guaranteed(h: helm.Helm) -> None:
 def test_agent_resources_that_are_not_guaranteed_are_rejected(
     h4: helm.Helm, values: dict[str, str], message: str
 ) -> None:
-    assert message in _rejected(h4, *r.set_args(values))
+    assert message in r.rejected(h4, *r.set_args(values))
 
 
 def test_agent_hosts_file(h: helm.Helm) -> None:
     hosts = f"{IMEX_DIR}/hosts"
-    objects = _rendered(h, **{"imexAgent.hostsFile": hosts})
+    objects = r.rendered(h, **{"imexAgent.hostsFile": hosts})
     assert r.flag(r.container(objects, "imex-agent"), "hosts-file") == hosts
 
 
 @pytest.mark.parametrize("path", ["/tmp/hosts", "hosts", f"{IMEX_DIR}/../hosts", f"{IMEX_DIR}/"])
 def test_agent_hosts_file_elsewhere_is_rejected(h4: helm.Helm, path: str) -> None:
-    message = _rejected(h4, "--set", f"imexAgent.hostsFile={path}")
+    message = r.rejected(h4, "--set", f"imexAgent.hostsFile={path}")
     assert f"imexAgent.hostsFile={path} is neither the pod's own /etc/hosts" in message
     assert "Use /etc/hosts" in message
 
@@ -461,7 +429,7 @@ def test_agent_extra_env_comes_after_the_chart_env(h4: helm.Helm) -> None:
 
 
 def test_agent_extra_env_needs_one_value_source(h4: helm.Helm) -> None:
-    message = _rejected(
+    message = r.rejected(
         h4,
         "--set-json",
         'imexAgent.extraEnv=[{"name":"X","value":"1","valueFrom":{"fieldRef":'
@@ -471,7 +439,7 @@ def test_agent_extra_env_needs_one_value_source(h4: helm.Helm) -> None:
 
 
 def test_agent_pod_and_service_account_annotations(h4: helm.Helm) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4,
         **{
             "imexAgent.podAnnotations.scrape": "yes",
@@ -497,7 +465,7 @@ def test_se_linux_type_reaches_both_node_side_pods_only(h: helm.Helm) -> None:
     default = r.template(h)
     for component in ("kubelet-plugin", AGENT):
         assert "seLinuxOptions" not in r.pod_spec(default, component)["securityContext"]
-    objects = _rendered(h, **{"nodePods.seLinuxType": "spc_t"})
+    objects = r.rendered(h, **{"nodePods.seLinuxType": "spc_t"})
     for component in ("kubelet-plugin", AGENT):
         assert r.pod_spec(objects, component)["securityContext"]["seLinuxOptions"] == {
             "type": "spc_t"
@@ -507,7 +475,7 @@ def test_se_linux_type_reaches_both_node_side_pods_only(h: helm.Helm) -> None:
 
 def test_security_context_constraints_grant_use_to_the_node_side_accounts(h: helm.Helm) -> None:
     assert r.of_component(r.template(h), "platform") == []
-    objects = _rendered(h, **{"nodePods.securityContextConstraints": "privileged"})
+    objects = r.rendered(h, **{"nodePods.securityContextConstraints": "privileged"})
     role = r.find(objects, "Role", "cd-compute-domains-node-scc")
     assert role["rules"] == [
         {
@@ -541,7 +509,7 @@ def test_every_component_has_a_metrics_service(h: helm.Helm) -> None:
 
 def test_service_monitor_only_when_enabled(h: helm.Helm) -> None:
     assert r.of_kind(r.template(h), "ServiceMonitor") == []
-    objects = _rendered(h, **{"metrics.serviceMonitor.enabled": "true"})
+    objects = r.rendered(h, **{"metrics.serviceMonitor.enabled": "true"})
     monitor = r.find(objects, "ServiceMonitor", "cd-compute-domains-metrics")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["spec"]["endpoints"] == [
@@ -562,7 +530,7 @@ def test_service_monitor_only_when_enabled(h: helm.Helm) -> None:
 
 
 def test_service_monitor_interval_and_labels(h4: helm.Helm) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4,
         **{
             "metrics.serviceMonitor.enabled": "true",
@@ -586,7 +554,7 @@ def test_service_monitor_interval_and_labels(h4: helm.Helm) -> None:
 def test_service_monitor_skips_disabled_components(
     h4: helm.Helm, disabled: str, scraped: list[str]
 ) -> None:
-    objects = _rendered(
+    objects = r.rendered(
         h4, **{"metrics.serviceMonitor.enabled": "true", f"{disabled}.enabled": "false"}
     )
     expression = r.find(objects, "ServiceMonitor")["spec"]["selector"]["matchExpressions"][0]
@@ -595,7 +563,7 @@ def test_service_monitor_skips_disabled_components(
 
 def test_critical_pods_quota(h: helm.Helm) -> None:
     assert r.of_kind(r.template(h), "ResourceQuota") == []
-    objects = _rendered(
+    objects = r.rendered(
         h, **{"criticalPodsQuota.enabled": "true", "criticalPodsQuota.pods": "4096"}
     )
     quota = r.find(objects, "ResourceQuota", "cd-compute-domains-critical-pods")
@@ -614,7 +582,7 @@ def test_critical_pods_quota(h: helm.Helm) -> None:
 
 
 def test_critical_pods_quota_without_any_priority_class_is_rejected(h4: helm.Helm) -> None:
-    message = _rejected(
+    message = r.rejected(
         h4,
         *r.set_args(
             {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import pathlib
 
 import pytest
 
@@ -20,18 +19,6 @@ HOOKS = {
     "uninstall": ("pre-delete", "PreDelete", 0),
 }
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-
-
-@pytest.fixture(params=r.MAJORS)
-def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
-    """A helm runner of each major version (render only)."""
-    return r.helm_for(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def h4(tmp_path: pathlib.Path) -> helm.Helm:
-    """helm 4 for cases where the major makes no difference."""
-    return r.helm_for("helm4", tmp_path)
 
 
 def _name(hook: str) -> str:

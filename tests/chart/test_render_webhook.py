@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import pathlib
-
-import pytest
-
 from computedomains.api import constants
 from tests.chart import rendering as r
 from tests.support import helm
@@ -15,28 +11,6 @@ NAME = "cd-compute-domains-webhook"
 SECRET = "cd-compute-domains-webhook-tls"
 SERVICE = "cd-cd-webhook"
 WAVE = {"argocd.argoproj.io/sync-wave": "-1"}
-
-
-@pytest.fixture(params=r.MAJORS)
-def h(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> helm.Helm:
-    """A helm runner of each major version (render only)."""
-    return r.helm_for(str(request.param), tmp_path)
-
-
-@pytest.fixture
-def h4(tmp_path: pathlib.Path) -> helm.Helm:
-    """helm 4 for cases where the major makes no difference."""
-    return r.helm_for("helm4", tmp_path)
-
-
-def _rendered(h: helm.Helm, **values: str) -> list[r.Obj]:
-    return r.template(h, *r.set_args(values))
-
-
-def _rejected(h: helm.Helm, *args: str) -> str:
-    with pytest.raises(AssertionError) as failed:
-        r.template(h, *args)
-    return str(failed.value)
 
 
 def _container(objects: list[r.Obj]) -> r.Obj:
@@ -94,7 +68,7 @@ def test_service_is_the_crd_conversion_target_port_443_to_https(h: helm.Helm) ->
 
 
 def test_service_name_is_the_same_without_the_crds_subchart(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"crds.enabled": "false"})
+    objects = r.rendered(h4, **{"crds.enabled": "false"})
     assert r.find(objects, "Service", SERVICE)
     assert r.flag(_container(objects), "service-name") == SERVICE
 
@@ -107,7 +81,7 @@ def test_two_replicas_and_a_pdb_keeping_one(h: helm.Helm) -> None:
 
 
 def test_replicas_value(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"webhook.replicas": "3"})
+    objects = r.rendered(h4, **{"webhook.replicas": "3"})
     assert r.workload(objects, WEBHOOK)["spec"]["replicas"] == 3
 
 
@@ -118,16 +92,7 @@ def test_is_unprivileged_non_root_and_read_only(h: helm.Helm) -> None:
         "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
     }  # fmt: skip
     assert all("hostPath" not in v for v in spec["volumes"])
-    assert _container(objects)["securityContext"] == {
-        "privileged": False,
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    assert _container(objects)["securityContext"] == r.UNPRIVILEGED_CONTAINER
 
 
 def test_run_as_user_null_leaves_the_uid_to_the_platform(h4: helm.Helm) -> None:
@@ -137,7 +102,7 @@ def test_run_as_user_null_leaves_the_uid_to_the_platform(h4: helm.Helm) -> None:
 
 
 def test_probes_on_the_http_port(h4: helm.Helm) -> None:
-    c = _container(_rendered(h4, **{"webhook.httpPort": "9099"}))
+    c = _container(r.rendered(h4, **{"webhook.httpPort": "9099"}))
     assert r.flag(c, "http-bind") == "$(POD_IP):9099"
     assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http"}
     assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
@@ -153,7 +118,7 @@ def test_replicas_spread_softly(h4: helm.Helm) -> None:
 
 
 def test_every_webhook_object_is_in_sync_wave_minus_one(h: helm.Helm) -> None:
-    objects = r.of_component(_rendered(h, **{"webhook.certManager.enabled": "true"}), WEBHOOK)
+    objects = r.of_component(r.rendered(h, **{"webhook.certManager.enabled": "true"}), WEBHOOK)
     assert len(objects) == 14  # 10 and the two Issuers and two Certificates
     for obj in objects:
         assert obj["metadata"]["annotations"].items() >= WAVE.items(), obj["kind"]
@@ -185,11 +150,11 @@ def test_mutating_configuration(h: helm.Helm) -> None:
 
 def test_no_ca_bundle_is_rendered_anywhere(h: helm.Helm) -> None:
     for values in ({}, {"webhook.certManager.enabled": "true"}):
-        assert "caBundle" not in str(_rendered(h, **values))
+        assert "caBundle" not in str(r.rendered(h, **values))
 
 
 def test_timeout_seconds(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"webhook.timeoutSeconds": "2"})
+    objects = r.rendered(h4, **{"webhook.timeoutSeconds": "2"})
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
         assert r.find(objects, kind, NAME)["webhooks"][0]["timeoutSeconds"] == 2
 
@@ -214,7 +179,7 @@ def test_rbac_is_limited_to_its_own_objects(h: helm.Helm) -> None:
 
 
 def test_cert_manager_mode_only_reads_the_secret(h: helm.Helm) -> None:
-    objects = _rendered(h, **{"webhook.certManager.enabled": "true"})
+    objects = r.rendered(h, **{"webhook.certManager.enabled": "true"})
     c = _container(objects)
     assert "--cert-manager" in c["args"] and r.flag(c, "ca-validity") is None
     assert r.find(objects, "Role", NAME)["rules"] == [
@@ -223,7 +188,7 @@ def test_cert_manager_mode_only_reads_the_secret(h: helm.Helm) -> None:
 
 
 def test_cert_manager_default_is_a_ca_of_its_own(h4: helm.Helm) -> None:
-    objects = _rendered(h4, **{"webhook.certManager.enabled": "true"})
+    objects = r.rendered(h4, **{"webhook.certManager.enabled": "true"})
     assert sorted((o["kind"], o["metadata"]["name"]) for o in r.of_kind(objects, "Issuer")) == [
         ("Issuer", f"{NAME}-ca"), ("Issuer", f"{NAME}-selfsigned"),
     ]  # fmt: skip
@@ -251,18 +216,18 @@ def test_cert_manager_issuer_ref_replaces_the_own_ca(h4: helm.Helm) -> None:
 
 
 def test_an_issuer_ref_without_a_name_is_rejected(h4: helm.Helm) -> None:
-    message = _rejected(h4, "--set", "webhook.certManager.issuerRef.kind=Issuer")
+    message = r.rejected(h4, "--set", "webhook.certManager.issuerRef.kind=Issuer")
     assert "/webhook/certManager/issuerRef" in message
 
 
 def test_a_malformed_duration_is_rejected(h4: helm.Helm) -> None:
-    assert "/webhook/tls/certValidity" in _rejected(h4, "--set", "webhook.tls.certValidity=7days")
+    assert "/webhook/tls/certValidity" in r.rejected(h4, "--set", "webhook.tls.certValidity=7days")
 
 
 def test_tls_values_become_flags(h4: helm.Helm) -> None:
-    c = _container(_rendered(h4, **{"webhook.tls.certValidity": "1d"}))
+    c = _container(r.rendered(h4, **{"webhook.tls.certValidity": "1d"}))
     assert r.flag(c, "cert-validity") == "1d"
 
 
 def test_disabled_renders_no_webhook_object(h4: helm.Helm) -> None:
-    assert r.of_component(_rendered(h4, **{"webhook.enabled": "false"}), WEBHOOK) == []
+    assert r.of_component(r.rendered(h4, **{"webhook.enabled": "false"}), WEBHOOK) == []

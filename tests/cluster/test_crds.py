@@ -70,7 +70,9 @@ def crds(cluster: clusters.TestCluster, helm3: helm.Helm) -> Iterator[list[dict[
     for doc in docs:
         name = doc["metadata"]["name"]
         waiting.until(
-            f"CRD {name} Established", functools.partial(established, ext, name), timeout=30
+            f"CRD {name} Established",
+            functools.partial(kube.crd_established, ext, name),
+            timeout=30,
         )
     api = cluster.api()
     waiting.until(
@@ -83,22 +85,9 @@ def crds(cluster: clusters.TestCluster, helm3: helm.Helm) -> Iterator[list[dict[
     for name in created:
         ext.delete_custom_resource_definition(name)
     for name in created:
-        waiting.until(f"CRD {name} deleted", functools.partial(gone, ext, name), timeout=60)
-
-
-def established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-
-def gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    try:
-        ext.read_custom_resource_definition(name)
-    except ApiException as exc:
-        if kube.status_of(exc) == 404:
-            return True
-        raise
-    return False
+        waiting.until(
+            f"CRD {name} deleted", functools.partial(kube.crd_gone, ext, name), timeout=60
+        )
 
 
 def get_json(api: client.ApiClient, path: str, accept: str = "application/json") -> Any:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import pathlib
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -17,13 +16,13 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.hooks import compat
 from computedomains.sim import tools
 from tests.support import clusters, helm, kube
+from tests.support import migration as mig
 
 pytestmark = pytest.mark.cluster
 
@@ -37,16 +36,7 @@ INCUMBENT = {
 def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``computedomains hooks <name>`` as the admin, its output captured."""
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "computedomains",
-            "hooks",
-            name,
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            *args,
-        ],
+        mig.hook(cluster.kubeconfig, name, *args),
         capture_output=True,
         text=True,
         timeout=180,
@@ -54,19 +44,21 @@ def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.Com
     )
 
 
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
-
-
-def _gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    try:
-        ext.read_custom_resource_definition(name)
-    except ApiException as exc:
-        if kube.status_of(exc) == 404:
-            return True
-        raise
-    return False
+def _preflight(
+    cluster: clusters.TestCluster, namespace: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    """The preflight hook for release ``cd`` in ``namespace`` (fake fabric backend)."""
+    return hook(
+        cluster,
+        "preflight",
+        "--namespace",
+        namespace,
+        "--release",
+        "cd",
+        "--fabric-backend",
+        "fake",
+        *args,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +67,7 @@ def incumbent_crds(
 ) -> Iterator[list[str]]:
     """Our CRDs as an incumbent Helm release left them (its release annotations); removed after."""
     ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(_gone(ext, n) for n in compat.CRD_NAMES):
+    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
         pytest.skip("the CRDs exist already (another module installed them)")
     h = helm.Helm(
         binary=tools.ToolBox.from_env().path("helm3"),
@@ -89,31 +81,26 @@ def incumbent_crds(
         ext.create_custom_resource_definition(doc)
     for name in compat.CRD_NAMES:
         waiting.until(
-            f"CRD {name} Established", functools.partial(_established, ext, name), timeout=30
+            f"CRD {name} Established",
+            functools.partial(kube.crd_established, ext, name),
+            timeout=30,
         )
     yield list(compat.CRD_NAMES)
     for name in compat.CRD_NAMES:
         ext.delete_custom_resource_definition(name)
     for name in compat.CRD_NAMES:
-        waiting.until(f"CRD {name} deleted", functools.partial(_gone, ext, name), timeout=60)
+        waiting.until(
+            f"CRD {name} deleted", functools.partial(kube.crd_gone, ext, name), timeout=60
+        )
 
 
 def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     cluster: clusters.TestCluster, namespace: str
 ) -> None:
     ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(_gone(ext, n) for n in compat.CRD_NAMES):
+    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
         pytest.skip("the CRDs exist already (another module installed them)")
-    done = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    done = _preflight(cluster, namespace)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "preflight: Kubernetes v1." in out and ": supported" in out
@@ -126,33 +113,14 @@ def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
 def test_preflight_refuses_crds_of_another_release_and_adopts_them(
     cluster: clusters.TestCluster, namespace: str, incumbent_crds: list[str]
 ) -> None:
-    refused = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    refused = _preflight(cluster, namespace)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     assert (
         f"preflight: FAILED: CustomResourceDefinition {incumbent_crds[0]} is owned by another Helm "
         "release ('nvidia-dra-driver-gpu' in namespace nvidia): this chart would take it over"
     ) in refused.stdout
     assert "preflight:   fix: set adopt.enabled=true" in refused.stdout
-    adopted = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-        "--adopt",
-    )
+    adopted = _preflight(cluster, namespace, "--adopt")
     assert adopted.returncode == 0, adopted.stdout + adopted.stderr
     assert f"preflight: adopted CustomResourceDefinition {incumbent_crds[0]}" in adopted.stdout
     ext = client.ApiextensionsV1Api(cluster.api())
@@ -160,16 +128,7 @@ def test_preflight_refuses_crds_of_another_release_and_adopts_them(
         annotations = ext.read_custom_resource_definition(name).metadata.annotations
         assert annotations[compat.RELEASE_NAME_ANNOTATION] == "cd"
         assert annotations[compat.RELEASE_NAMESPACE_ANNOTATION] == namespace
-    again = hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-    )
+    again = _preflight(cluster, namespace)
     assert again.returncode == 0, again.stdout  # adopted: ours now, nothing to refuse
 
 

@@ -31,10 +31,8 @@ INVALID = "too-many-nodes"
 
 @pytest.fixture
 def crds(cluster: clusters.TestCluster) -> Iterator[None]:
-    api = cluster.api()
-    mig.install_crds(api, storage=mig.OLD)
-    yield
-    mig.remove_crds(api)
+    with mig.installed_crds(cluster.api(), storage=mig.OLD):
+        yield
 
 
 @pytest.fixture

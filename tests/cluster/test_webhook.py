@@ -20,10 +20,8 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, topology
-from tests.chart import rendering
-from tests.support import clusters, kube
+from computedomains.sim import controlplane
+from tests.support import kube
 from tests.support import webhook as wh
 
 pytestmark = pytest.mark.cluster
@@ -40,25 +38,12 @@ NO_INJECTION = (
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, wh.WebhookProcess]]:
     """A one-node cluster with the chart's CRDs and webhook configurations, and the webhook."""
-    sim = sim_cluster.SimCluster(
+    with wh.one_node_cluster(
         name=f"webhook-{uuid.uuid4().hex[:6]}",
-        topology_spec=topology.Topology(racks=1, nodes_per_rack=1),
-        log=lambda _: None,
-    )
-    with sim:
-        api = clusters.typed_client(sim.kubeconfig)
-        port = controlplane.free_port()
-        h = rendering.helm_for("helm4", tmp_path_factory.mktemp("helm"))
-        wh.ensure_namespace(api)
-        wh.install(api, wh.rendered(h, port))
-        process = wh.WebhookProcess(
-            kubeconfig=sim.kubeconfig, log_dir=tmp_path_factory.mktemp("logs"), port=port
-        )
-        process.start()
-        try:
-            yield api, process
-        finally:
-            process.stop()
+        helm_home=tmp_path_factory.mktemp("helm"),
+        log_dir=tmp_path_factory.mktemp("logs"),
+    ) as env:
+        yield env
 
 
 @pytest.fixture

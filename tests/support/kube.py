@@ -30,6 +30,23 @@ def status_of(exc: ApiException) -> int:
     return int(exc.status or 0)
 
 
+def crd_established(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    """Whether the CRD ``name`` has condition Established=True (its API is served)."""
+    conditions = ext.read_custom_resource_definition(name).status.conditions or []
+    return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+
+def crd_gone(ext: client.ApiextensionsV1Api, name: str) -> bool:
+    """Whether the CRD ``name`` does not exist (any other API answer is raised)."""
+    try:
+        ext.read_custom_resource_definition(name)
+    except ApiException as exc:
+        if status_of(exc) == 404:
+            return True
+        raise
+    return False
+
+
 def pod_condition(pod: Any, kind: str) -> Any | None:
     """The pod's condition of type ``kind``, if present."""
     for condition in pod.status.conditions or []:

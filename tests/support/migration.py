@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
 import copy
 import functools
 import json
@@ -28,6 +29,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api import crds as api_crds
 from computedomains.sim import cluster as sim_cluster
+from tests.support import kube
 
 GROUP = "migration-test.computedomains.io"
 OLD, NEW = "v1beta1", "v1beta2"
@@ -62,13 +64,6 @@ def test_crd(
     return crd
 
 
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    crd = ext.read_custom_resource_definition(name)
-    return any(
-        c.type == "Established" and c.status == "True" for c in (crd.status.conditions or [])
-    )
-
-
 def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | None = None) -> None:
     """Create or replace both test CRDs with ``storage`` as the storage version; wait."""
     ext = client.ApiextensionsV1Api(api)
@@ -84,7 +79,9 @@ def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | No
             body["metadata"]["resourceVersion"] = live.metadata.resource_version
             ext.replace_custom_resource_definition(name, body)
         waiting.until(
-            f"CRD {name} Established", functools.partial(_established, ext, name), timeout=30
+            f"CRD {name} Established",
+            functools.partial(kube.crd_established, ext, name),
+            timeout=30,
         )
     waiting.until(
         f"{GROUP}/{storage} served",
@@ -92,6 +89,16 @@ def install_crds(api: client.ApiClient, *, storage: str, new_max_nodes: int | No
         timeout=30,
         retry_on=(ApiException,),
     )
+
+
+@contextlib.contextmanager
+def installed_crds(api: client.ApiClient, *, storage: str) -> Iterator[None]:
+    """Both test CRDs at ``storage`` for the ``with`` block; removed after it."""
+    install_crds(api, storage=storage)
+    try:
+        yield
+    finally:
+        remove_crds(api)
 
 
 def remove_crds(api: client.ApiClient) -> None:

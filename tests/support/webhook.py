@@ -9,6 +9,7 @@ too (``--extra-names``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import functools
 import os
@@ -19,7 +20,7 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubernetes import client
@@ -27,9 +28,10 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
 from computedomains import waiting
-from computedomains.sim import controlplane, processes
+from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import controlplane, processes, topology
 from tests.chart import rendering
-from tests.support import helm, kube
+from tests.support import clusters, helm, kube
 
 NAMESPACE = "cd-system"
 RELEASE = "cd"
@@ -170,13 +172,11 @@ def install(api: client.ApiClient, docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         if doc["kind"] == "CustomResourceDefinition":
             name = doc["metadata"]["name"]
-            waiting.until(f"CRD {name} Established", functools.partial(_established, ext, name),
-                          timeout=30)  # fmt: skip
-
-
-def _established(ext: client.ApiextensionsV1Api, name: str) -> bool:
-    conditions = ext.read_custom_resource_definition(name).status.conditions or []
-    return any(c.type == "Established" and c.status == "True" for c in conditions)
+            waiting.until(
+                f"CRD {name} Established",
+                functools.partial(kube.crd_established, ext, name),
+                timeout=30,
+            )
 
 
 def ca_bundles(api: client.ApiClient) -> dict[str, str | None]:
@@ -218,3 +218,25 @@ def ensure_namespace(api: client.ApiClient) -> None:
     except ApiException as exc:
         if kube.status_of(exc) != 409:
             raise
+
+
+@contextlib.contextmanager
+def one_node_cluster(
+    *, name: str, helm_home: pathlib.Path, log_dir: pathlib.Path
+) -> Iterator[tuple[Any, WebhookProcess]]:
+    """A one-node simulated cluster with the chart's CRDs and webhook configurations (called by
+    URL) and the webhook running against it; the typed client and the process."""
+    sim = sim_cluster.SimCluster(
+        name=name, topology_spec=topology.Topology(racks=1, nodes_per_rack=1), log=lambda _: None
+    )
+    with sim:
+        api = clusters.typed_client(sim.kubeconfig)
+        port = controlplane.free_port()
+        ensure_namespace(api)
+        install(api, rendered(rendering.helm_for("helm4", helm_home), port))
+        process = WebhookProcess(kubeconfig=sim.kubeconfig, log_dir=log_dir, port=port)
+        process.start()
+        try:
+            yield api, process
+        finally:
+            process.stop()

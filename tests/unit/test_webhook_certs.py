@@ -8,6 +8,7 @@ import datetime
 import pytest
 from cryptography import x509
 
+from computedomains import certificates
 from computedomains.webhook import certs, tlspolicy
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -56,7 +57,7 @@ def test_bootstrap_makes_a_ca_and_a_serving_certificate_it_signed() -> None:
 
 def test_lifetimes_start_backdated_and_follow_the_validity() -> None:
     bundle = _fresh()
-    assert bundle.cas[0].not_valid_before_utc == T0 - certs.BACKDATE
+    assert bundle.cas[0].not_valid_before_utc == T0 - certificates.BACKDATE
     assert bundle.cas[0].not_valid_after_utc == T0 + VALIDITY.ca
     assert bundle.cert.not_valid_after_utc == T0 + VALIDITY.cert
 
@@ -72,9 +73,9 @@ def test_the_secret_data_round_trips() -> None:
     bundle = _fresh()
     again = certs.from_secret_data(bundle.secret_data(), need_ca_key=True)
     assert again.cas == bundle.cas and again.cert == bundle.cert
-    assert certs.key_pem(again.key) == certs.key_pem(bundle.key)
+    assert certificates.key_pem(again.key) == certificates.key_pem(bundle.key)
     assert again.ca_key is not None and bundle.ca_key is not None
-    assert certs.key_pem(again.ca_key) == certs.key_pem(bundle.ca_key)
+    assert certificates.key_pem(again.ca_key) == certificates.key_pem(bundle.ca_key)
     assert set(bundle.secret_data()) == {"ca.crt", "ca.key", "tls.crt", "tls.key"}
 
 

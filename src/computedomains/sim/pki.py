@@ -12,9 +12,11 @@ import ipaddress
 import pathlib
 
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from computedomains import certificates
 
 _VALIDITY = datetime.timedelta(days=1)
 
@@ -38,21 +40,9 @@ class ClusterPKI:
     service_account_pub: pathlib.Path
 
 
-def _write_key(path: pathlib.Path, key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+def _write_key(path: pathlib.Path, key: certificates.Key | rsa.RSAPrivateKey) -> None:
+    path.write_bytes(certificates.key_pem(key))
     path.chmod(0o600)
-
-
-def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
-    return x509.Name(attrs)
 
 
 class CertificateAuthority:
@@ -60,36 +50,14 @@ class CertificateAuthority:
 
     def __init__(self, directory: pathlib.Path) -> None:
         self.directory = directory
-        self._key = ec.generate_private_key(ec.SECP256R1())
+        self._key = certificates.new_key()
         now = datetime.datetime.now(datetime.UTC)
-        subject = _name("compute-domains-sim-ca")
-        self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-            .add_extension(
-                x509.KeyUsage(
-                    digital_signature=True,
-                    key_cert_sign=True,
-                    crl_sign=True,
-                    content_commitment=False,
-                    key_encipherment=False,
-                    data_encipherment=False,
-                    key_agreement=False,
-                    encipher_only=False,
-                    decipher_only=False,
-                ),
-                critical=True,
-            )
-            .sign(self._key, hashes.SHA256())
+        subject = certificates.name("compute-domains-sim-ca")
+        self._cert = certificates.new_ca(
+            self._key, subject=subject, now=now, not_after=now + _VALIDITY
         )
         self.files = CertFiles(directory / "ca.crt", directory / "ca.key")
-        self.files.cert.write_bytes(self._cert.public_bytes(serialization.Encoding.PEM))
+        self.files.cert.write_bytes(certificates.cert_pem(self._cert))
         _write_key(self.files.key, self._key)
 
     def issue(
@@ -102,28 +70,22 @@ class CertificateAuthority:
         dns_names: tuple[str, ...] = (),
     ) -> CertFiles:
         """Sign a leaf certificate: a serving one with ``ips``/``dns_names``, else a client one."""
-        key = ec.generate_private_key(ec.SECP256R1())
+        key = certificates.new_key()
         now = datetime.datetime.now(datetime.UTC)
-        serving = bool(ips or dns_names)
-        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if serving else [ExtendedKeyUsageOID.CLIENT_AUTH]
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name, organizations))
-            .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + _VALIDITY)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+        sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        cert = certificates.new_leaf(
+            key,
+            ca=self._cert,
+            ca_key=self._key,
+            subject=certificates.name(common_name, organizations),
+            usage=ExtendedKeyUsageOID.SERVER_AUTH if sans else ExtendedKeyUsageOID.CLIENT_AUTH,
+            sans=sans,
+            now=now,
+            not_after=now + _VALIDITY,
         )
-        if serving:
-            sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
-            sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(self._key, hashes.SHA256())
         files = CertFiles(self.directory / f"{stem}.crt", self.directory / f"{stem}.key")
-        files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        files.cert.write_bytes(certificates.cert_pem(cert))
         _write_key(files.key, key)
         return files
 

@@ -28,10 +28,11 @@ from collections.abc import Mapping, Sequence
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from computedomains import certificates
 from computedomains.webhook import tlspolicy
 
 CA_CERT_KEY = "ca.crt"
@@ -39,11 +40,9 @@ CA_KEY_KEY = "ca.key"
 CERT_KEY = "tls.crt"
 KEY_KEY = "tls.key"
 SECRET_TYPE = "kubernetes.io/tls"  # noqa: S105 - a Secret type, not a password
-BACKDATE = datetime.timedelta(minutes=5)
-"""Certificates start this long before they are made: clocks of API servers may lag ours."""
 CA_COMMON_NAME = "compute-domains-webhook-ca"
 
-Key = ec.EllipticCurvePrivateKey
+Key = certificates.Key
 
 
 class Invalid(ValueError):
@@ -62,17 +61,17 @@ class Bundle:
     @property
     def ca_pem(self) -> bytes:
         """``ca.crt``: every trusted CA, PEM, the signing one first."""
-        return b"".join(cert_pem(c) for c in self.cas)
+        return b"".join(certificates.cert_pem(c) for c in self.cas)
 
     def secret_data(self) -> dict[str, str]:
         """The Secret's ``data`` (base64 values)."""
         raw = {
             CA_CERT_KEY: self.ca_pem,
-            CERT_KEY: cert_pem(self.cert),
-            KEY_KEY: key_pem(self.key),
+            CERT_KEY: certificates.cert_pem(self.cert),
+            KEY_KEY: certificates.key_pem(self.key),
         }
         if self.ca_key is not None:
-            raw[CA_KEY_KEY] = key_pem(self.ca_key)
+            raw[CA_KEY_KEY] = certificates.key_pem(self.ca_key)
         return {k: base64.b64encode(v).decode() for k, v in raw.items()}
 
     def issuer_of_cert(self) -> int | None:
@@ -81,11 +80,6 @@ class Bundle:
             if _signed_by(self.cert, ca):
                 return index
         return None
-
-
-def cert_pem(cert: x509.Certificate) -> bytes:
-    """``cert`` as PEM."""
-    return cert.public_bytes(serialization.Encoding.PEM)
 
 
 def from_secret_data(data: Mapping[str, str], *, need_ca_key: bool) -> Bundle:
@@ -115,15 +109,6 @@ def _load_key(pem: bytes) -> Key:
     return key
 
 
-def key_pem(key: Key) -> bytes:
-    """``key`` as unencrypted PKCS#8 PEM."""
-    return key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-
-
 # -- deciding ---------------------------------------------------------------------------------
 
 
@@ -150,8 +135,8 @@ class Decision:
 
 
 def issued_at(cert: x509.Certificate) -> datetime.datetime:
-    """When ``cert`` was made (its start minus :data:`BACKDATE`)."""
-    return cert.not_valid_before_utc + BACKDATE
+    """When ``cert`` was made (its start minus :data:`computedomains.certificates.BACKDATE`)."""
+    return cert.not_valid_before_utc + certificates.BACKDATE
 
 
 def plan(
@@ -266,18 +251,18 @@ def carry_out(
         assert bundle is not None, "KEEP is only planned for an existing bundle"
         return bundle
     if action is Action.BOOTSTRAP:
-        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_key = certificates.new_key()
         ca = new_ca(ca_key, now=now, lifetime=validity.ca)
-        key = ec.generate_private_key(ec.SECP256R1())
+        key = certificates.new_key()
         cert = new_cert(key, ca, ca_key, now=now, names=names, lifetime=validity.cert)
         return Bundle(cas=(ca,), ca_key=ca_key, cert=cert, key=key)
     assert bundle is not None and bundle.ca_key is not None, f"{action} needs a CA"
     if action is Action.NEW_CA:
-        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_key = certificates.new_key()
         ca = new_ca(ca_key, now=now, lifetime=validity.ca)
         return dataclasses.replace(bundle, cas=(ca, *bundle.cas), ca_key=ca_key)
     if action is Action.NEW_CERT:
-        key = ec.generate_private_key(ec.SECP256R1())
+        key = certificates.new_key()
         cert = new_cert(
             key, bundle.cas[0], bundle.ca_key, now=now, names=names, lifetime=validity.cert
         )
@@ -287,28 +272,8 @@ def carry_out(
 
 def new_ca(key: Key, *, now: datetime.datetime, lifetime: datetime.timedelta) -> x509.Certificate:
     """A self-signed CA certificate for ``key``, valid from now (backdated) for ``lifetime``."""
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, CA_COMMON_NAME)])
-    builder = (
-        _base(name, key.public_key(), now=now, not_after=now + lifetime)
-        .issuer_name(name)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-    )
-    return builder.sign(key, hashes.SHA256())
+    subject = certificates.name(CA_COMMON_NAME)
+    return certificates.new_ca(key, subject=subject, now=now, not_after=now + lifetime)
 
 
 def new_cert(
@@ -321,36 +286,13 @@ def new_cert(
     lifetime: datetime.timedelta,
 ) -> x509.Certificate:
     """A serving certificate for ``names`` signed by ``ca``; it never outlives the CA."""
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])])
-    not_after = min(now + lifetime, ca.not_valid_after_utc)
-    builder = (
-        _base(subject, key.public_key(), now=now, not_after=not_after)
-        .issuer_name(ca.subject)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName([_general_name(n) for n in names]), critical=False
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-    )
-    return builder.sign(ca_key, hashes.SHA256())
-
-
-def _base(
-    subject: x509.Name,
-    public_key: ec.EllipticCurvePublicKey,
-    *,
-    now: datetime.datetime,
-    not_after: datetime.datetime,
-) -> x509.CertificateBuilder:
-    return (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .public_key(public_key)
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
+    return certificates.new_leaf(
+        key,
+        ca=ca,
+        ca_key=ca_key,
+        subject=certificates.name(names[0][:64]),
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        sans=[_general_name(n) for n in names],
+        now=now,
+        not_after=min(now + lifetime, ca.not_valid_after_utc),
     )

@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from computedomains import certificates
 from computedomains.webhook import certs, metrics, review
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ class Certificates:
 
     def load(self, bundle: certs.Bundle) -> bool:
         """Serve ``bundle``'s certificate from the next connection on; False if unchanged."""
-        pems = (certs.cert_pem(bundle.cert), certs.key_pem(bundle.key))
+        pems = (certificates.cert_pem(bundle.cert), certificates.key_pem(bundle.key))
         with self._lock:
             if self._loaded == pems:
                 return False
