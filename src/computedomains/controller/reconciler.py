@@ -268,6 +268,21 @@ class Reconciler:
         if existing is None or not objects.owned_by(existing, domain.uid):
             return
         self._fence()
+        finalizers = existing.get("metadata", {}).get("finalizers") or []
+        if constants.FINALIZER in finalizers:
+            # The incumbent's templates carry its finalizer (ours never do), and nothing of
+            # the incumbent is left to remove it once we adopted the domain.
+            kept = [f for f in finalizers if f != constants.FINALIZER]
+            meta = {"finalizers": kept or None,
+                    "resourceVersion": existing["metadata"]["resourceVersion"]}  # fmt: skip
+            try:
+                existing = self._api.patch(path, {"metadata": meta})
+            except client.ApiError as exc:
+                if exc.status == client.CONFLICT:
+                    raise writes.Stale.from_conflict(exc) from exc
+                if exc.status == client.NOT_FOUND:
+                    return
+                raise
         self._delete(path, existing)
 
     # -- cliques --------------------------------------------------------------------------
