@@ -10,9 +10,9 @@ node, and keeps the CRDs, printing the command that deletes them. Running it twi
 from __future__ import annotations
 
 import argparse
-import time
 
 from computedomains import settings as flags
+from computedomains import waiting
 from computedomains.api import constants, resources
 
 from . import cleanup, client, compat, kubeio
@@ -139,13 +139,12 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
             if api.delete(path, propagation="Foreground"):
                 report.step(f"stopping {kind} {kubeio.name(obj)}")
     pods_path = resources.PODS.path(namespace=args.namespace)
-    deadline = time.monotonic() + args.timeout_seconds
-    while left := [kubeio.name(p) for p in api.list_items(pods_path, label_selector=selector)]:
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"after {args.timeout_seconds:g}s these pods are still running: {', '.join(left)}"
-            )
-        time.sleep(POLL_SECONDS)
+    waiting.until(
+        "the controller, kubelet plugin and IMEX agent pods to be gone",
+        lambda: next(api.list_items(pods_path, label_selector=selector), None) is None,
+        timeout=args.timeout_seconds,
+        interval=POLL_SECONDS,
+    )
     report.step("the controller, kubelet plugin and IMEX agent pods are gone")
 
 
