@@ -33,6 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     flags.add(
         parser,
+        "--hook-jobs",
+        default="",
+        type=lambda text: [n for n in text.split(",") if n],
+        help="comma-separated Jobs of the other hooks to delete (Helm never deletes hooks)",
+    )
+    flags.add(
+        parser,
         "--timeout-seconds",
         default="120",
         type=float,
@@ -79,6 +86,11 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
         )
     for node in api.list_items(resources.NODES.path()):
         _clean_node(api, node, report)
+    for job in args.hook_jobs:
+        # Helm keeps hook Jobs (kept for their logs) after the release is gone; this is the
+        # last hook to run, so it takes them along (their pods follow).
+        if api.delete(resources.JOBS.path(job, namespace=args.namespace)):
+            report.step(f"deleted hook Job {job}")
     report.step(
         "done; the CRDs and every ComputeDomain are kept. To delete them (and every "
         f"ComputeDomain with them): {cleanup.CRD_DELETE_COMMAND}"

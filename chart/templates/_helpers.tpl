@@ -859,7 +859,8 @@ compute-domains.hook.uninstallClusterRules
 compute-domains.hook.uninstallRules
   Takes: the root context.
   Returns: the uninstall hook's Role rules in the release namespace (templates/hook-uninstall.yaml):
-  it may delete only the controller Deployment and the plugin and agent DaemonSets.
+  it may delete only the controller Deployment, the plugin and agent DaemonSets and the other
+  hooks' Jobs.
 */}}
 {{- define "compute-domains.hook.uninstallRules" -}}
 - apiGroups: [apps]
@@ -871,6 +872,13 @@ compute-domains.hook.uninstallRules
     - {{ include "compute-domains.controller.name" . }}
     - {{ include "compute-domains.kubeletPlugin.name" . }}
     - {{ include "compute-domains.imexAgent.name" . }}
+  verbs: [delete]
+- apiGroups: [batch]
+  resources: [jobs]
+  resourceNames:
+  {{- range $other := list "preflight" "migrate" "verify" }}
+    - {{ include "compute-domains.hook.name" (dict "root" $ "hook" $other) }}
+  {{- end }}
   verbs: [delete]
 {{- end -}}
 

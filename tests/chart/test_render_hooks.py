@@ -155,15 +155,23 @@ def test_uninstall_force(h4: helm.Helm) -> None:
     assert "--force" in _args(r.template(h4, "--set", "uninstall.force=true"), "uninstall")
 
 
-def test_uninstall_may_delete_only_the_three_writers(h4: helm.Helm) -> None:
-    rules = r.find(r.template(h4), "Role", _name("uninstall"))["rules"]
+def test_uninstall_may_delete_only_the_three_writers_and_the_other_hooks(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    rules = r.find(objects, "Role", _name("uninstall"))["rules"]
     deleting = [rule for rule in rules if "delete" in rule["verbs"]]
-    assert [sorted(rule["resourceNames"]) for rule in deleting] == [
-        sorted(
-            f"{r.RELEASE}-compute-domains-{c}"
-            for c in ("controller", "kubelet-plugin", "imex-agent")
-        )
+    hooks = sorted(_name(h) for h in ("preflight", "migrate", "verify"))
+    assert [(rule["resources"], sorted(rule["resourceNames"])) for rule in deleting] == [
+        (
+            ["daemonsets", "deployments"],
+            sorted(
+                f"{r.RELEASE}-compute-domains-{c}"
+                for c in ("controller", "kubelet-plugin", "imex-agent")
+            ),
+        ),
+        (["jobs"], hooks),
     ]
+    in_order = ",".join(_name(h) for h in ("preflight", "migrate", "verify"))
+    assert f"--hook-jobs={in_order}" in _args(objects, "uninstall")
 
 
 def test_adopt_enabled_lets_migrate_retire_the_incumbents_objects(h4: helm.Helm) -> None:

@@ -50,6 +50,7 @@ SECRETS = Resource("", "v1", "secrets", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", True)
 DAEMON_SETS = Resource("apps", "v1", "daemonsets", True)
 DEPLOYMENTS = Resource("apps", "v1", "deployments", True)
+JOBS = Resource("batch", "v1", "jobs", True)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", False)
 VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", False
