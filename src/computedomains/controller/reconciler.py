@@ -272,11 +272,12 @@ class Reconciler:
         if constants.FINALIZER in finalizers:
             # The incumbent's templates carry its finalizer (ours never do), and nothing of
             # the incumbent is left to remove it once we adopted the domain.
+            # An update of what was read (its resourceVersion guards it): the controller's
+            # RBAC has update on templates, not patch.
             kept = [f for f in finalizers if f != constants.FINALIZER]
-            meta = {"finalizers": kept or None,
-                    "resourceVersion": existing["metadata"]["resourceVersion"]}  # fmt: skip
+            released = {**existing, "metadata": {**existing["metadata"], "finalizers": kept}}
             try:
-                existing = self._api.patch(path, {"metadata": meta})
+                existing = self._api.replace(path, released)
             except client.ApiError as exc:
                 if exc.status == client.CONFLICT:
                     raise writes.Stale.from_conflict(exc) from exc
