@@ -92,22 +92,7 @@ class ControlPlane:
 
     def start(self, *, timeout: float = 60.0) -> None:
         """Start every component and wait until each reports healthy."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        ca, cluster_pki = pki.create_cluster_pki(self.directory / "pki", service_ip=SERVICE_IP)
-        self._admin = ca.issue("admin", common_name="admin", organizations=("system:masters",))
-        self.api_port = free_port()
-        etcd_url = self._start_etcd()
-        self._start_apiserver(etcd_url, cluster_pki)
-        kubeconfig.write_client_cert(
-            self.admin_kubeconfig,
-            server=self.server,
-            ca=ca.files.cert,
-            cluster_name=self.cluster_name,
-            user="admin",
-            cert=self._admin.cert,
-            key=self._admin.key,
-        )
-        self._wait_healthy("kube-apiserver", f"{self.server}/readyz", timeout=timeout)
+        ca, cluster_pki = self.start_api_server(timeout=timeout)
         kcm_port = self._start_component(
             "kube-controller-manager",
             self.binaries.kube_controller_manager,
@@ -140,6 +125,33 @@ class ControlPlane:
         )
         self._wait_healthy("kwok", f"http://127.0.0.1:{kwok_port}/healthz", timeout=timeout)
         self._start_sim_kubelet(ca)
+
+    def start_api_server(
+        self, *, timeout: float = 60.0, extra_args: tuple[str, ...] = (), health: str = "readyz"
+    ) -> tuple[pki.CertificateAuthority, pki.ClusterPKI]:
+        """Start etcd and kube-apiserver (with ``extra_args``) and write the admin kubeconfig.
+
+        :meth:`start` goes on from here. Alone, it is an API server whose flags a test
+        chooses (an API group switched off, say); ``health`` is the endpoint awaited (``livez``
+        for a server that answers requests but never becomes ready).
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ca, cluster_pki = pki.create_cluster_pki(self.directory / "pki", service_ip=SERVICE_IP)
+        self._admin = ca.issue("admin", common_name="admin", organizations=("system:masters",))
+        self.api_port = free_port()
+        etcd_url = self._start_etcd()
+        self._start_apiserver(etcd_url, cluster_pki, extra_args)
+        kubeconfig.write_client_cert(
+            self.admin_kubeconfig,
+            server=self.server,
+            ca=ca.files.cert,
+            cluster_name=self.cluster_name,
+            user="admin",
+            cert=self._admin.cert,
+            key=self._admin.key,
+        )
+        self._wait_healthy("kube-apiserver", f"{self.server}/{health}", timeout=timeout)
+        return ca, cluster_pki
 
     @property
     def cluster_name(self) -> str:
@@ -182,7 +194,9 @@ class ControlPlane:
         )
         return f"http://127.0.0.1:{client}"
 
-    def _start_apiserver(self, etcd_url: str, cluster_pki: pki.ClusterPKI) -> None:
+    def _start_apiserver(
+        self, etcd_url: str, cluster_pki: pki.ClusterPKI, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self._spawn(
             "kube-apiserver",
             [
@@ -212,6 +226,7 @@ class ControlPlane:
                 "--profiling=false",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
+                *extra_args,
             ],
         )
 
