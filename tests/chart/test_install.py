@@ -443,15 +443,20 @@ def test_helm_install_wait_check_and_uninstall(
     api: client.ApiClient,
     namespace: str,
     tmp_path: pathlib.Path,
+    chart_path: str,
+    chart_version: str,
+    values_file_path: str,
 ) -> None:
+    # chart_path, chart_version, values_file_path: pytest-helm-charts' fixtures (its
+    # --chart-path, --chart-version, --app-config-file-path or their ATS_* variables).
     h = r.helm_for(major, tmp_path / "helm", kubeconfig=cluster.kubeconfig)
     release = f"cd-{major}"
-    chart = cluster.chart_path or r.CHART
-    values = cluster.values_file or r.PROFILES["sim"]
+    chart = chart_path or r.CHART
+    values = values_file_path or r.PROFILES["sim"]
     kept_before = {name for name in CRDS if _crd_exists(api, name)}
     args = ["--namespace", namespace, "--values", str(values), "--wait", "--timeout", "5m"]
-    if cluster.chart_version:
-        args += ["--version", cluster.chart_version]
+    if chart_version:
+        args += ["--version", chart_version]
     if kept_before:
         args += ["--set", "crds.enabled=false"]
 
