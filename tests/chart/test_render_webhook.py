@@ -28,6 +28,7 @@ def test_command_line_follows_the_contract(h: helm.Helm) -> None:
         f"--service-name={SERVICE}",
         "--cluster-domain=cluster.local",
         f"--tls-secret={SECRET}",
+        f"--conversion-service={SERVICE}",
         f"--validating-webhook-configuration={NAME}",
         f"--mutating-webhook-configuration={NAME}",
         "--resync-interval=15",
