@@ -304,7 +304,8 @@ def _check_controller_runs_two_replicas(
     [pdb] = (
         client.PolicyV1Api(api)
         .list_namespaced_pod_disruption_budget(
-            namespace, label_selector=f"app.kubernetes.io/instance={release}"
+            namespace,
+            label_selector=f"app.kubernetes.io/instance={release},app.kubernetes.io/component=controller",
         )
         .items
     )
