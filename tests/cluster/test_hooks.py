@@ -21,7 +21,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.hooks import compat
 from computedomains.sim import tools
-from tests.support import clusters, helm, kube
+from tests.support import clusters, helm, kube, lifecycle
 from tests.support import migration as mig
 
 pytestmark = pytest.mark.cluster
@@ -67,8 +67,7 @@ def incumbent_crds(
 ) -> Iterator[list[str]]:
     """Our CRDs as an incumbent Helm release left them (its release annotations); removed after."""
     ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
-        pytest.skip("the CRDs exist already (another module installed them)")
+    lifecycle.remove_crds(cluster.api())  # earlier modules' CRDs: this one decides the owner
     h = helm.Helm(
         binary=tools.ToolBox.from_env().path("helm3"),
         kubeconfig=cluster.kubeconfig,
@@ -97,9 +96,7 @@ def incumbent_crds(
 def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     cluster: clusters.TestCluster, namespace: str
 ) -> None:
-    ext = client.ApiextensionsV1Api(cluster.api())
-    if not all(kube.crd_gone(ext, n) for n in compat.CRD_NAMES):
-        pytest.skip("the CRDs exist already (another module installed them)")
+    lifecycle.remove_crds(cluster.api())  # a fresh cluster has none of ours
     done = _preflight(cluster, namespace)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
@@ -157,7 +154,7 @@ def _node_with_our_marks(api: client.ApiClient) -> str:
 def _domain(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     custom = client.CustomObjectsApi(api)
     got = custom.get_namespaced_custom_object(
-        constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+        constants.GROUP, constants.STORAGE_VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
     )
     assert isinstance(got, dict)
     return got
@@ -169,19 +166,17 @@ def test_uninstall_refuses_with_a_live_domain_and_force_cleans_up(
     api = cluster.api()
     custom = client.CustomObjectsApi(api)
     name = f"cd-{uuid.uuid4().hex[:6]}"
+    # At the storage version: no conversion webhook runs here.
     custom.create_namespaced_custom_object(
         constants.GROUP,
-        constants.VERSION,
+        constants.STORAGE_VERSION,
         namespace,
         constants.COMPUTE_DOMAIN_PLURAL,
         {
-            "apiVersion": constants.API_VERSION,
+            "apiVersion": constants.API_VERSION_V1BETA2,
             "kind": constants.COMPUTE_DOMAIN_KIND,
             "metadata": {"name": name, "finalizers": [constants.FINALIZER]},
-            "spec": {
-                "numNodes": 2,
-                "channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}},
-            },
+            "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}},
         },
     )
     # Unscheduled (no driver here), so not finished: it counts as the domain's running pod.
