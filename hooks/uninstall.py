@@ -84,8 +84,18 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
             f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
             f"{constants.FINALIZER}"
         )
-    for node in api.list_items(resources.NODES.path()):
-        _clean_node(api, node, report)
+
+    def clean_pass() -> bool:
+        changed = [_clean_node(api, n, report) for n in api.list_items(resources.NODES.path())]
+        return not any(changed)
+
+    # Until a pass finds nothing: a writer that is still stopping may put a label back.
+    waiting.until(
+        "a pass over the nodes that finds nothing of ours left",
+        clean_pass,
+        timeout=args.timeout_seconds,
+        interval=POLL_SECONDS,
+    )
     for job in args.hook_jobs:
         # Helm keeps hook Jobs (kept for their logs) after the release is gone; this is the
         # last hook to run, so it takes them along (their pods follow).
@@ -164,18 +174,18 @@ CONFLICT_RETRIES = 5
 """Re-reads of a node whose taints changed under the patch (kwok, node-init write nodes too)."""
 
 
-def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
+def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> bool:
+    """Remove what is ours from ``node``; whether there was anything."""
     path = resources.NODES.path(kubeio.name(node))
     for _ in range(CONFLICT_RETRIES):
         try:
-            _patch_node(api, node, report)
-            return
+            return _patch_node(api, node, report)
         except kubeio.Conflict:
             node = api.get(path)
-    _patch_node(api, node, report)
+    return _patch_node(api, node, report)
 
 
-def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
+def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> bool:
     status = node.get("status") or {}
     state = cleanup.NodeState(
         name=kubeio.name(node),
@@ -187,7 +197,7 @@ def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
     )
     todo = cleanup.node_cleanup(state)
     if todo.empty:
-        return
+        return False
     path = resources.NODES.path(state.name)
     if todo.labels or todo.taints is not None:
         patch: kubeio.Obj = {"metadata": {}}
@@ -205,3 +215,4 @@ def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> None:
         }
         api.strategic_patch(resources.NODES.path(state.name, subresource="status"), body)
     report.step(f"node {state.name}: removed {todo.describe()}")
+    return True
