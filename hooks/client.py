@@ -16,13 +16,19 @@ import kubernetes.config
 import kubernetes.dynamic
 from kubernetes.config import incluster_config
 
+from computedomains import settings as flags
 from computedomains.api import flaggroups
 from computedomains.kube import client as kube_client
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--kubeconfig`` and ``--namespace`` (the release's namespace), as every component has."""
+def add_arguments(parser: argparse.ArgumentParser, *, release: bool = False) -> None:
+    """``--kubeconfig``, ``--namespace`` (the release's) and, with ``release``, ``--release``.
+
+    The first two are every component's; ``--release`` is the Helm release name, required.
+    """
     flaggroups.add_kube(parser)
+    if release:
+        flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
 
 
 def api_client(kubeconfig: pathlib.Path | None) -> kubernetes.client.ApiClient:

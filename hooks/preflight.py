@@ -26,8 +26,7 @@ PROBE_DRIVER = "preflight.computedomains.io"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The release, and the values preflight checks against the cluster (rendered by the chart)."""
-    client.add_arguments(parser)
-    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    client.add_arguments(parser, release=True)
     flags.add_switch(
         parser,
         "--adopt",

@@ -26,8 +26,7 @@ WRITERS = ("controller", "kubelet-plugin", "imex-agent")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The release, ``--force`` and how long to wait for the components to stop."""
-    client.add_arguments(parser)
-    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    client.add_arguments(parser, release=True)
     flags.add_switch(
         parser, "--force", default=False, help="uninstall even while domains have running pods"
     )

@@ -28,8 +28,7 @@ PROBE_NAME = "compute-domains-verify-probe"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The release, the wait bound and the failure policy (rendered by the chart)."""
-    client.add_arguments(parser)
-    flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+    client.add_arguments(parser, release=True)
     flags.add(
         parser,
         "--timeout-seconds",
