@@ -481,13 +481,18 @@ def test_without_the_webhook_storage_version_works_and_v1beta1_fails_fast(
             error, took = timed_failure(call)
             seconds.append(took)
         timings[what] = max(seconds)
-        assert kube.status_of(error) == 500, (what, error.body)
         message = str(json.loads(error.body)["message"])
+        assert f'service "{service}" not found' in message, (what, message)
+        if what == "list" and kube.status_of(error) == 429:
+            # A list may be served by the v1beta1 watch cache, which cannot fill without the
+            # webhook: it answers "retry later" with the conversion failure as the reason.
+            assert message.startswith("storage is (re)initializing"), message
+            continue
+        assert kube.status_of(error) == 500, (what, error.body)
         # It names the version converted from: v1beta2 on reads, v1beta1 on the write.
         source = "v1beta1" if what == "create" else "v1beta2"
         expected = f"conversion webhook for resource.nvidia.com/{source}, Kind=ComputeDomain failed"
         assert expected in message, (what, message)
-        assert f'service "{service}" not found' in message, (what, message)
     print(f"\nwithout the webhook, v1beta1 requests fail in (s): "
           f"{ {k: round(v, 3) for k, v in timings.items()} }")  # fmt: skip
     assert max(timings.values()) < CONVERSION_BUDGET, timings
