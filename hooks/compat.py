@@ -62,19 +62,37 @@ def parse_version(major: str, minor: str) -> tuple[int, int] | None:
     return int(digits[0].group()), int(digits[1].group())
 
 
-def check_version(git_version: str, version: tuple[int, int] | None) -> Finding:
-    """Kubernetes 1.34 or newer."""
+def served_version(info: Mapping[str, object]) -> tuple[str, tuple[int, int] | None]:
+    """What ``/version`` says the API server behaves as: a label to print and (major, minor).
+
+    An API server started with ``--emulated-version`` serves the APIs and features of the
+    emulated release, which it reports as ``emulationMajor``/``emulationMinor`` beside its own
+    binary version; that is the version this release depends on.
+    """
+    git_version = str(info.get("gitVersion", "?"))
+    emulated = parse_version(
+        str(info.get("emulationMajor", "")), str(info.get("emulationMinor", ""))
+    )
+    binary = parse_version(str(info.get("major", "")), str(info.get("minor", "")))
+    if emulated is not None and emulated != binary:
+        return f"{git_version} emulating {emulated[0]}.{emulated[1]}", emulated
+    return git_version, binary
+
+
+def check_version(info: Mapping[str, object]) -> Finding:
+    """Kubernetes 1.34 or newer, from the ``/version`` answer ``info``."""
+    label, version = served_version(info)
     need = f"{MIN_VERSION[0]}.{MIN_VERSION[1]}"
     if version is None:
         return Finding(
             Severity.WARN,
-            f"Kubernetes version {git_version!r} is unreadable; assuming it is {need} or newer",
+            f"Kubernetes version {label!r} is unreadable; assuming it is {need} or newer",
         )
     if version < MIN_VERSION:
         return Finding(
             Severity.FAIL,
             (
-                f"Kubernetes {git_version} is too old: this release needs {need} or newer "
+                f"Kubernetes {label} is too old: this release needs {need} or newer "
                 "(resource.k8s.io/v1)"
             ),
             fix=(
@@ -82,7 +100,7 @@ def check_version(git_version: str, version: tuple[int, int] | None) -> Finding:
                 "previous driver"
             ),
         )
-    return Finding(Severity.OK, f"Kubernetes {git_version}: supported")
+    return Finding(Severity.OK, f"Kubernetes {label}: supported")
 
 
 def check_resource_api(served: Sequence[str]) -> Finding:

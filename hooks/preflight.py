@@ -89,10 +89,7 @@ def run(args: argparse.Namespace) -> int:
 def _checks(
     api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
 ) -> list[Finding]:
-    version = api.get("/version")
-    git_version = str(version.get("gitVersion", "?"))
-    parsed = compat.parse_version(str(version.get("major", "")), str(version.get("minor", "")))
-    findings = [compat.check_version(git_version, parsed)]
+    findings = [compat.check_version(api.get("/version"))]
     group = api.get_or_none(f"/apis/{compat.RESOURCE_GROUP}") or {}
     served = [str(v["version"]) for v in group.get("versions") or []]
     findings.append(compat.check_resource_api(served))

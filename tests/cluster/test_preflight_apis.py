@@ -1,13 +1,15 @@
-"""Preflight on an API server that does not serve resource.k8s.io/v1: refused, and says how.
+"""Preflight on API servers this release cannot run on: refused, and says how.
 
-A real kube-apiserver with the group version switched off (`--runtime-config`), not a faked
-discovery answer. (A Kubernetes older than 1.34 cannot be built here; that refusal is decided
-by the same pure check, asserted in tests/unit/test_hooks_preflight.py.)
+Real kube-apiservers, not faked discovery answers: one with resource.k8s.io/v1 switched off
+(`--runtime-config`), and one emulating Kubernetes 1.33 (`--emulated-version`, KEP-4330), which
+serves exactly 1.33's APIs and features and reports that version in `/version`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pathlib
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -18,29 +20,28 @@ from tests.support import migration
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-def without_resource_v1(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """An API server (and etcd) alone, resource.k8s.io/v1 off; yields its admin kubeconfig."""
+@contextlib.contextmanager
+def api_server_alone(directory: pathlib.Path, *args: str) -> Iterator[pathlib.Path]:
+    """An API server (and etcd) started with ``args``; yields its admin kubeconfig."""
     binaries = controlplane.Binaries.from_tools(
         tools.ToolBox.from_env().ensure_all(["etcd", "kubernetes", "kwok"])
     )
     plane = controlplane.ControlPlane(
-        directory=tmp_path / "control-plane", binaries=binaries, name="no-v1", log=lambda _: None
+        directory=directory / "control-plane", binaries=binaries, name="old", log=lambda _: None
     )
     try:
-        # Never ready: its own DRA informers cannot sync without v1. It answers all the same.
-        plane.start_api_server(
-            extra_args=("--runtime-config=resource.k8s.io/v1=false",), health="livez"
-        )
+        # Not necessarily ready (its own DRA informers may not sync); it answers all the same.
+        plane.start_api_server(extra_args=args, health="livez")
         yield plane.admin_kubeconfig
     finally:
         plane.stop()
 
 
-def test_preflight_refuses_without_resource_k8s_io_v1(without_resource_v1: pathlib.Path) -> None:
-    done = migration.run_hook(
+def preflight(kubeconfig: pathlib.Path) -> subprocess.CompletedProcess[str]:
+    """The preflight hook run against ``kubeconfig``'s API server, to its end."""
+    return migration.run_hook(
         migration.hook(
-            without_resource_v1,
+            kubeconfig,
             "preflight",
             "--namespace",
             "default",
@@ -51,7 +52,24 @@ def test_preflight_refuses_without_resource_k8s_io_v1(without_resource_v1: pathl
         ),
         timeout=120,
     )
+
+
+def test_preflight_refuses_without_resource_k8s_io_v1(tmp_path: pathlib.Path) -> None:
+    with api_server_alone(tmp_path, "--runtime-config=resource.k8s.io/v1=false") as kubeconfig:
+        done = preflight(kubeconfig)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "resource.k8s.io/v1 is not served" in done.stdout, done.stdout
     assert "--runtime-config=resource.k8s.io/v1=true" in done.stdout, done.stdout
+    assert "refused" in done.stdout.splitlines()[-1], done.stdout
+
+
+def test_preflight_refuses_a_too_old_kubernetes(tmp_path: pathlib.Path) -> None:
+    emulate = ("--emulated-version=kube=1.33", "--min-compatibility-version=kube=1.33")
+    with api_server_alone(tmp_path, *emulate) as kubeconfig:
+        done = preflight(kubeconfig)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "emulating 1.33 is too old: this release needs 1.34 or newer" in done.stdout, done.stdout
+    assert "upgrade the control plane to Kubernetes 1.34 or newer" in done.stdout, done.stdout
+    # 1.33 has no resource.k8s.io/v1 either: both are reported, in one run.
+    assert "resource.k8s.io/v1 is not served" in done.stdout, done.stdout
     assert "refused" in done.stdout.splitlines()[-1], done.stdout

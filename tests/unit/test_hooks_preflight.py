@@ -33,16 +33,29 @@ def test_parse_version(major: str, minor: str, expected: tuple[int, int] | None)
     assert compat.parse_version(major, minor) == expected
 
 
+def _version(git: str, major: str, minor: str, **emulation: str) -> dict[str, str]:
+    return {"gitVersion": git, "major": major, "minor": minor, **emulation}
+
+
 def test_too_old_kubernetes_is_refused_with_the_fix() -> None:
-    f = compat.check_version("v1.33.5", (1, 33))
+    f = compat.check_version(_version("v1.33.5", "1", "33"))
     assert f.severity is Severity.FAIL
     assert (
         f.message
         == "Kubernetes v1.33.5 is too old: this release needs 1.34 or newer (resource.k8s.io/v1)"
     )
     assert "upgrade the control plane to Kubernetes 1.34" in f.fix
-    assert compat.check_version("v1.34.0", (1, 34)).severity is Severity.OK
-    assert compat.check_version("weird", None).severity is Severity.WARN
+    assert compat.check_version(_version("v1.34.0", "1", "34")).severity is Severity.OK
+    assert compat.check_version(_version("weird", "", "")).severity is Severity.WARN
+
+
+def test_an_api_server_emulating_an_old_release_is_judged_by_the_emulated_version() -> None:
+    old = _version("v1.36.3", "1", "36", emulationMajor="1", emulationMinor="33")
+    f = compat.check_version(old)
+    assert f.severity is Severity.FAIL
+    assert f.message.startswith("Kubernetes v1.36.3 emulating 1.33 is too old"), f.message
+    same = _version("v1.36.3", "1", "36", emulationMajor="1", emulationMinor="36")
+    assert compat.check_version(same).message == "Kubernetes v1.36.3: supported"
 
 
 def test_resource_v1_missing_is_refused() -> None:
