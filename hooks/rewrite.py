@@ -139,19 +139,31 @@ def rewrite_paged(
             f"written by an earlier run, checkpoint {store.name})"
         )
     token, after, count = begin.continue_token, begin.after, begin.count
-    with concurrent.futures.ThreadPoolExecutor(max_workers=paging.workers) as pool:
+
+    def list_from(continue_token: str) -> kubeio.Page:
+        return api.list_page(
+            crd.resource.path(), limit=paging.page_size, continue_token=continue_token
+        )
+
+    # The next page is listed while this one is written: the API server does both at once.
+    with (
+        concurrent.futures.ThreadPoolExecutor(max_workers=paging.workers) as pool,
+        concurrent.futures.ThreadPoolExecutor(max_workers=1) as lister,
+    ):
+        listing = lister.submit(list_from, token)
         while True:
             try:
-                page = api.list_page(
-                    crd.resource.path(), limit=paging.page_size, continue_token=token
-                )
+                page = listing.result()
             except kubeio.Gone:
                 out.step(
                     f"rewrite: {crd.name}: continue token expired; listing from the start, "
                     f"skipping up to {after}"
                 )
                 token = ""
+                listing = lister.submit(list_from, token)
                 continue
+            if page.continue_token:
+                listing = lister.submit(list_from, page.continue_token)
             keys = [crdview.object_key(o) for o in page.items]
             # Without a token the list starts over: skip what an earlier page completed.
             todo = rewriteplan.remaining(keys, "" if token else after)

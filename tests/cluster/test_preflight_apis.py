@@ -7,34 +7,14 @@ serves exactly 1.33's APIs and features and reports that version in `/version`.
 
 from __future__ import annotations
 
-import contextlib
 import pathlib
 import subprocess
-from collections.abc import Iterator
 
 import pytest
 
-from computedomains.sim import controlplane, tools
-from tests.support import migration
+from tests.support import clusters, migration
 
 pytestmark = pytest.mark.cluster
-
-
-@contextlib.contextmanager
-def api_server_alone(directory: pathlib.Path, *args: str) -> Iterator[pathlib.Path]:
-    """An API server (and etcd) started with ``args``; yields its admin kubeconfig."""
-    binaries = controlplane.Binaries.from_tools(
-        tools.ToolBox.from_env().ensure_all(["etcd", "kubernetes", "kwok"])
-    )
-    plane = controlplane.ControlPlane(
-        directory=directory / "control-plane", binaries=binaries, name="old", log=lambda _: None
-    )
-    try:
-        # Not necessarily ready (its own DRA informers may not sync); it answers all the same.
-        plane.start_api_server(extra_args=args, health="livez")
-        yield plane.admin_kubeconfig
-    finally:
-        plane.stop()
 
 
 def preflight(kubeconfig: pathlib.Path) -> subprocess.CompletedProcess[str]:
@@ -55,8 +35,10 @@ def preflight(kubeconfig: pathlib.Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_preflight_refuses_without_resource_k8s_io_v1(tmp_path: pathlib.Path) -> None:
-    with api_server_alone(tmp_path, "--runtime-config=resource.k8s.io/v1=false") as kubeconfig:
-        done = preflight(kubeconfig)
+    # Never ready: its own DRA informers cannot sync without v1. It answers all the same.
+    off = "--runtime-config=resource.k8s.io/v1=false"
+    with clusters.api_server_alone(tmp_path, off, health="livez") as plane:
+        done = preflight(plane.admin_kubeconfig)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "resource.k8s.io/v1 is not served" in done.stdout, done.stdout
     assert "--runtime-config=resource.k8s.io/v1=true" in done.stdout, done.stdout
@@ -65,8 +47,8 @@ def test_preflight_refuses_without_resource_k8s_io_v1(tmp_path: pathlib.Path) ->
 
 def test_preflight_refuses_a_too_old_kubernetes(tmp_path: pathlib.Path) -> None:
     emulate = ("--emulated-version=kube=1.33", "--min-compatibility-version=kube=1.33")
-    with api_server_alone(tmp_path, *emulate) as kubeconfig:
-        done = preflight(kubeconfig)
+    with clusters.api_server_alone(tmp_path, *emulate, health="livez") as plane:
+        done = preflight(plane.admin_kubeconfig)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "emulating 1.33 is too old: this release needs 1.34 or newer" in done.stdout, done.stdout
     assert "upgrade the control plane to Kubernetes 1.34 or newer" in done.stdout, done.stdout

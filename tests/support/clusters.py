@@ -2,20 +2,46 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import uuid
+from collections.abc import Iterator
 
 from kubernetes import client, config
 
 from computedomains.kube import kubeconfig
 from computedomains.sim import cluster as sim_cluster
+from computedomains.sim import controlplane, tools
 
 
 def typed_client(kubeconfig_path: pathlib.Path) -> client.ApiClient:
     """The official client, for tests: its typed APIs make test code short and readable."""
     api: client.ApiClient = config.new_client_from_config(config_file=str(kubeconfig_path))  # type: ignore[no-untyped-call]
     return api
+
+
+@contextlib.contextmanager
+def api_server_alone(
+    directory: pathlib.Path, *args: str, health: str = "readyz"
+) -> Iterator[controlplane.ControlPlane]:
+    """An API server and its etcd, nothing else, started with ``args``, for the ``with`` block.
+
+    For what talks to the API server only (a hook against an API server this release cannot
+    run on, a migration benchmark that should not share the two cores with simulated nodes).
+    ``health`` is the endpoint awaited: ``livez`` for one that answers but never gets ready.
+    """
+    binaries = controlplane.Binaries.from_tools(
+        tools.ToolBox.from_env().ensure_all(["etcd", "kubernetes", "kwok"])
+    )
+    plane = controlplane.ControlPlane(
+        directory=directory / "control-plane", binaries=binaries, name="alone", log=lambda _: None
+    )
+    try:
+        plane.start_api_server(extra_args=args, health=health)
+        yield plane
+    finally:
+        plane.stop()
 
 
 @dataclasses.dataclass

@@ -180,13 +180,8 @@ def run_hook(argv: list[str], *, timeout: float = 300) -> subprocess.CompletedPr
 
 def etcd_url(sim: sim_cluster.SimCluster) -> str:
     """The simulated cluster's etcd client URL (the API server's ``--etcd-servers``)."""
-    assert sim.control_plane is not None
-    for child in sim.control_plane.children:
-        if child.name == "kube-apiserver":
-            for arg in child.popen.args:
-                if str(arg).startswith("--etcd-servers="):
-                    return str(arg).split("=", 1)[1]
-    raise AssertionError("kube-apiserver has no --etcd-servers")
+    assert sim.control_plane is not None and sim.control_plane.etcd_url
+    return sim.control_plane.etcd_url
 
 
 def stored(etcd: str, plural: str, *, group: str = GROUP) -> Iterator[tuple[str, str]]:

@@ -74,6 +74,8 @@ class ControlPlane:
     log: Callable[[str], None]
     children: list[processes.Managed] = dataclasses.field(default_factory=list)
     api_port: int = 0
+    etcd_url: str = ""
+    """etcd's client URL once started (tests read what etcd itself stores)."""
 
     @property
     def server(self) -> str:
@@ -139,8 +141,8 @@ class ControlPlane:
         ca, cluster_pki = pki.create_cluster_pki(self.directory / "pki", service_ip=SERVICE_IP)
         self._admin = ca.issue("admin", common_name="admin", organizations=("system:masters",))
         self.api_port = free_port()
-        etcd_url = self._start_etcd()
-        self._start_apiserver(etcd_url, cluster_pki, extra_args)
+        self.etcd_url = self._start_etcd()
+        self._start_apiserver(self.etcd_url, cluster_pki, extra_args)
         kubeconfig.write_client_cert(
             self.admin_kubeconfig,
             server=self.server,
