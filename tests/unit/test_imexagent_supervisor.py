@@ -187,3 +187,18 @@ def test_files_that_cannot_be_written_fail_the_start_for_that_domain(
         Health.FAILED, MEMBERSHIP.domain_uid, "cannot write the IMEX files: read-only"
     )
     assert sup.gates().start_not_before == 6.0
+
+
+@pytest.mark.parametrize(
+    ("steady", "elapsed", "expected"),
+    [
+        (True, 0.3, supervisor.CHECK_READY),
+        (False, 0.0, supervisor.CHECK_FIRST),  # at once after a start: the shortest step
+        (False, 0.6, 0.3),  # half of what IMEX has run so far
+        (False, 30.0, supervisor.CHECK_STARTING_MAX),  # a slow start-up: once a second
+    ],
+)
+def test_checks_come_fast_while_imex_starts_and_rarely_once_it_is_ready(
+    steady: bool, elapsed: float, expected: float
+) -> None:
+    assert supervisor.check_interval(steady=steady, elapsed=elapsed) == pytest.approx(expected)

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from computedomains import trace
 from computedomains.api import placement as contract
 from computedomains.api import resources
 from computedomains.controller import placement
@@ -63,6 +64,7 @@ class Binder:
         self._answered: dict[tuple[str, str, tuple[str, ...], str], bool] = {}
         """Allocation → granted, for answers the caches may not show yet."""
         self._thread: threading.Thread | None = None
+        self._trace = trace.Tracer("controller")
 
     def node_changed(self, node: str) -> None:
         """A claim on ``node`` changed: decide the node again (no-op while not leading)."""
@@ -147,6 +149,8 @@ class Binder:
         (an apply would re-assert the immutable allocation); a conflict retries the node.
         """
         claim = answer.allocation
+        traced = {"domain": claim.domain_uid, "node": claim.node, "claim": claim.uid}
+        self._trace.stage(trace.Stage.CLAIM_ALLOCATED, **traced)
         path = resourceclaims.path(claim.namespace, claim.name)
         try:
             current = self._api.get(path)
@@ -170,6 +174,8 @@ class Binder:
         with self._lock:
             self._answered[_key(claim)] = answer.granted
         self._observe(answer.granted)
+        if answer.granted:
+            self._trace.stage(trace.Stage.NODE_RESERVED, **traced)
         log.info(
             "claim %s/%s on node %s: %s (%s)",
             claim.namespace,

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from computedomains import trace
 from computedomains.api import constants, models, resources
 from computedomains.controller import decide, objects
 from computedomains.controller.caches import Caches
@@ -93,6 +94,7 @@ class Reconciler:
         self._formation = formation
         self._lock = threading.Lock()
         self._reported: dict[str, frozenset[str]] = {}
+        self._trace = trace.Tracer("controller")
         self._template_trouble: dict[str, str] = {}
         """Per domain, why its template could not be created (reported once):
         :data:`_TAKEN`, or the API's answer to the create."""
@@ -129,6 +131,10 @@ class Reconciler:
             self._emit(domain, event)
         self._formation.joined(uid, plan.assigned, domain_ready=plan.domain_ready)
         self._formation.ready(uid, plan.became_ready, domain_ready=plan.domain_ready)
+        for stage, nodes in ((trace.Stage.CLIQUE_WRITTEN, plan.assigned),
+                             (trace.Stage.MEMBER_READY, plan.became_ready)):  # fmt: skip
+            for node in nodes:
+                self._trace.stage(stage, domain=uid, node=node)
         with self._lock:
             self._reported[uid] = plan.reported
             if plan.status is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 import prometheus_client
 
-from computedomains import httpserver, nodefiles
+from computedomains import httpserver, nodefiles, trace
 from computedomains.api import constants, fabricverdict, imex, models, resources
 from computedomains.api.schema import ValidationError
 from computedomains.imexagent import config, decide, metrics, report, supervisor
@@ -127,6 +127,9 @@ class Agent:
         self._cliques_of = ""
         self._fabric = ("", "")
         self._fabric_due = -math.inf
+        self._trace = trace.Tracer("imex-agent")
+        self._member: tuple[str, int] | None = None
+        """The (domain, slot) last traced as seen."""
         self.heartbeat = clock()
         stats.track(self._state)
 
@@ -181,12 +184,18 @@ class Agent:
             return min(now + 0.5, self._fabric_due)
         self._supervisor.reap(now=now)
         target = decide.target(self._snapshot())
+        self._trace_membership(target.membership)
         planned = decide.step(target, self._supervisor.running(), self._supervisor.gates(), now=now)
         if planned.at <= now:
             self._act(planned.action, target.membership)
         self._supervisor.check(now=self._clock())
         observed = self._supervisor.observed()
-        retry = self._reporter.publish(decide.report(target, observed), now=self._clock())
+        reported = decide.report(target, observed)
+        before = self._reporter.current
+        retry = self._reporter.publish(reported, now=self._clock())
+        if reported.ready and (before is None or before.state != reported.state
+                               or before.domain_uid != reported.domain_uid):  # fmt: skip
+            self._traced(trace.Stage.IMEX_READY, reported.domain_uid)
         later = planned.at if planned.at > now else math.inf
         return min(later, retry, self._supervisor.next_check(), self._fabric_due)
 
@@ -198,9 +207,12 @@ class Agent:
             return
         if membership is None or action == decide.Action.NONE:
             return
+        domain = membership.domain_uid
         if action == decide.Action.RELOAD:
             self._files.write(membership)  # a failure here is retried by the loop
+            self._traced(trace.Stage.CONFIG_RENDERED, domain)
             self._supervisor.reload(membership, now=self._clock())
+            self._traced(trace.Stage.IMEX_STARTED, domain)
             return
         try:
             self._files.write(membership)
@@ -208,8 +220,21 @@ class Agent:
             text = f"cannot write the IMEX files: {exc}"
             self._supervisor.start_failed(membership, text, now=self._clock())
             return
+        self._traced(trace.Stage.CONFIG_RENDERED, domain)
         cause = "domain" if action == decide.Action.RESTART else ""
         self._supervisor.start(membership, now=self._clock(), cause=cause)
+        if self._supervisor.running() is not None:  # not when the binary could not run
+            self._traced(trace.Stage.IMEX_STARTED, domain)
+
+    def _traced(self, stage: trace.Stage, domain: str) -> None:
+        self._trace.stage(stage, domain=domain, node=self._cfg.node_name)
+
+    def _trace_membership(self, membership: decide.Membership | None) -> None:
+        """Trace a slot the first time it is seen (not every pass that sees it again)."""
+        member = (membership.domain_uid, membership.slot) if membership is not None else None
+        if member is not None and member != self._member:
+            self._traced(trace.Stage.MEMBERSHIP_SEEN, member[0])
+        self._member = member
 
     def _shutdown(self) -> None:
         for watch in (self._node, self._cliques):

@@ -25,7 +25,9 @@ BACKOFF_INITIAL = 1.0
 BACKOFF_CAP = 30.0
 STABLE_RUN = 60.0
 """A crash after a run this long starts the backoff over."""
-CHECK_STARTING = 0.5
+CHECK_FIRST = 0.1
+"""Seconds after a start (or reload) before the first ``nvidia-imex-ctl -q``."""
+CHECK_STARTING_MAX = 1.0
 CHECK_READY = 10.0
 CHECK_TIMEOUT = 10.0
 READY_MISSES = 3
@@ -37,6 +39,15 @@ def backoff(failures: int) -> float:
     if failures <= 0:
         return 0.0
     return min(BACKOFF_CAP, BACKOFF_INITIAL * 2.0 ** min(failures - 1, 30))
+
+
+def check_interval(*, steady: bool, elapsed: float) -> float:
+    """Seconds until the next check: rare once READY; while starting, about half the time
+    IMEX has run so far, so READY is seen soon after it happens (prepare waits for it) and a
+    slow start-up costs a few checks, not one per tenth of a second."""
+    if steady:
+        return CHECK_READY
+    return min(CHECK_STARTING_MAX, max(CHECK_FIRST, elapsed / 2))
 
 
 def ctl_ready(returncode: int, stdout: str) -> bool:
@@ -159,7 +170,7 @@ class Supervisor:
         self._text = self._failure or "nvidia-imex started; waiting for READY"
         self._misses, self._ever_ready = 0, False
         self._reload_not_before = now + RELOAD_SPACING
-        self._next_check = now + CHECK_STARTING
+        self._next_check = now + CHECK_FIRST
 
     def start_failed(self, membership: decide.Membership, text: str, *, now: float) -> None:
         """Record that IMEX could not be started for ``membership``; retried like a crash.
@@ -180,7 +191,7 @@ class Supervisor:
         self._stats.reloaded()
         self._running = decide.Running(membership.domain_uid, membership.hosts)
         self._reload_not_before = now + RELOAD_SPACING
-        self._next_check = now + CHECK_STARTING
+        self._next_check = now + CHECK_FIRST
 
     def stop(self) -> None:
         """Stop IMEX (SIGTERM, SIGKILL after the stop timeout); a no-op when none runs."""
@@ -225,7 +236,7 @@ class Supervisor:
         if ready:
             self._failure, self._ever_ready = "", True
         steady = result.health == decide.Health.READY and not result.misses
-        self._next_check = now + (CHECK_READY if steady else CHECK_STARTING * 2)
+        self._next_check = now + check_interval(steady=steady, elapsed=now - self._started_at)
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
+from computedomains import trace
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
 from computedomains.kube.informer import Informer
@@ -61,6 +62,7 @@ class Preparer:
         self._domains = domains
         self._claims = claims_cache
         self._fabric = fabric
+        self._trace = trace.Tracer("kubelet-plugin")
 
     def prepare(
         self, ref: claims.ClaimRef, *, deadline: float
@@ -111,9 +113,16 @@ class Preparer:
         other = self._book.start(started)
         if other is not None:
             raise validate.node_busy(plan, other, domain_of=self._domain)
+        node, claim = self._cfg.node_name, view.uid
+        self._trace.stage(
+            trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
+        )
         waited = False
         if plan.device_type is devices.DeviceType.CHANNEL:
             self._label.sync()
+            self._trace.stage(
+                trace.Stage.NODE_LABELED, domain=plan.domain_uid, node=node, claim=claim
+            )
             if fabric.has_fabric:
                 waited = imexwait.wait_ready(
                     plan,
@@ -130,6 +139,9 @@ class Preparer:
             view.uid, allocation=view.allocation_digest, devices=prepared, claim_present=present
         )
         if outcome is ledger.Commit.COMPLETE:
+            self._trace.stage(
+                trace.Stage.PREPARE_RETURNED, domain=plan.domain_uid, node=node, claim=claim
+            )
             return prepared
         if outcome is ledger.Commit.ALREADY_COMPLETE:
             assert entry is not None

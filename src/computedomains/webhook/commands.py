@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from typing import Any
 
+from computedomains import logs
 from computedomains.webhook import config
 
 
@@ -22,7 +22,5 @@ def add_parsers(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     from computedomains.webhook import service  # noqa: PLC0415 - keeps `--help` fast
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logs.configure()
     return service.run(config.from_args(args))
