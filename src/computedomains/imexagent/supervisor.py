@@ -42,9 +42,11 @@ def backoff(failures: int) -> float:
 
 
 def check_interval(*, steady: bool, elapsed: float) -> float:
-    """Seconds until the next check: rare once READY; while starting, about half the time
-    IMEX has run so far, so READY is seen soon after it happens (prepare waits for it) and a
-    slow start-up costs a few checks, not one per tenth of a second."""
+    """Seconds until the next ``nvidia-imex-ctl -q``: rare once READY.
+
+    While IMEX starts, about half the time it has run so far: READY is seen soon after it
+    happens (prepare waits for it), and a slow start-up costs a few checks, not ten a second.
+    """
     if steady:
         return CHECK_READY
     return min(CHECK_STARTING_MAX, max(CHECK_FIRST, elapsed / 2))
