@@ -63,8 +63,9 @@ demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDom
 	$(PY) -m computedomains demo
 
 .PHONY: bench
-bench: tools ## benchmarks (tests/benchmarks), results in benchmark-results/
+bench: tools ## benchmarks (tests/benchmarks): JSON, REPORT.md and plots in benchmark-results/
 	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s
+	$(PY) -m tests.benchmarks.render
 
 .PHONY: protos
 protos: venv ## regenerate the kubelet gRPC stubs from src/computedomains/drapb/*.proto

@@ -1,14 +1,20 @@
-"""Record benchmark figures: printed as a table and saved as JSON under benchmark-results/."""
+"""Record benchmark figures: printed as a table and saved as JSON under benchmark-results/.
+
+A benchmark may attach :class:`Plot` specs to its figures; ``python -m tests.benchmarks.render``
+(the end of ``make bench``) draws them as PNGs beside a Markdown report of every result.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
 import platform
 import statistics
 import time
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Literal
 
 RESULTS = pathlib.Path(__file__).resolve().parents[2] / "benchmark-results"
 
@@ -26,8 +32,24 @@ def summarize(samples: list[float]) -> dict[str, float]:
     }
 
 
-def save(name: str, figures: dict[str, Any]) -> pathlib.Path:
-    """Write ``figures`` to ``benchmark-results/<name>.json`` and print them."""
+@dataclasses.dataclass(frozen=True)
+class Plot:
+    """A chart of figures measured in one run: one group of bars (or points) per label."""
+
+    name: str
+    """File name stem of the PNG."""
+    title: str
+    labels: list[str]
+    """The categories (bar charts) or x values (line charts)."""
+    series: dict[str, list[float]]
+    """Series name → one value per label."""
+    unit: str
+    kind: Literal["bar", "barh", "line"] = "bar"
+    x_label: str = ""
+
+
+def save(name: str, figures: dict[str, Any], *, plots: Sequence[Plot] = ()) -> pathlib.Path:
+    """Write ``figures`` (and ``plots``) to ``benchmark-results/<name>.json``; print them."""
     RESULTS.mkdir(exist_ok=True)
     document = {
         "benchmark": name,
@@ -37,6 +59,7 @@ def save(name: str, figures: dict[str, Any]) -> pathlib.Path:
             "python": platform.python_version(),
         },
         "figures": figures,
+        "plots": [dataclasses.asdict(plot) for plot in plots],
     }
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")

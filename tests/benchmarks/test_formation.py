@@ -251,6 +251,31 @@ def test_formation_latency_api_writes_and_controller_footprint(
     stages = _stages(_traced(sim, driver_ns), formations, formation)
     rss, cpu = _churn(api, leader)
     base, form = report.summarize(baseline), report.summarize(formation)
+    writes = report.summarize([float(w) for w in writes_per])
+    plots = [
+        report.Plot(
+            name="stages",
+            title="18-node formation: all nodes past each stage (s after pod creation)",
+            labels=list(stages),
+            series={q: [stages[s][q] for s in stages] for q in ("p50", "p99")},
+            unit="seconds",
+            kind="barh",
+        ),
+        report.Plot(
+            name="latency",
+            title=f"18 pods created → all Ready, {RUNS} runs",
+            labels=["no claims (baseline)", "ComputeDomain channel"],
+            series={q: [base[q], form[q]] for q in ("p50", "p99")},
+            unit="seconds",
+        ),
+        report.Plot(
+            name="writes",
+            title="Controller API writes per 18-node formation",
+            labels=["p50", "p99", "target 2N+5"],
+            series={"writes": [writes["p50"], writes["p99"], 2 * len(NODES) + 5]},
+            unit="writes",
+        ),
+    ]
     report.save(
         "formation",
         {
@@ -260,12 +285,13 @@ def test_formation_latency_api_writes_and_controller_footprint(
             "ratio_p50": round(form["p50"] / base["p50"], 3),
             "formation_minus_baseline_p50_s": round(form["p50"] - base["p50"], 3),
             "stages_all_nodes_s": stages,
-            "controller_writes_per_formation": report.summarize([float(w) for w in writes_per]),
+            "controller_writes_per_formation": writes,
             "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
             "http_409_429_on_our_writes": conflicts_total,
             "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
             "controller_cpu_fraction_20_domains_churning": cpu,
         },
+        plots=plots,
     )
     assert form["n"] == RUNS
     # Every stage the default (binding-conditions) path passes was traced on every run.

@@ -168,5 +168,21 @@ def test_prepare_latency_throughput_and_rss(
             "plugin_plus_node_init_rss_mib": round((plugin_rss + node_init_rss) / 1024, 1),
             "plugin_plus_node_init_pss_mib": round((plugin_pss + node_init_pss) / 1024, 1),
         },
+        plots=[
+            report.Plot(
+                name="prepare",
+                title="NodePrepareResources, domain READY, vs an empty round trip",
+                labels=["empty round trip (baseline)", "prepare"],
+                series={q: [noop_s[q] * 1000, prepare_s[q] * 1000] for q in ("p50", "p99")},
+                unit="milliseconds",
+            ),
+            report.Plot(
+                name="rss",
+                title="Resident memory per node (MiB)",
+                labels=["kubelet plugin", "node-init re-check"],
+                series={"RSS": [plugin_rss / 1024, node_init_rss / 1024]},
+                unit="MiB",
+            ),
+        ],
     )
     assert prepare_s["n"] == SEQUENTIAL
