@@ -195,3 +195,18 @@ def test_transition_times_move_only_with_the_status() -> None:
     assert {c.type: c.last_transition_time for c in stored.conditions}["Ready"] == (
         "2025-01-01T00:01:00Z"
     )
+
+
+def test_a_large_domain_lists_a_bounded_number_of_nodes_those_not_ready_first() -> None:
+    def member(i: int, state: models.Status) -> models.ComputeDomainNode:
+        return models.ComputeDomainNode(
+            name=f"n{i:04d}", ip_address="10.0.0.1", clique_id="c.1", index=i % 18, status=state
+        )
+
+    few = [member(i, READY) for i in range(3)]
+    assert status.listed(few) == tuple(few)
+    many = [member(i, READY if i != 900 else NOT_READY) for i in range(1000)]
+    shown = status.listed(many)
+    assert len(shown) == status.NODES_LISTED
+    assert many[900] in shown  # the one holding the domain back is always there
+    assert list(shown) == sorted(shown, key=lambda n: (n.clique_id, n.index, n.name))

@@ -8,6 +8,11 @@ hold a slot are not members and not listed. ``status`` is Ready when the Ready c
 True (:mod:`conditions`): every listed node is Ready, there are at least ``numNodes`` of them
 (as the incumbent computes it) and at least one (unlike the incumbent, which calls a domain
 nobody joined Ready). ``cliques`` sums up members and ready members per clique.
+
+``nodes[]`` lists at most :data:`NODES_LISTED` members, those not Ready first: one object the
+controller rewrites as members change must not grow with the job (a 1,000-node domain's full
+list is over 100 KiB). The counts, the conditions and ``cliques`` cover every member; the
+ComputeDomainClique objects list every daemon.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from computedomains.controller.views import Snapshot
 
 NO_SLOT = -1
 """The ``index`` of a member without a fabric (the incumbent's value)."""
+NODES_LISTED = 256
+"""The most members ``status.nodes`` lists (about 30 KiB): a 1,024-GPU domain in full."""
 
 
 def _order(node: models.ComputeDomainNode) -> tuple[str, int, str]:
@@ -65,11 +72,23 @@ def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainS
         status=models.Status.READY
         if verdict.status is models.ConditionStatus.TRUE
         else models.Status.NOT_READY,
-        nodes=tuple(nodes),
+        nodes=listed(nodes),
         nodes_ready=f"{ready_count}/{total}",
         conditions=shown,
         cliques=_cliques(nodes),
     )
+
+
+def listed(nodes: list[models.ComputeDomainNode]) -> tuple[models.ComputeDomainNode, ...]:
+    """The members ``status.nodes`` shows, in order: all, or :data:`NODES_LISTED` of them.
+
+    Those not Ready come first: they are what someone looking at a stuck domain needs.
+    """
+    if len(nodes) <= NODES_LISTED:
+        return tuple(nodes)
+    waiting = [n for n in nodes if n.status is not models.Status.READY]
+    ready = [n for n in nodes if n.status is models.Status.READY]
+    return tuple(sorted((waiting + ready)[:NODES_LISTED], key=_order))
 
 
 def _cliques(nodes: list[models.ComputeDomainNode]) -> tuple[models.CliqueSummary, ...]:
