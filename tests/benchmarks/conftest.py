@@ -1,7 +1,9 @@
-"""The benchmarks' cluster: the simulated 2-rack cluster with the chart installed, per module."""
+"""The benchmarks' clusters: simulated racks with the chart installed, per module."""
 
 from __future__ import annotations
 
+import contextlib
+import pathlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,16 +21,20 @@ NAMESPACE = "bench"
 """Where the benchmarks' workloads run."""
 
 
-@pytest.fixture(scope="module")
-def installed(
-    tmp_path_factory: pytest.TempPathFactory,
+@contextlib.contextmanager
+def chart_cluster(
+    tmp_path: pathlib.Path, shape: topology.Topology, *, install_minutes: int = 5
 ) -> Iterator[tuple[cluster.SimCluster, Any, str]]:
+    """A simulated cluster of ``shape``, the chart installed (fake IMEX start-up 0.5 s).
+
+    Yields once every plugin publishes: the cluster, an admin client, the driver namespace.
+    """
     sim = cluster.SimCluster(
-        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=topology.Topology(), log=lambda _: None
+        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=shape, log=lambda _: None
     )
     with sim:
         api = clusters.typed_client(sim.kubeconfig)
-        h = rendering.helm_for("helm3", tmp_path_factory.mktemp("helm"), kubeconfig=sim.kubeconfig)
+        h = rendering.helm_for("helm3", tmp_path, kubeconfig=sim.kubeconfig)
         h.run(
             "install",
             "cd",
@@ -42,8 +48,8 @@ def installed(
             'imexAgent.extraEnv=[{"name":"COMPUTE_DOMAINS_FAKE_IMEX_HOSTS","value":"/var/run/compute-domains/imex/hosts"},{"name":"COMPUTE_DOMAINS_FAKE_IMEX_START_DELAY","value":"0.5"}]',
             "--wait",
             "--timeout",
-            "5m",
-            timeout=400,
+            f"{install_minutes}m",
+            timeout=60 * (install_minutes + 1),
         )
         slices = client.ResourceV1Api(api)
         waiting.until(
@@ -56,7 +62,7 @@ def installed(
                         if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
                     ]
                 )
-                >= 36
+                >= shape.node_count()
             ),
             timeout=300,
             interval=1,
@@ -64,3 +70,12 @@ def installed(
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         kube.wait_for_default_service_account(api, NAMESPACE)
         yield sim, api, "cd-system"
+
+
+@pytest.fixture(scope="module")
+def installed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[cluster.SimCluster, Any, str]]:
+    """The default two racks (36 nodes), chart installed."""
+    with chart_cluster(tmp_path_factory.mktemp("helm"), topology.Topology()) as ready:
+        yield ready
