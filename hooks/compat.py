@@ -83,6 +83,7 @@ def check_version(info: Mapping[str, object]) -> Finding:
     """Kubernetes 1.34 or newer, from the ``/version`` answer ``info``."""
     label, version = served_version(info)
     need = f"{MIN_VERSION[0]}.{MIN_VERSION[1]}"
+    emulation = f" (or raise its --emulated-version to {need})" if "emulating" in label else ""
     if version is None:
         return Finding(
             Severity.WARN,
@@ -96,8 +97,8 @@ def check_version(info: Mapping[str, object]) -> Finding:
                 "(resource.k8s.io/v1)"
             ),
             fix=(
-                f"upgrade the control plane to Kubernetes {need} or newer, or stay on the "
-                "previous driver"
+                f"upgrade the control plane to Kubernetes {need} or newer{emulation}, or stay "
+                "on the previous driver"
             ),
         )
     return Finding(Severity.OK, f"Kubernetes {label}: supported")

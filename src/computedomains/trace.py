@@ -27,7 +27,7 @@ class Stage(enum.StrEnum):
     """The stages of one node joining a domain, in the order they happen."""
 
     CLAIM_ALLOCATED = "claim-allocated"
-    """Controller: a claim of the domain is allocated on the node (its informer saw it)."""
+    """Controller: it takes up a claim of the domain allocated on the node, to answer it."""
     NODE_RESERVED = "node-reserved"
     """Controller: it answered the claim's binding condition (the node is the domain's)."""
     PREPARE_CALLED = "prepare-called"
@@ -47,7 +47,7 @@ class Stage(enum.StrEnum):
     PREPARE_RETURNED = "prepare-returned"
     """Plugin: prepare answered the kubelet with the claim's devices."""
     MEMBER_READY = "member-ready"
-    """Controller: it saw the agent's Ready condition for the domain."""
+    """Controller: the member's readiness (the agent's condition) is written to the domain."""
 
 
 @dataclasses.dataclass(frozen=True)

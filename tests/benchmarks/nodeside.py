@@ -72,8 +72,11 @@ class NodeSide:
         """Node → the domain whose workload it runs now (its label)."""
         self._reported: dict[str, str] = {}
         """Node → the domain its agent last reported READY for."""
+        self._node_locks = {n.name: threading.Lock() for n in nodes}
+        """Per node: its agent's reports and its workload's leaving happen one at a time."""
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
+        self._errors: list[BaseException] = []
         self.reports = 0
 
     # -- set-up: nodes and agent pods ----------------------------------------------------
@@ -133,24 +136,24 @@ class NodeSide:
         self._each(lambda name: self._leave(domain, name), names)
 
     def _leave(self, domain: str, name: str) -> None:
-        with self._lock:
-            claim = self._claims.pop((domain, name), None)
-            self._joined.pop(name, None)
-        if claim is not None:
-            try:
-                client.ResourceV1Api(self._api).delete_namespaced_resource_claim(
-                    claim, self._workload_ns
-                )
-            except ApiException as exc:
-                if kube.status_of(exc) != 404:
-                    raise
-        self._core.patch_node(
-            name, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
-        )
-        # Its agent sees the label go, stops IMEX and says so: the controller frees the slot.
-        self._report(name, domain, ready=False)
-        with self._lock:
-            self._reported.pop(name, None)
+        with self._node_locks[name]:
+            with self._lock:
+                claim = self._claims.pop((domain, name), None)
+                self._joined.pop(name, None)
+                self._reported.pop(name, None)
+            if claim is not None:
+                try:
+                    client.ResourceV1Api(self._api).delete_namespaced_resource_claim(
+                        claim, self._workload_ns
+                    )
+                except ApiException as exc:
+                    if kube.status_of(exc) != 404:
+                        raise
+            self._core.patch_node(
+                name, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
+            )
+            # Its agent sees the label go, stops IMEX and says so: the controller frees the slot.
+            self._report(name, domain, ready=False)
 
     # -- the agents: report READY once the node's slot is written ------------------------
 
@@ -165,26 +168,38 @@ class NodeSide:
         if self._watcher is not None:
             self._watcher.join(timeout=10)
 
+    def check(self) -> None:
+        """Raise the first error the agents met (a wait aborts on it instead of timing out)."""
+        with self._lock:
+            if self._errors:
+                raise RuntimeError(f"the played agents failed: {self._errors[0]!r}")
+
     def _watch(self) -> None:
-        objects = client.CustomObjectsApi(self._api)
         with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
             while not self._stop.is_set():
-                stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
-                    objects.list_namespaced_custom_object, constants.GROUP,
-                    constants.STORAGE_VERSION, self._driver_ns, constants.CLIQUE_PLURAL,
-                    timeout_seconds=5,
-                )  # fmt: skip
-                for event in stream:
-                    if event["type"] in ("ADDED", "MODIFIED"):
-                        obj = event["object"]
-                        domain = obj["metadata"]["labels"].get(constants.COMPUTE_DOMAIN_LABEL, "")
-                        for daemon in obj.get("daemons") or []:
-                            if daemon.get("index") is not None and self._due(
-                                daemon["nodeName"], domain
-                            ):
-                                pool.submit(self._report, daemon["nodeName"], domain, ready=True)
-                    if self._stop.is_set():
-                        break
+                try:
+                    self._watch_once(pool)
+                except (ApiException, OSError, ValueError) as exc:
+                    # A watch that broke is started again, as an informer relists.
+                    print(f"agents: clique watch broke ({exc!r}); watching again")
+                    self._stop.wait(1.0)  # a pause before the next watch, not a wait for state
+
+    def _watch_once(self, pool: concurrent.futures.ThreadPoolExecutor) -> None:
+        objects = client.CustomObjectsApi(self._api)
+        stream = watch.Watch().stream(  # type: ignore[no-untyped-call]
+            objects.list_namespaced_custom_object, constants.GROUP, constants.STORAGE_VERSION,
+            self._driver_ns, constants.CLIQUE_PLURAL, timeout_seconds=5,
+        )  # fmt: skip
+        for event in stream:
+            if event["type"] in ("ADDED", "MODIFIED"):
+                obj = event["object"]
+                domain = obj["metadata"]["labels"].get(constants.COMPUTE_DOMAIN_LABEL, "")
+                for daemon in obj.get("daemons") or []:
+                    node = daemon["nodeName"]
+                    if daemon.get("index") is not None and self._due(node, domain):
+                        pool.submit(self._ready, node, domain)
+            if self._stop.is_set():
+                return
 
     def _due(self, node: str, domain: str) -> bool:
         with self._lock:
@@ -192,6 +207,19 @@ class NodeSide:
                 return False
             self._reported[node] = domain
             return True
+
+    def _ready(self, node: str, domain: str) -> None:
+        """Report READY for ``domain``, unless the node left it meanwhile."""
+        try:
+            with self._node_locks[node]:
+                with self._lock:
+                    if self._joined.get(node) != domain:
+                        return
+                self._report(node, domain, ready=True)
+        except Exception as exc:  # noqa: BLE001 - recorded for check()
+            with self._lock:
+                self._errors.append(exc)
+                self._reported.pop(node, None)
 
     def _report(self, node: str, domain: str, *, ready: bool) -> None:
         name, pod_uid = self._agent_pods[node]

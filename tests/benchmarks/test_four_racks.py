@@ -13,7 +13,6 @@ while it is a member).
 
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from prometheus_client import parser
 
 from computedomains import waiting
 from computedomains.api import constants
@@ -52,20 +52,20 @@ def racks(
 
 def _refusals(api: Any) -> dict[str, float]:
     """409 and 429 answers of the API server so far, by resource (its own counter)."""
-    answer = api.call_api(
-        "/metrics", "GET", auth_settings=["BearerToken"], response_type="str",
-        _preload_content=False,
-    )[0]  # fmt: skip
+    serialized = api.param_serialize("GET", "/metrics", header_params={"Accept": "text/plain"},
+                                     auth_settings=["BearerToken"])  # fmt: skip
+    text = api.call_api(*serialized).read().decode()
     out: dict[str, float] = {}
-    for line in answer.data.decode().splitlines():
-        if not line.startswith("apiserver_request_total{"):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        if labels.get("code") in ("409", "429"):
-            key = labels.get("resource", "") + (
-                f"/{labels['subresource']}" if labels.get("subresource") else ""
-            )
-            out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name != "apiserver_request_total":
+                continue
+            labels = sample.labels
+            if labels.get("code") in ("409", "429"):
+                key = labels.get("resource", "") + (
+                    f"/{labels['subresource']}" if labels.get("subresource") else ""
+                )
+                out[key] = out.get(key, 0.0) + sample.value
     return out
 
 

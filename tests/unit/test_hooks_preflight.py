@@ -54,6 +54,7 @@ def test_an_api_server_emulating_an_old_release_is_judged_by_the_emulated_versio
     f = compat.check_version(old)
     assert f.severity is Severity.FAIL
     assert f.message.startswith("Kubernetes v1.36.3 emulating 1.33 is too old"), f.message
+    assert "raise its --emulated-version to 1.34" in f.fix
     same = _version("v1.36.3", "1", "36", emulationMajor="1", emulationMinor="36")
     assert compat.check_version(same).message == "Kubernetes v1.36.3: supported"
 

@@ -122,6 +122,7 @@ class Reconciler:
         if plan.delete_template:
             self._delete_template(domain)
         self._write_cliques(domain.uid, plan.cliques)
+        self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
         for event in plan.events:
             self._emit(domain, event)
         if plan.status is not None:
@@ -131,10 +132,8 @@ class Reconciler:
             self._emit(domain, event)
         self._formation.joined(uid, plan.assigned, domain_ready=plan.domain_ready)
         self._formation.ready(uid, plan.became_ready, domain_ready=plan.domain_ready)
-        for stage, nodes in ((trace.Stage.CLIQUE_WRITTEN, plan.assigned),
-                             (trace.Stage.MEMBER_READY, plan.became_ready)):  # fmt: skip
-            for node in nodes:
-                self._trace.stage(stage, domain=uid, node=node)
+        # Readiness goes out with the status: traced in the round that writes it.
+        self._traced(trace.Stage.MEMBER_READY, uid, () if plan.deferred else plan.became_ready)
         with self._lock:
             self._reported[uid] = plan.reported
             if plan.status is not None:
@@ -144,6 +143,10 @@ class Reconciler:
             self._forget(uid)
             log.info("domain %s/%s released", domain.namespace, domain.name)
         return max(due - now, 0.0) if plan.deferred else None
+
+    def _traced(self, stage: trace.Stage, uid: str, nodes: tuple[str, ...]) -> None:
+        for node in nodes:
+            self._trace.stage(stage, domain=uid, node=node)
 
     def _forget(self, uid: str) -> None:
         with self._lock:
