@@ -9,7 +9,7 @@ import pytest
 
 from computedomains.api import imex, models
 from computedomains.controller import decide, membership, status
-from computedomains.controller.views import Agent, NodeInfo, Snapshot
+from computedomains.controller.views import Agent, CliqueID, NodeInfo, Snapshot
 from tests.support.snapshots import C1, agent, daemon, domain, node, snapshot
 
 R = imex.Reason
@@ -77,13 +77,19 @@ class Rounds:
         self.limit = limit
         self.snap = snapshot()
         self.reported: frozenset[str] = frozenset()
+        self.remembered: tuple[models.ComputeDomainNode, ...] | None = None
+        """What the controller remembers of the last status it wrote (None: restarted)."""
 
     def step(self, nodes: Sequence[NodeInfo], agents: Sequence[Agent]) -> list[str]:
         """One round; returns the Event reasons, in the order they are recorded."""
         self.snap = dataclasses.replace(
             self.snap, nodes={n.name: n for n in nodes}, agents={a.node: a for a in agents}
         )
-        plan = decide.plan(self.snap, limit=self.limit, reported=self.reported)
+        plan = decide.plan(
+            self.snap, limit=self.limit, reported=self.reported, remembered=self.remembered
+        )
+        if plan.status is not None:
+            self.remembered = plan.members
         cliques = dict(self.snap.cliques)
         for clique, daemons in plan.cliques.items():
             if daemons:
@@ -210,3 +216,24 @@ def test_a_large_domain_lists_a_bounded_number_of_nodes_those_not_ready_first() 
     assert len(shown) == status.NODES_LISTED
     assert many[900] in shown  # the one holding the domain back is always there
     assert list(shown) == sorted(shown, key=lambda n: (n.clique_id, n.index, n.name))
+
+
+def test_a_member_the_stored_list_leaves_out_is_still_seen_to_be_lost() -> None:
+    rounds = Rounds(limit=18)
+    nodes = [node(f"n{i:03d}", clique=CliqueID(f"rack-{i // 18}.1")) for i in range(300)]
+    agents = [agent(n.name) for n in nodes]
+    assert "DomainReady" in rounds.step(nodes, agents)
+    stored = rounds.snap.domain.status
+    assert stored is not None and len(stored.nodes) == status.NODES_LISTED
+    assert stored.nodes_ready == "300/300"
+    unlisted = next(n.name for n in nodes if n.name not in {m.name for m in stored.nodes})
+    failing = [agent(a.node, R.FAILED) if a.node == unlisted else a for a in agents]
+    events = rounds.step(nodes, failing)
+    assert "MemberLost" in events and "MemberLeft" not in events, events
+    assert shown(rounds)["Degraded"] == ("True", "MembersLost")
+    after = rounds.snap.domain.status
+    assert after is not None and unlisted in {m.name for m in after.nodes}  # not Ready: listed
+    # A restarted controller remembers nothing: what the stored list leaves out is taken as
+    # unchanged, so the same state announces nothing.
+    rounds.remembered = None
+    assert rounds.step(nodes, failing) == []

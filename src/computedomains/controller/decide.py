@@ -44,6 +44,9 @@ class Plan:
     """The domain is Ready with at least one node (written now or already shown)."""
     deferred: bool
     """Status, Events or readiness-only clique changes were held back (no ``flush``)."""
+    members: tuple[models.ComputeDomainNode, ...] = ()
+    """Every member as the status stands for it (``status`` lists at most 256): what the
+    controller remembers once it has written ``status``, for the next round's ``remembered``."""
 
     @property
     def writes(self) -> bool:
@@ -55,17 +58,28 @@ class Plan:
         )  # fmt: skip
 
 
-def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: bool = True) -> Plan:
+def plan(
+    snapshot: Snapshot,
+    *,
+    limit: int,
+    reported: frozenset[str],
+    flush: bool = True,
+    remembered: tuple[models.ComputeDomainNode, ...] | None = None,
+) -> Plan:
     """Decide one round for the domain of ``snapshot`` (max ``limit`` slots per clique).
 
     Without ``flush``, only what agents wait for is planned (finalizer, template, slot and
     address changes of cliques, freed slots); the status, its Events and readiness-only
-    clique changes are held back and ``deferred`` says whether anything was.
+    clique changes are held back and ``deferred`` says whether anything was. ``remembered``
+    is the full member list of the status this controller wrote last (``Plan.members``).
     """
     domain = snapshot.domain
     cliques = membership.plan(snapshot, limit=limit)
-    desired = status.aggregate(snapshot, cliques)
-    status_events, keep = eventplan.plan(snapshot, cliques, desired, limit=limit, reported=reported)
+    desired = status.aggregate(snapshot, cliques, remembered=remembered)
+    before = status.previous(domain.status, desired.nodes, remembered=remembered)
+    status_events, keep = eventplan.plan(
+        snapshot, cliques, desired, previous=before, limit=limit, reported=reported
+    )
     # The label, not membership: a node leaves with its last pod, when the plugin unlabels it.
     labelled = sorted(n.name for n in snapshot.nodes.values() if n.domain == domain.uid)
     holding = tuple(labelled) if domain.deleting else ()
@@ -88,7 +102,8 @@ def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: boo
     if release:
         # Nobody runs the domain any more: its cliques go, whatever their agents still say.
         writes = {clique: () for clique in snapshot.cliques}
-    new_status = desired if status.differs(domain.status, desired) and not release else None
+    written = status.shown(desired)
+    new_status = written if status.differs(domain.status, written) and not release else None
     urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot.cliques.get(c), d)}
     held_back = bool(new_status is not None or status_events or len(urgent) < len(writes))
     if not flush and not release:
@@ -111,6 +126,7 @@ def plan(snapshot: Snapshot, *, limit: int, reported: frozenset[str], flush: boo
         holding_nodes=holding,
         remove_finalizer=release,
         domain_ready=desired.status is models.Status.READY and bool(desired.nodes),
+        members=desired.nodes,
         deferred=held_back and not flush and not release,
     )
 

@@ -70,16 +70,18 @@ def plan(
     cliques: CliquesPlan,
     desired: models.ComputeDomainStatusV1Beta2,
     *,
+    previous: models.ComputeDomainStatusV1Beta2 | None,
     limit: int,
     reported: frozenset[str],
 ) -> tuple[list[EventSpec], frozenset[str]]:
     """Events that go with writing ``desired``, and the warning keys to remember.
 
-    They describe the step from the stored status to ``desired``, so they are recorded when
-    (and only when) that status is written.
+    They describe the step from ``previous`` (the stored status, every member in it:
+    :func:`status.previous`) to ``desired``, so they are recorded when (and only when) that
+    status is written.
     """
     uid = snapshot.domain.uid
-    before = {n.name: n for n in snapshot.domain.status.nodes} if snapshot.domain.status else {}
+    before = {n.name: n for n in previous.nodes} if previous is not None else {}
     after = {n.name: n for n in desired.nodes}
     events: list[EventSpec] = []
     joined = [_placed(n) for n in after.values() if n.name not in before]

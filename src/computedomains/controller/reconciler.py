@@ -94,6 +94,8 @@ class Reconciler:
         self._formation = formation
         self._lock = threading.Lock()
         self._reported: dict[str, frozenset[str]] = {}
+        self._members: dict[str, tuple[models.ComputeDomainNode, ...]] = {}
+        """Per domain, every member of the status last written (it lists at most 256)."""
         self._trace = trace.Tracer("controller")
         self._template_trouble: dict[str, str] = {}
         """Per domain, why its template could not be created (reported once):
@@ -113,8 +115,11 @@ class Reconciler:
         now = self._clock()
         with self._lock:
             reported = self._reported.get(uid, frozenset())
+            remembered = self._members.get(uid)
             due = self._next_flush.get(uid, now)
-        plan = decide.plan(snapshot, limit=self._limit, reported=reported, flush=now >= due)
+        plan = decide.plan(
+            snapshot, limit=self._limit, reported=reported, flush=now >= due, remembered=remembered
+        )
         if plan.add_finalizer:
             raw = self._finalizer(raw, present=True) or raw
         if plan.create_template:
@@ -138,6 +143,7 @@ class Reconciler:
             self._reported[uid] = plan.reported
             if plan.status is not None:
                 self._next_flush[uid] = now + STATUS_INTERVAL
+                self._members[uid] = plan.members  # the full list behind the written one
         if plan.remove_finalizer:
             self._finalizer(raw, present=False)
             self._forget(uid)
@@ -151,6 +157,7 @@ class Reconciler:
     def _forget(self, uid: str) -> None:
         with self._lock:
             self._reported.pop(uid, None)
+            self._members.pop(uid, None)
             self._template_trouble.pop(uid, None)
             self._next_flush.pop(uid, None)
         self._formation.forget(uid)

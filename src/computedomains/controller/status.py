@@ -9,15 +9,19 @@ True (:mod:`conditions`): every listed node is Ready, there are at least ``numNo
 (as the incumbent computes it) and at least one (unlike the incumbent, which calls a domain
 nobody joined Ready). ``cliques`` sums up members and ready members per clique.
 
-``nodes[]`` lists at most :data:`NODES_LISTED` members, those not Ready first: one object the
-controller rewrites as members change must not grow with the job (a 1,000-node domain's full
-list is over 100 KiB). The counts, the conditions and ``cliques`` cover every member; the
-ComputeDomainClique objects list every daemon.
+The stored ``nodes[]`` lists at most :data:`NODES_LISTED` members, those not Ready first
+(:func:`shown`): one object the controller rewrites as members change must not grow with the
+job (a 1,000-node domain's full list is over 100 KiB). The counts, the conditions and
+``cliques`` cover every member; the ComputeDomainClique objects list every daemon. What the
+conditions and Events compare with is the full list of the last status written
+(:func:`previous`), which the controller that wrote it remembers.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from collections.abc import Sequence
 
 from computedomains.api import models
 from computedomains.controller import conditions
@@ -35,8 +39,16 @@ def _order(node: models.ComputeDomainNode) -> tuple[str, int, str]:
     return (node.clique_id, index, node.name)
 
 
-def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainStatusV1Beta2:
-    """The status the domain should show now."""
+def aggregate(
+    snapshot: Snapshot,
+    cliques: CliquesPlan,
+    *,
+    remembered: tuple[models.ComputeDomainNode, ...] | None = None,
+) -> models.ComputeDomainStatusV1Beta2:
+    """The status the domain should show now, every member in ``nodes`` (see :func:`shown`).
+
+    ``remembered`` is the full member list of the last status written (:func:`previous`).
+    """
     uid = snapshot.domain.uid
     nodes: list[models.ComputeDomainNode] = []
     for member in snapshot.members():
@@ -63,20 +75,50 @@ def aggregate(snapshot: Snapshot, cliques: CliquesPlan) -> models.ComputeDomainS
     domain = snapshot.domain
     ready_count = sum(1 for n in nodes if n.status is models.Status.READY)
     total = max(len(nodes), domain.num_nodes)
-    shown = conditions.compute(
+    before = previous(domain.status, nodes, remembered=remembered)
+    computed = conditions.compute(
         nodes, num_nodes=domain.num_nodes, generation=domain.generation,
-        previous=domain.status, existing_nodes=snapshot.nodes.keys(), now=snapshot.now,
+        previous=before, existing_nodes=snapshot.nodes.keys(), now=snapshot.now,
     )  # fmt: skip
-    verdict = next(c for c in shown if c.type == conditions.Type.READY)
+    verdict = next(c for c in computed if c.type == conditions.Type.READY)
     return models.ComputeDomainStatusV1Beta2(
         status=models.Status.READY
         if verdict.status is models.ConditionStatus.TRUE
         else models.Status.NOT_READY,
-        nodes=listed(nodes),
+        nodes=tuple(nodes),
         nodes_ready=f"{ready_count}/{total}",
-        conditions=shown,
+        conditions=computed,
         cliques=_cliques(nodes),
     )
+
+
+def shown(desired: models.ComputeDomainStatusV1Beta2) -> models.ComputeDomainStatusV1Beta2:
+    """``desired`` as it is written: its ``nodes`` cut to :func:`listed`."""
+    return dataclasses.replace(desired, nodes=listed(list(desired.nodes)))
+
+
+def previous(
+    stored: models.ComputeDomainStatusV1Beta2 | None,
+    members: Sequence[models.ComputeDomainNode],
+    *,
+    remembered: tuple[models.ComputeDomainNode, ...] | None,
+) -> models.ComputeDomainStatusV1Beta2 | None:
+    """The stored status with every member it was written for.
+
+    ``remembered`` (the full list this controller wrote last) counts when the stored list is
+    still the one it made. Without it (another replica wrote last, or this one restarted) a
+    stored list cut to :data:`NODES_LISTED` is completed with the ``members`` of now that it
+    left out, taken as unchanged: nothing is announced from what the object cannot tell.
+    """
+    if stored is None:
+        return None
+    if remembered is not None and listed(list(remembered)) == stored.nodes:
+        return dataclasses.replace(stored, nodes=remembered)
+    if len(stored.nodes) < NODES_LISTED:
+        return stored
+    names = {n.name for n in stored.nodes}
+    unlisted = tuple(n for n in members if n.name not in names)
+    return dataclasses.replace(stored, nodes=tuple(sorted(stored.nodes + unlisted, key=_order)))
 
 
 def listed(nodes: list[models.ComputeDomainNode]) -> tuple[models.ComputeDomainNode, ...]:
