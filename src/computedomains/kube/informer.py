@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from computedomains import waiting
@@ -33,6 +33,7 @@ class Informer:
         field_selector: str = "",
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         on_relist: Callable[[], None] | None = None,
+        indexes: Mapping[str, Callable[[dict[str, Any]], Iterable[str]]] | None = None,
     ) -> None:
         """Cache the objects under ``path``, optionally narrowed and trimmed.
 
@@ -40,6 +41,9 @@ class Informer:
         each object before it is stored (a controller caching every Node needs only its
         labels); ``on_relist`` runs after every full list, since changes that happened while
         no watch was open (deletions above all) reach nobody through ``on_change``.
+        ``indexes`` name functions from a stored object to its keys; :meth:`by_index` then
+        finds the objects of one key without looking at the others (a controller reconciling
+        one domain among thousands of nodes).
         """
         self._api = api
         self._path = path
@@ -50,6 +54,9 @@ class Informer:
         self._transform = transform
         self._on_relist = on_relist
         self._objects: dict[str, dict[str, Any]] = {}
+        self._index_keys = dict(indexes or {})
+        self._indexes: dict[str, dict[str, set[str]]] = {name: {} for name in self._index_keys}
+        """Index name → key → UIDs (guarded by the lock, as the objects)."""
         self._lock = threading.Lock()
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -77,12 +84,36 @@ class Informer:
         with self._lock:
             return list(self._objects.values())
 
+    def by_index(self, index: str, key: str) -> list[dict[str, Any]]:
+        """The cached objects whose ``index`` function gave ``key``."""
+        with self._lock:
+            return [self._objects[uid] for uid in self._indexes[index].get(key, ())]
+
+    def _put(self, uid: str, obj: dict[str, Any] | None) -> None:
+        """Store (or with None drop) one object and its index entries; the lock is held."""
+        old = self._objects.pop(uid, None)
+        for name, keys_of in self._index_keys.items():
+            index = self._indexes[name]
+            for key in keys_of(old) if old is not None else ():
+                uids = index.get(key)
+                if uids is not None:
+                    uids.discard(uid)
+                    if not uids:
+                        del index[key]
+            for key in keys_of(obj) if obj is not None else ():
+                index.setdefault(key, set()).add(uid)
+        if obj is not None:
+            self._objects[uid] = obj
+
     def refresh(self) -> str:
         """List now and replace the cache; returns the list's resourceVersion."""
         listing = self._api.get(self._path, query=self._query)
         objects = {o["metadata"]["uid"]: self._stored(o) for o in listing.get("items", [])}
         with self._lock:
-            self._objects = objects
+            self._objects = {}
+            self._indexes = {name: {} for name in self._index_keys}
+            for uid, obj in objects.items():
+                self._put(uid, obj)
         self._synced.set()
         if self._on_relist is not None:
             self._on_relist()
@@ -124,9 +155,6 @@ class Informer:
                 uid = obj["metadata"]["uid"]
                 obj = self._stored(obj)
                 with self._lock:
-                    if kind == "DELETED":
-                        self._objects.pop(uid, None)
-                    else:
-                        self._objects[uid] = obj
+                    self._put(uid, None if kind == "DELETED" else obj)
                 if self._on_change is not None:
                     self._on_change(str(kind), obj)
