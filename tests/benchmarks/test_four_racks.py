@@ -95,15 +95,31 @@ class SlotWatch:
 
 
 def _until(what: str, done: Callable[[], bool], watch: SlotWatch, api: Any, ns: str) -> float:
-    """Seconds until ``done``, sampling the slots at every look."""
+    """Seconds until ``done``, sampling the slots at every look; on a timeout, where the
+    workload pods stand (for the next look at why)."""
     started = time.monotonic()
 
     def check() -> bool:
         watch.sample(api, ns)
         return done()
 
-    waiting.until(what, check, timeout=600, interval=0.5)
+    try:
+        waiting.until(what, check, timeout=600, interval=0.5)
+    except waiting.WaitTimeout:
+        print(f"\nwhere the pods stand: {_standing(api)}")
+        raise
     return time.monotonic() - started
+
+
+def _standing(api: Any) -> dict[str, int]:
+    """Workload pods by phase and, for those not Ready, their last condition's reason."""
+    counts: dict[str, int] = {}
+    for pod in client.CoreV1Api(api).list_namespaced_pod(NAMESPACE).items:
+        conditions = pod.status.conditions or []
+        stuck = [c for c in conditions if c.status != "True"]
+        key = f"{pod.status.phase}/" + (f"{stuck[0].type}:{stuck[0].reason}" if stuck else "Ready")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _all_ready(api: Any, selector: str, count: int) -> Callable[[], bool]:
