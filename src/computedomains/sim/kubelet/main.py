@@ -139,8 +139,6 @@ class SimKubelet:
         self._fingerprints: dict[str, frozenset[tuple[str, str]]] = {}
         self._running: dict[str, _Running] = {}
         self._unrunnable: set[str] = set()
-        self._removed: set[str] = set()
-        """UIDs of terminating chart pods whose object this kubelet has deleted."""
 
     def run(self, stop: threading.Event) -> None:
         """Work until ``stop`` is set, then stop every process and thread."""
@@ -209,33 +207,6 @@ class SimKubelet:
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
                 self._maybe_start(pod, now)
-        self._remove_stopped(by_node)
-
-    def _remove_stopped(self, by_node: Mapping[str, list[wire.Pod]]) -> None:
-        """Delete the object of a terminating chart pod once its processes have ended.
-
-        As a kubelet does: a pod's object goes only after its containers stopped, so nothing
-        that still runs (an init container finishing, a sidecar's last write) outlives it.
-        """
-        terminating = {
-            p["metadata"]["uid"]: p
-            for node_pods in by_node.values()
-            for p in node_pods
-            if _is_chart_pod(p) and "deletionTimestamp" in p["metadata"]
-        }
-        self._removed &= set(terminating)
-        for uid, pod in terminating.items():
-            if uid in self._running or uid in self._removed:
-                continue
-            meta = pod["metadata"]
-            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
-            try:
-                path = resources.PODS.path(meta["name"], namespace=meta["namespace"])
-                self._api.delete(path, body=body)
-            except kube_client.ApiError as exc:
-                if exc.status not in (kube_client.NOT_FOUND, kube_client.CONFLICT):
-                    raise
-            self._removed.add(uid)
 
     def _maybe_start(self, pod: wire.Pod, now: float) -> None:
         meta, spec = pod["metadata"], pod.get("spec", {})
