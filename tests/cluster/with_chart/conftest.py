@@ -15,8 +15,7 @@ from kubernetes import client
 from computedomains import waiting
 from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
-from tests.support import clusters, lifecycle
-from tests.support.kube import driver_slices
+from tests.support import clusters, kube, lifecycle
 
 RELEASE = "cd-e2e"
 
@@ -58,11 +57,19 @@ def chart(
         wanted = {n.name for n in sim.nodes}
         waiting.until(
             "every simulated node's plugin to publish its ResourceSlice",
-            lambda: {s.spec.node_name for s in driver_slices(api) if s.spec.devices} >= wanted,
+            lambda: {s.spec.node_name for s in kube.driver_slices(api) if s.spec.devices} >= wanted,
             timeout=240,
             interval=1,
         )
         yield namespace
     finally:
-        h.run("uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m")
+        done = h.attempt(
+            "uninstall", RELEASE, "--namespace", namespace, "--wait", "--timeout", "3m"
+        )
+        if done.returncode != 0:
+            hook = f"{RELEASE}-compute-domains-hook-uninstall"
+            raise AssertionError(
+                f"helm uninstall {RELEASE} failed: {done.stdout}{done.stderr}\n"
+                f"the uninstall hook said:\n{kube.job_log(cluster, namespace, hook, 'uninstall')}"
+            )
         client.CoreV1Api(api).delete_namespace(namespace)
