@@ -19,6 +19,9 @@ from tests.support import clusters, kube
 
 NAMESPACE = "bench"
 """Where the benchmarks' workloads run."""
+RELEASE = "cd"
+DRIVER_NAMESPACE = "cd-system"
+"""The release and the namespace the chart is installed into."""
 
 
 @contextlib.contextmanager
@@ -37,10 +40,10 @@ def chart_cluster(
         h = rendering.helm_for("helm3", tmp_path, kubeconfig=sim.kubeconfig)
         h.run(
             "install",
-            "cd",
+            RELEASE,
             str(rendering.CHART),
             "-n",
-            "cd-system",
+            DRIVER_NAMESPACE,
             "--create-namespace",
             "-f",
             str(rendering.PROFILES["sim"]),
@@ -69,7 +72,15 @@ def chart_cluster(
         )
         client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
         kube.wait_for_default_service_account(api, NAMESPACE)
-        yield sim, api, "cd-system"
+        yield sim, api, DRIVER_NAMESPACE
+
+
+def upgrade(sim: cluster.SimCluster, tmp_path: pathlib.Path, *values: str) -> None:
+    """``helm upgrade`` the release, keeping its values, with ``values`` (``--set`` each)."""
+    h = rendering.helm_for("helm3", tmp_path, kubeconfig=sim.kubeconfig)
+    sets = [arg for value in values for arg in ("--set", value)]
+    h.run("upgrade", RELEASE, str(rendering.CHART), "-n", DRIVER_NAMESPACE, "--reuse-values",
+          *sets, "--wait", "--timeout", "5m", timeout=360)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

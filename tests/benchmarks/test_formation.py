@@ -9,6 +9,7 @@ memory and CPU while 20 domains churn on 36 nodes.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import re
 import time
@@ -22,11 +23,13 @@ from computedomains import trace, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster
 from computedomains.sim.kubelet import main as sim_kubelet
-from tests.benchmarks import report
+from tests.benchmarks import conftest, report
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
 
 RUNS = 20
+RUNS_WITHOUT = 10
+"""Formations after the release is upgraded to ``kubeletPlugin.bindingConditions=false``."""
 NODES = [f"gb200-r1-n{i:02d}" for i in range(18)]
 
 
@@ -212,28 +215,60 @@ def _process(pod_ip: str) -> tuple[int, float]:
     raise AssertionError(f"no controller process on {pod_ip}")
 
 
-def test_formation_latency_api_writes_and_controller_footprint(
-    installed: tuple[cluster.SimCluster, Any, str],
-) -> None:
-    sim, api, driver_ns = installed
-    baseline, formation, writes_per = [], [], []
-    formations: list[tuple[str, float]] = []
-    conflicts_total = 0
-    for run in range(RUNS):
-        baseline.append(_pods(api, None, f"base{run}"))
-        _delete(api, f"base{run}")
+@dataclasses.dataclass
+class Rounds:
+    """What a series of 18-node formations measured."""
+
+    baseline: list[float] = dataclasses.field(default_factory=list)
+    formation: list[float] = dataclasses.field(default_factory=list)
+    writes: list[float] = dataclasses.field(default_factory=list)
+    conflicts: int = 0
+    started: list[tuple[str, float]] = dataclasses.field(default_factory=list)
+    """(domain UID, wall-clock creation of its pods) per formation, for the trace."""
+
+
+def _rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
+    """``runs`` times: the baseline pods, then a domain and the same pods claiming from it."""
+    out = Rounds()
+    for run in range(runs):
+        name = f"{prefix}{run}"
+        out.baseline.append(_pods(api, None, f"base-{name}"))
+        _delete(api, f"base-{name}")
         leader = _leader(api, driver_ns)
         before, c0 = _writes(_scrape(leader))
-        template = _domain(api, f"cd{run}")
-        name = f"cd{run}"
-        formations.append((_uid(api, name), time.time()))
-        formation.append(_pods(api, template, f"cd{run}"))
+        template = _domain(api, name)
+        out.started.append((_uid(api, name), time.time()))
+        out.formation.append(_pods(api, template, name))
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
         after, c1 = _writes(_scrape(leader))
-        writes_per.append(after - before)
-        conflicts_total += c1 - c0
-        _delete(api, f"cd{run}")
-        _undomain(api, f"cd{run}")
+        out.writes.append(float(after - before))
+        out.conflicts += c1 - c0
+        _delete(api, name)
+        _undomain(api, name)
+    return out
+
+
+def _without_binding_conditions(sim: cluster.SimCluster, api: Any, tmp: pathlib.Path) -> None:
+    """Upgrade the release to ``kubeletPlugin.bindingConditions=false``; wait for the slices."""
+    conftest.upgrade(sim, tmp, "kubeletPlugin.bindingConditions=false")
+    slices = client.ResourceV1Api(api)
+
+    def republished() -> bool:
+        ours = [s for s in slices.list_resource_slice().items
+                if s.spec.driver == constants.DRIVER_NAME and s.spec.devices]  # fmt: skip
+        return len(ours) >= len(sim_nodes(api)) and not any(
+            d.binding_conditions for s in ours for d in s.spec.devices
+        )
+
+    waiting.until("every plugin to publish without binding conditions", republished,
+                  timeout=300, interval=1)  # fmt: skip
+
+
+def test_formation_latency_api_writes_and_controller_footprint(
+    installed: tuple[cluster.SimCluster, Any, str], tmp_path: pathlib.Path
+) -> None:
+    sim, api, driver_ns = installed
+    on = _rounds(api, driver_ns, "cd", RUNS)
     leader = _leader(api, driver_ns)
     last: list[int] = []
 
@@ -248,24 +283,31 @@ def test_formation_latency_api_writes_and_controller_footprint(
         "a 10 s idle window", lambda: time.monotonic() - idle_started >= 10, timeout=15, interval=1
     )
     idle_after, _ = _writes(_scrape(leader))
-    stages = _stages(_traced(sim, driver_ns), formations, formation)
+    stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
     rss, cpu = _churn(api, leader)
-    base, form = report.summarize(baseline), report.summarize(formation)
-    writes = report.summarize([float(w) for w in writes_per])
+    _without_binding_conditions(sim, api, tmp_path)
+    off = _rounds(api, driver_ns, "nobc", RUNS_WITHOUT)
+    stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
+    base, form = report.summarize(on.baseline), report.summarize(on.formation)
+    base_off, form_off = report.summarize(off.baseline), report.summarize(off.formation)
+    writes = report.summarize(on.writes)
     plots = [
         report.Plot(
             name="stages",
             title="18-node formation: all nodes past each stage (s after pod creation)",
             labels=list(stages),
-            series={q: [stages[s][q] for s in stages] for q in ("p50", "p99")},
+            series={
+                "p50 binding conditions": [stages[s]["p50"] for s in stages],
+                "p50 without": [stages_off.get(s, {}).get("p50", 0.0) for s in stages],
+            },
             unit="seconds",
             kind="barh",
         ),
         report.Plot(
             name="latency",
-            title=f"18 pods created → all Ready, {RUNS} runs",
-            labels=["no claims (baseline)", "ComputeDomain channel"],
-            series={q: [base[q], form[q]] for q in ("p50", "p99")},
+            title="18 pods created → all Ready",
+            labels=["no claims (baseline)", "channel, binding conditions", "channel, without"],
+            series={q: [base[q], form[q], form_off[q]] for q in ("p50", "p99")},
             unit="seconds",
         ),
         report.Plot(
@@ -287,15 +329,27 @@ def test_formation_latency_api_writes_and_controller_footprint(
             "stages_all_nodes_s": stages,
             "controller_writes_per_formation": writes,
             "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
-            "http_409_429_on_our_writes": conflicts_total,
+            "http_409_429_on_our_writes": on.conflicts + off.conflicts,
             "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
             "controller_cpu_fraction_20_domains_churning": cpu,
+            "without_binding_conditions": {
+                "runs": RUNS_WITHOUT,
+                "baseline_no_claims_s": base_off,
+                "formation_18_nodes_s": form_off,
+                "formation_minus_baseline_p50_s": round(form_off["p50"] - base_off["p50"], 3),
+                "stages_all_nodes_s": stages_off,
+                "controller_writes_per_formation": report.summarize(off.writes),
+            },
         },
         plots=plots,
     )
-    assert form["n"] == RUNS
-    # Every stage the default (binding-conditions) path passes was traced on every run.
+    assert form["n"] == RUNS and form_off["n"] == RUNS_WITHOUT
+    # Every stage the binding-conditions path passes was traced on every run.
     assert all(stages.get(s.value, {}).get("n") == RUNS for s in trace.Stage), stages
+    # Without them the binder answers nothing (no claim waits in PreBind); every other stage
+    # is passed.
+    missed = {s for s in trace.Stage if stages_off.get(s.value, {}).get("n") != RUNS_WITHOUT}
+    assert missed == {trace.Stage.CLAIM_ALLOCATED, trace.Stage.NODE_RESERVED}, stages_off
 
 
 def _churn(api: Any, leader: Any) -> tuple[int, float]:

@@ -65,11 +65,18 @@ def snapshot(
     dom: Domain | None = None,
     template: bool = True,
 ) -> Snapshot:
+    """A snapshot; each clique object names the members it lists, as the controller wrote it."""
+    d = dom or domain()
+    members = {n.name for n in nodes if n.member_of(d.uid)}
     return Snapshot(
-        domain=dom or domain(),
+        domain=d,
         nodes={n.name: n for n in nodes},
         agents={a.node: a for a in agents},
         cliques=cliques or {},
+        clique_members={
+            c: frozenset(x.node_name for x in ds if x.node_name in members)
+            for c, ds in (cliques or {}).items()
+        },
         template_present=template,
         now=NOW,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from typing import Any, cast
 
@@ -11,6 +12,8 @@ from computedomains.api import constants, imex, models
 from computedomains.controller import caches, conditions, decide, membership
 from computedomains.controller.views import (
     Agent,
+    Claim,
+    CliqueID,
     NodeInfo,
     NodeName,
     agent_of,
@@ -75,12 +78,44 @@ def test_a_member_that_moved_cliques_leaves_the_old_one_and_joins_the_new() -> N
     assert result.slots[C2].assigned == {"a": 0}
 
 
+def _desired(
+    daemons: dict[CliqueID, tuple[models.CliqueDaemon, ...]],
+    members: dict[CliqueID, frozenset[str]] | None = None,
+) -> membership.CliquesPlan:
+    return membership.CliquesPlan(
+        slots={}, daemons=daemons, no_fabric=(), clique_of={}, members=members or {}
+    )
+
+
 def test_an_empty_clique_is_deleted_and_an_unchanged_one_not_written() -> None:
-    current = {C1: (daemon("a", 0),), C2: (daemon("b", 0, clique=C2),)}
-    desired = {C1: (daemon("a", 0),), C2: ()}
+    a = node("a")
+    current = snapshot(nodes=[a], cliques={C1: (daemon("a", 0),), C2: (daemon("b", 0, clique=C2),)})
+    desired = _desired({C1: (daemon("a", 0),), C2: ()}, {C1: frozenset("a")})
     assert membership.changed(current, desired) == {C2: ()}
-    assert membership.changed({C1: ()}, {}) == {C1: ()}
-    assert membership.changed({}, {C1: ()}) == {}
+    assert membership.changed(snapshot(nodes=[a], cliques={C1: ()}), _desired({})) == {C1: ()}
+    assert membership.changed(snapshot(), _desired({C1: ()})) == {}
+
+
+def test_a_reserved_node_is_named_a_member_and_a_leaving_one_is_not() -> None:
+    reserved = node("a", domain="", claim=Claim.RESERVED)
+    left = node("b", domain="", claim=Claim.NONE)
+    snap = snapshot(nodes=[reserved, left], agents=[agent("b")], cliques={C1: (daemon("b", 0),)})
+    result = membership.plan(snap, limit=18)
+    assert result.slots[C1].slots == {"a": 1, "b": 0}  # b keeps its slot until its agent lets go
+    assert result.members[C1] == frozenset({"a"})
+    planned = decide.plan(snap, limit=18, reported=frozenset())
+    assert planned.clique_members == {C1: frozenset({"a"})}
+
+
+def test_only_the_members_named_changing_is_written_and_agents_need_it_now() -> None:
+    a = node("a")
+    listed = {C1: (daemon("a", 0, ready=True, ip="10.0.0.1"),)}
+    snap = snapshot(nodes=[a], agents=[agent("a", ip="10.0.0.1")], cliques=listed)
+    assert not decide.plan(snap, limit=18, reported=frozenset()).cliques
+    unnamed = dataclasses.replace(snap, clique_members={C1: None})  # written by an older release
+    planned = decide.plan(unnamed, limit=18, reported=frozenset(), flush=False)
+    assert planned.cliques == listed
+    assert planned.clique_members == {C1: frozenset({"a"})}
 
 
 def ready_status(ip: str) -> models.ComputeDomainStatusV1Beta2:

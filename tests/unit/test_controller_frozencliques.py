@@ -16,7 +16,7 @@ READY = models.Status.READY
 
 
 def clique_object(*daemons: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    body = objects.clique_object(namespace="drv", uid=UID, clique=C1, daemons=())
+    body = objects.clique_object(namespace="drv", uid=UID, clique=C1, daemons=(), members=())
     body["daemons"] = list(daemons)
     return {**body, **fields}
 

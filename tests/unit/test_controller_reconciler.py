@@ -89,7 +89,7 @@ def reconciler(
 
 
 def clique(*daemons: dict[str, Any], version: str = "5") -> dict[str, Any]:
-    body = objects.clique_object(namespace=DRIVER_NS, uid=UID, clique=C1, daemons=())
+    body = objects.clique_object(namespace=DRIVER_NS, uid=UID, clique=C1, daemons=(), members=())
     body["metadata"] |= {"uid": "clique-1", "resourceVersion": version}
     body["daemons"] = list(daemons)
     return body

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
 
 import pytest
 
@@ -175,10 +176,21 @@ def test_domain_state(states: list[PeerState], domain: str) -> None:
 
 
 def test_installed_scripts_exec_this_python(tmp_path: pathlib.Path) -> None:
-    paths = install.install(tmp_path / "usr/bin", python="/opt/py/bin/python3")
+    paths = install.install(tmp_path / "usr/bin", python="/opt/py/bin/python3", root=tmp_path)
     assert [p.name for p in paths] == ["nvidia-imex", "nvidia-imex-ctl"]
     for path, role in zip(paths, ("daemon", "ctl"), strict=True):
         assert path.stat().st_mode & 0o111
         text = path.read_text()
         assert text.startswith("#!/bin/sh\n")
-        assert f'exec /opt/py/bin/python3 -m computedomains.sim.fakeimex {role} "$@"' in text
+        assert (
+            f"PYTHONPATH={tmp_path} exec /opt/py/bin/python3 -S -m computedomains.sim.fakeimex "
+            f'{role} "$@"'
+        ) in text
+
+
+def test_the_installed_ctl_runs_without_site_packages(tmp_path: pathlib.Path) -> None:
+    (ctl,) = [p for p in install.install(tmp_path / "bin") if p.name == "nvidia-imex-ctl"]
+    done = subprocess.run([str(ctl), "-q", "-c", str(tmp_path / "missing.cfg")],
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "UNAVAILABLE\n"), done.stderr
+    assert "missing.cfg" in done.stderr

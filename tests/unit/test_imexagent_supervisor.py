@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pathlib
+import socket
 import stat
 import threading
 
@@ -103,7 +104,10 @@ MEMBERSHIP = decide.Membership(
 
 
 def make(
-    tmp_path: pathlib.Path, imex_body: str, ctl_body: str = "echo READY\n"
+    tmp_path: pathlib.Path,
+    imex_body: str,
+    ctl_body: str = "echo READY\n",
+    command_port: tuple[str, int] | None = None,
 ) -> tuple[supervisor.Supervisor, threading.Event, metrics.AgentMetrics]:
     exited = threading.Event()
     stats = metrics.AgentMetrics(prometheus_client.CollectorRegistry())
@@ -115,8 +119,30 @@ def make(
         stop_timeout=0.5,
         stats=stats,
         on_exit=exited.set,
+        command_port=command_port,
     )
     return sup, exited, stats
+
+
+def test_no_ctl_runs_before_the_command_port_accepts(tmp_path: pathlib.Path) -> None:
+    runs = tmp_path / "ctl-runs"
+    with socket.socket() as port:  # bound, not listening: a connect is refused
+        port.bind(("127.0.0.1", 0))
+        address = port.getsockname()
+        sup, _, _ = make(tmp_path, "exec sleep 30\n", f"echo run >> {runs}\necho READY\n",
+                         command_port=address)  # fmt: skip
+        sup.start(MEMBERSHIP, now=0.0)
+        sup.check(now=1.0)
+        seen = sup.observed()
+        assert seen.health == Health.STARTING and not runs.exists()
+        assert "command port" in seen.text and f":{address[1]}" in seen.text
+        assert sup.next_check() == pytest.approx(1.0 + supervisor.PROBE_INTERVAL)
+        port.listen()
+        sup.check(now=2.0)
+        assert sup.observed().health == Health.READY
+        assert runs.read_text() == "run\n"
+        assert sup.next_check() == pytest.approx(2.0 + supervisor.CHECK_READY)
+        sup.stop()
 
 
 def test_crash_is_reported_with_its_error_and_restarted_after_backoff(

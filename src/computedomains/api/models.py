@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 from computedomains.api import constants
@@ -391,6 +391,20 @@ class DaemonConfig(Model):
 def clique_name(domain_uid: str, clique_id: str) -> str:
     """``<domain UID>.<clique ID>``: the name of a domain's ComputeDomainClique (incumbent's)."""
     return f"{domain_uid}.{clique_id}"
+
+
+def clique_members(obj: Mapping[str, Any]) -> frozenset[str] | None:
+    """The members a clique object names (``CLIQUE_MEMBERS_ANNOTATION``); None when unnamed."""
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(constants.CLIQUE_MEMBERS_ANNOTATION)
+    if not isinstance(value, str):
+        return None
+    return frozenset(n for n in value.split(",") if n)
+
+
+def clique_members_value(members: Iterable[str]) -> str:
+    """The annotation value naming ``members`` (sorted, so equal sets write equal text)."""
+    return ",".join(sorted(members))
 
 
 def parse_opaque_config(parameters: Mapping[str, Any]) -> ChannelConfig | DaemonConfig:

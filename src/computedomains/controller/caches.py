@@ -313,9 +313,11 @@ class Caches:
         domain = Domain.parse(raw)
         present, outdated = self.template_state(domain)
         cliques: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
+        named: dict[CliqueID, frozenset[str] | None] = {}
         for clique, obj in self.cliques_of(domain.uid).items():
             # An unreadable or newer-schema clique keeps its slots: frozencliques.Frozen.
             cliques[clique] = frozencliques.read(obj)
+            named[clique] = models.clique_members(obj)
         listed = {d.node_name for ds in cliques.values() for d in ds}
         claims: dict[str, Claim] = {}
         for allocation in self.allocations(domain=domain.uid):
@@ -340,6 +342,7 @@ class Caches:
             nodes=nodes,
             agents=agents,
             cliques=cliques,
+            clique_members=named,
             template_present=present,
             now=now,
             template_outdated=outdated,

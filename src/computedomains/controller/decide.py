@@ -24,6 +24,8 @@ class Plan:
     delete_template: bool
     cliques: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
     """Clique objects to write; an empty tuple deletes the object."""
+    clique_members: Mapping[CliqueID, frozenset[str]]
+    """The members each clique object written names (``CLIQUE_MEMBERS_ANNOTATION``)."""
     status: models.ComputeDomainStatusV1Beta2 | None
     """The status to write, or None when it is already shown."""
     events: tuple[eventplan.EventSpec, ...]
@@ -95,7 +97,7 @@ def plan(
             events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
     writes = {
         clique: daemons
-        for clique, daemons in membership.changed(snapshot.cliques, cliques.daemons).items()
+        for clique, daemons in membership.changed(snapshot, cliques).items()
         if not frozencliques.is_frozen(snapshot.cliques.get(clique))
     }
     release = domain.deleting and domain.finalized and not holding
@@ -104,7 +106,7 @@ def plan(
         writes = {clique: () for clique in snapshot.cliques}
     written = status.shown(desired)
     new_status = written if status.differs(domain.status, written) and not release else None
-    urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot.cliques.get(c), d)}
+    urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot, cliques, c, d)}
     held_back = bool(new_status is not None or status_events or len(urgent) < len(writes))
     if not flush and not release:
         writes, new_status, keep = urgent, None, _immediate_keys(keep) | reported
@@ -117,6 +119,7 @@ def plan(
         delete_template=snapshot.template_present
         and (domain.deleting or snapshot.template_outdated),
         cliques=writes,
+        clique_members={c: cliques.members.get(c, frozenset()) for c in writes},
         status=new_status,
         events=tuple(events),
         status_events=tuple(status_events),

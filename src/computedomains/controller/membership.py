@@ -27,6 +27,9 @@ class CliquesPlan:
     """Members without a clique: in the domain, but with no IMEX to form."""
     clique_of: Mapping[NodeName, CliqueID]
     """The clique of every member that has one."""
+    members: Mapping[CliqueID, frozenset[str]]
+    """What each clique object should name as members: the members holding a slot there (the
+    others it lists keep their slot until their agent lets go)."""
 
 
 def may_free(snapshot: Snapshot, node: NodeName, clique: CliqueID) -> bool:
@@ -77,6 +80,7 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
             no_fabric.append(member.name)
     plans: dict[CliqueID, slots.SlotPlan] = {}
     daemons: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
+    named: dict[CliqueID, frozenset[str]] = {}
     for clique in sorted(set(snapshot.cliques) | set(clique_of.values())):
         stored = snapshot.cliques.get(clique, ())
         listed = {NodeName(d.node_name): d for d in stored}
@@ -92,7 +96,9 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
         plans[clique] = result
         if frozencliques.is_frozen(stored):
             daemons[clique] = stored  # what it lists now: it is never rewritten
+            named[clique] = snapshot.clique_members.get(clique) or frozenset()
             continue
+        named[clique] = frozenset(n for n in members if n in result.slots)
         entries = []
         for node, index in sorted(result.slots.items(), key=lambda item: item[1]):
             agent = snapshot.agents.get(node)
@@ -110,8 +116,9 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
             )
         daemons[clique] = tuple(entries)
     return CliquesPlan(
-        slots=plans, daemons=daemons, no_fabric=tuple(no_fabric), clique_of=clique_of
-    )
+        slots=plans, daemons=daemons, no_fabric=tuple(no_fabric), clique_of=clique_of,
+        members=named,
+    )  # fmt: skip
 
 
 def _order(daemons: tuple[models.CliqueDaemon, ...]) -> list[models.CliqueDaemon]:
@@ -119,32 +126,43 @@ def _order(daemons: tuple[models.CliqueDaemon, ...]) -> list[models.CliqueDaemon
 
 
 def changed(
-    current: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]],
-    desired: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]],
+    snapshot: Snapshot, desired: CliquesPlan
 ) -> dict[CliqueID, tuple[models.CliqueDaemon, ...]]:
     """The cliques whose object must be written (empty tuple: deleted), nothing else."""
+    current = snapshot.cliques
     out: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
-    for clique in set(current) | set(desired):
-        want = desired.get(clique, ())
+    for clique in set(current) | set(desired.daemons):
+        want = desired.daemons.get(clique, ())
         if not want:
             if clique in current:
                 out[clique] = ()
-        elif clique not in current or _order(current[clique]) != _order(want):
+        elif (
+            clique not in current
+            or _order(current[clique]) != _order(want)
+            or snapshot.clique_members.get(clique) != desired.members.get(clique)
+        ):
             out[clique] = want
     return out
 
 
 def urgent(
-    current: tuple[models.CliqueDaemon, ...] | None, desired: tuple[models.CliqueDaemon, ...]
+    snapshot: Snapshot,
+    desired: CliquesPlan,
+    clique: CliqueID,
+    write: tuple[models.CliqueDaemon, ...],
 ) -> bool:
-    """True when agents need this clique write now: members, slots or addresses changed.
+    """True when agents need the ``write`` of ``clique`` now.
 
-    A change of ``status`` alone only informs people, and can wait for the next status write.
+    That is when members, slots or addresses changed. A change of ``status`` alone only
+    informs people, and can wait for the next status write.
     """
-    if current is None or not desired:
+    current = snapshot.cliques.get(clique)
+    if current is None or not write:
+        return True
+    if snapshot.clique_members.get(clique) != desired.members.get(clique):
         return True
 
     def wiring(daemons: tuple[models.CliqueDaemon, ...]) -> list[tuple[str, int | None, str]]:
         return [(d.node_name, d.index, d.ip_address) for d in _order(daemons)]
 
-    return wiring(current) != wiring(desired)
+    return wiring(current) != wiring(write)

@@ -6,7 +6,7 @@ on what is ours; paths come from :mod:`computedomains.api.resources`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from computedomains.api import constants, models, placement
@@ -97,9 +97,14 @@ def template_current(template: dict[str, Any] | wire.ResourceClaimTemplate, doma
 
 
 def clique_object(
-    *, namespace: str, uid: DomainUID, clique: CliqueID, daemons: Sequence[models.CliqueDaemon]
+    *,
+    namespace: str,
+    uid: DomainUID,
+    clique: CliqueID,
+    daemons: Sequence[models.CliqueDaemon],
+    members: Iterable[str],
 ) -> dict[str, Any]:
-    """A new ComputeDomainClique listing ``daemons``."""
+    """A new ComputeDomainClique listing ``daemons``, naming ``members`` of them members."""
     body = models.ComputeDomainCliqueV1Beta2(
         metadata={
             "name": models.clique_name(uid, clique),
@@ -109,7 +114,15 @@ def clique_object(
         daemons=tuple(daemons),
     ).to_dict()
     body.setdefault("daemons", [])
+    name_members(body, members)
     return body
+
+
+def name_members(obj: dict[str, Any], members: Iterable[str]) -> None:
+    """Set the clique object's members annotation (``CLIQUE_MEMBERS_ANNOTATION``)."""
+    annotations = obj.setdefault("metadata", {}).get("annotations") or {}
+    annotations[constants.CLIQUE_MEMBERS_ANNOTATION] = models.clique_members_value(members)
+    obj["metadata"]["annotations"] = annotations
 
 
 def owned_by(obj: dict[str, Any] | wire.ResourceClaimTemplate, uid: str) -> bool:

@@ -126,7 +126,7 @@ class Reconciler:
             self._create_template(domain)
         if plan.delete_template:
             self._delete_template(domain)
-        self._write_cliques(domain.uid, plan.cliques)
+        self._write_cliques(domain.uid, plan.cliques, plan.clique_members)
         self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
         for event in plan.events:
             self._emit(domain, event)
@@ -305,7 +305,10 @@ class Reconciler:
     # -- cliques --------------------------------------------------------------------------
 
     def _write_cliques(
-        self, uid: DomainUID, changes: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
+        self,
+        uid: DomainUID,
+        changes: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]],
+        members: Mapping[CliqueID, frozenset[str]],
     ) -> None:
         if not changes:
             return
@@ -321,15 +324,19 @@ class Reconciler:
                     self._caches.written_cliques.deleted(existing["metadata"]["uid"])
                 continue
             listed = [d.to_dict() for d in daemons]
+            named = members.get(clique, frozenset())
             if existing is None:
                 body = objects.clique_object(
-                    namespace=namespace, uid=uid, clique=clique, daemons=daemons
+                    namespace=namespace, uid=uid, clique=clique, daemons=daemons, members=named
                 )
                 stored = self._create_clique(namespace, body)
             else:
 
-                def mutate(obj: dict[str, Any], listed: list[Any] = listed) -> dict[str, Any]:
+                def mutate(
+                    obj: dict[str, Any], listed: list[Any] = listed, named: frozenset[str] = named
+                ) -> dict[str, Any]:
                     obj["daemons"] = listed
+                    objects.name_members(obj, named)
                     return obj
 
                 written = writes.write_planned(self._api, path, mutate, current=existing)

@@ -182,6 +182,8 @@ class Snapshot:
     """Agents on those nodes; absent = no agent pod there."""
     cliques: Mapping[CliqueID, tuple[models.CliqueDaemon, ...]]
     """Daemons of the domain's existing clique objects."""
+    clique_members: Mapping[CliqueID, frozenset[str] | None]
+    """The members each existing clique object names (None: it names none)."""
     template_present: bool
     """Our workload ResourceClaimTemplate exists."""
     now: str

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import prometheus_client
@@ -23,7 +23,7 @@ import prometheus_client
 from computedomains import httpserver, nodefiles, trace
 from computedomains.api import constants, fabricverdict, imex, models, resources
 from computedomains.api.schema import ValidationError
-from computedomains.imexagent import config, decide, metrics, report, supervisor
+from computedomains.imexagent import config, decide, metrics, render, report, supervisor
 from computedomains.kube import client as kube_client
 from computedomains.kube.informer import Informer
 
@@ -62,6 +62,19 @@ def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
         log.warning("ignoring clique %s: %s", obj.get("metadata", {}).get("name"), exc)
         return None
     return tuple(decide.Daemon(d.node_name, d.ip_address, d.index) for d in clique.daemons)
+
+
+def cliques_by_domain(
+    objects: Iterable[dict[str, Any]], clique_id: str
+) -> dict[str, dict[str, Any]]:
+    """The clique objects of ``clique_id`` by their domain's UID."""
+    found = {}
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        uid = str((meta.get("labels") or {}).get(constants.COMPUTE_DOMAIN_LABEL, ""))
+        if uid and meta.get("name") == models.clique_name(uid, clique_id):
+            found[uid] = obj
+    return found
 
 
 class _Watch:
@@ -119,6 +132,7 @@ class Agent:
             stop_timeout=cfg.imex_stop_timeout,
             stats=stats,
             on_exit=self._wake.set,
+            command_port=(cfg.pod_ip, render.CMD_PORT),
         )
         self._files = report.ImexFiles(cfg)
         self._reporter = report.Reporter(api, cfg, start=self.start, wall=wall)
@@ -283,12 +297,12 @@ class Agent:
         )
         clique_id, note = self._fabric
         daemons = None
-        if domain and self._cliques is not None:
-            name = models.clique_name(domain, clique_id)
-            obj = next(
-                (o for o in self._cliques.informer.items() if o["metadata"].get("name") == name),
-                None,
-            )
+        if self._cliques is not None:
+            objects = cliques_by_domain(self._cliques.informer.items(), clique_id)
+            if not domain:  # reserved by the binder, not labelled by the plugin yet
+                named = {uid: models.clique_members(o) for uid, o in objects.items()}
+                domain = decide.reserved_by(cfg.node_name, named)
+            obj = objects.get(domain) if domain else None
             daemons = daemons_of(obj) if obj is not None else None
         return decide.Snapshot(
             node_name=cfg.node_name,

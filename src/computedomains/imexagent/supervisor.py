@@ -3,7 +3,8 @@
 The supervisor acts only when the agent's main loop tells it to, and from that thread alone.
 A crash is noticed through the child's exit callback (nothing polls for it) and delays the
 next start by a capped exponential backoff. Health comes from ``nvidia-imex-ctl -q``, asked
-often while IMEX starts and now and then once it is READY.
+often while IMEX starts and now and then once it is READY; while a starting IMEX does not
+accept connections on its command port yet, a connect attempt answers instead of a ctl run.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import math
 import pathlib
 import signal
+import socket
 import subprocess
 from collections.abc import Callable
 
@@ -30,6 +32,10 @@ CHECK_FIRST = 0.1
 CHECK_STARTING_MAX = 1.0
 CHECK_READY = 10.0
 CHECK_TIMEOUT = 10.0
+PROBE_INTERVAL = 0.05
+"""Seconds between looks at IMEX's command port while a starting IMEX does not accept there
+yet: a connect attempt costs microseconds, where ``nvidia-imex-ctl`` is a process start."""
+PROBE_TIMEOUT = 0.5
 READY_MISSES = 3
 """Failed checks in a row before a READY IMEX counts as failed (one slow answer is not)."""
 
@@ -50,6 +56,18 @@ def check_interval(*, steady: bool, elapsed: float) -> float:
     if steady:
         return CHECK_READY
     return min(CHECK_STARTING_MAX, max(CHECK_FIRST, elapsed / 2))
+
+
+def accepts(address: tuple[str, int]) -> bool:
+    """True when something accepts TCP connections at ``address`` (closed again at once).
+
+    ``nvidia-imex-ctl`` asks IMEX over this port, so it cannot say READY before.
+    """
+    try:
+        with socket.create_connection(address, timeout=PROBE_TIMEOUT):
+            return True
+    except OSError:
+        return False
 
 
 def ctl_ready(returncode: int, stdout: str) -> bool:
@@ -108,7 +126,14 @@ class Supervisor:
         stop_timeout: float,
         stats: metrics.AgentMetrics,
         on_exit: Callable[[], None],
+        command_port: tuple[str, int] | None = None,
     ) -> None:
+        """Supervise IMEX run from ``binary``, asked through ``ctl``.
+
+        ``command_port`` is IMEX's command service as its config sets it, looked at before
+        each ``nvidia-imex-ctl`` while IMEX starts (None: always ask ctl).
+        """
+        self._command_port = command_port
         self._argv = (str(binary), "-c", str(config_file))
         self._check_argv = (str(ctl), "-q", "-c", str(config_file))
         self._start_timeout = start_timeout
@@ -221,7 +246,13 @@ class Supervisor:
         """Ask ``nvidia-imex-ctl -q`` when due and update the health."""
         if self._process is None or now < self._next_check:
             return
-        ready, ctl_text = self._query()
+        port = self._command_port
+        closed = not self._ever_ready and port is not None and not accepts(port)
+        if closed:
+            assert port is not None
+            ready, ctl_text = False, f"its command port {port[0]}:{port[1]} is not open yet"
+        else:
+            ready, ctl_text = self._query()
         result = assess(
             ready=ready,
             ctl_text=ctl_text,
@@ -238,7 +269,8 @@ class Supervisor:
         if ready:
             self._failure, self._ever_ready = "", True
         steady = result.health == decide.Health.READY and not result.misses
-        self._next_check = now + check_interval(steady=steady, elapsed=now - self._started_at)
+        interval = check_interval(steady=steady, elapsed=now - self._started_at)
+        self._next_check = now + (PROBE_INTERVAL if closed else interval)
 
     # -- helpers ------------------------------------------------------------------------
 
