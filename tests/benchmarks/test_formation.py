@@ -227,7 +227,7 @@ class Rounds:
     """(domain UID, wall-clock creation of its pods) per formation, for the trace."""
 
 
-def _rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
+def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
     """``runs`` times: the baseline pods, then a domain and the same pods claiming from it."""
     out = Rounds()
     for run in range(runs):
@@ -268,7 +268,7 @@ def test_formation_latency_api_writes_and_controller_footprint(
     installed: tuple[cluster.SimCluster, Any, str], tmp_path: pathlib.Path
 ) -> None:
     sim, api, driver_ns = installed
-    on = _rounds(api, driver_ns, "cd", RUNS)
+    on = rounds(api, driver_ns, "cd", RUNS)
     leader = _leader(api, driver_ns)
     last: list[int] = []
 
@@ -286,7 +286,7 @@ def test_formation_latency_api_writes_and_controller_footprint(
     stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
     rss, cpu = _churn(api, leader)
     _without_binding_conditions(sim, api, tmp_path)
-    off = _rounds(api, driver_ns, "nobc", RUNS_WITHOUT)
+    off = rounds(api, driver_ns, "nobc", RUNS_WITHOUT)
     stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
     base, form = report.summarize(on.baseline), report.summarize(on.formation)
     base_off, form_off = report.summarize(off.baseline), report.summarize(off.formation)

@@ -26,7 +26,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster, topology
 from computedomains.sim import nodes as sim_nodes
-from tests.benchmarks import report
+from tests.benchmarks import footprint, report, test_node_footprint
 from tests.benchmarks.conftest import NAMESPACE, chart_cluster
 from tests.support import domains
 
@@ -231,6 +231,7 @@ def test_four_racks_one_big_domain_and_pairs_churning(
             "http_409_429_by_resource": pairs_refused,
         },
         "slot_moves": watch.moves,
+        "footprint_idle": footprint.measure(api, len(nodes)),
     }
     report.save(
         "four-racks",
@@ -242,7 +243,8 @@ def test_four_racks_one_big_domain_and_pairs_churning(
                 labels=[f"one domain, {pods} pods", f"{PAIRS} pairs (p50 of {ROUNDS} rounds)"],
                 series={"seconds": [big_ready_s, report.summarize(rounds)["p50"]]},
                 unit="seconds",
-            )
+            ),
+            test_node_footprint.rss_plot(figures["footprint_idle"]),
         ],
     )
     assert watch.moves == 0

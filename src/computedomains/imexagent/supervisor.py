@@ -247,7 +247,13 @@ class Supervisor:
         if self._process is None or now < self._next_check:
             return
         port = self._command_port
-        closed = not self._ever_ready and port is not None and not accepts(port)
+        # Past the start timeout ctl runs anyway: its own words say why IMEX is not up.
+        closed = (
+            not self._ever_ready
+            and port is not None
+            and now - self._started_at < self._start_timeout
+            and not accepts(port)
+        )
         if closed:
             assert port is not None
             ready, ctl_text = False, f"its command port {port[0]}:{port[1]} is not open yet"

@@ -1,0 +1,117 @@
+"""What each node costs while idle: RSS of the chart's per-node processes, API watches, requests.
+
+RSS comes from ``/proc`` (the simulated kubelet runs every container as a local process, its
+``--node-name`` in its arguments); watches and requests from the API server's own metrics, so
+they include the control plane's (kube-scheduler, kube-controller-manager, kwok's node leases):
+per node they are an upper bound of what our components add.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import statistics
+import time
+from typing import Any
+
+from prometheus_client import parser
+
+from computedomains import waiting
+
+COMPONENTS = {
+    "kubelet-plugin": ("kubelet-plugin",),
+    "imex-agent": ("imex-agent",),
+    "node-init-watch": ("node-init", "--watch"),
+}
+"""Component → the arguments that name its process (``computedomains <subcommand> ...``)."""
+WINDOW = 30.0
+"""Seconds of idle cluster over which requests are counted."""
+
+
+def rss_by_node() -> dict[str, dict[str, float]]:
+    """Node → component → RSS (MiB) of the per-node processes running now."""
+    out: dict[str, dict[str, float]] = {}
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [
+                a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")
+            ]
+            status = (proc / "status").read_text()
+        except OSError:
+            continue
+        if "computedomains" not in argv:
+            continue
+        node = next((a.split("=", 1)[1] for a in argv if a.startswith("--node-name=")), "")
+        found = re.search(r"VmRSS:\s+(\d+)", status)
+        for component, words in COMPONENTS.items():
+            if node and found and all(w in argv for w in words):
+                out.setdefault(node, {})[component] = int(found.group(1)) / 1024
+    return out
+
+
+def _metrics(api: Any) -> str:
+    serialized = api.param_serialize("GET", "/metrics", header_params={"Accept": "text/plain"},
+                                     auth_settings=["BearerToken"])  # fmt: skip
+    return str(api.call_api(*serialized).read().decode())
+
+
+def _samples(text: str, name: str) -> dict[tuple[str, str], float]:
+    """(resource, verb) → value of metric ``name``, summed over its other labels."""
+    out: dict[tuple[str, str], float] = {}
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name:
+                key = (sample.labels.get("resource", ""), sample.labels.get("verb", ""))
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
+
+
+def measure(api: Any, nodes: int) -> dict[str, Any]:
+    """RSS per node and component, watches open and requests per second, per node."""
+    expected = len(COMPONENTS)
+    seen: dict[str, dict[str, float]] = {}
+
+    def complete() -> bool:
+        seen.clear()
+        seen.update(rss_by_node())
+        return len(seen) >= nodes and all(len(c) == expected for c in seen.values())
+
+    waiting.until(f"every one of {nodes} nodes to run its {expected} processes", complete,
+                  timeout=60, interval=1)  # fmt: skip
+    per_node = [sum(c.values()) for c in seen.values()]
+    by_component = {
+        name: round(statistics.median(c[name] for c in seen.values()), 1) for name in COMPONENTS
+    }
+    before, started = _samples(_metrics(api), "apiserver_request_total"), time.monotonic()
+    waiting.until(f"a {WINDOW:g} s idle window", lambda: time.monotonic() - started >= WINDOW,
+                  timeout=WINDOW + 10, interval=1)  # fmt: skip
+    text = _metrics(api)
+    elapsed = time.monotonic() - started
+    after = _samples(text, "apiserver_request_total")
+    rates = {
+        f"{resource or '-'} {verb}": round((value - before.get((resource, verb), 0.0)) / elapsed, 2)
+        for (resource, verb), value in after.items()
+        if value > before.get((resource, verb), 0.0)
+    }
+    watches = {
+        resource or "-": value
+        for (resource, verb), value in _samples(text, "apiserver_longrunning_requests").items()
+        if verb == "WATCH" and value
+    }
+    total_rate = sum(rates.values())
+    return {
+        "nodes": nodes,
+        "rss_per_node_mib": {
+            "p50": round(statistics.median(per_node), 1),
+            "max": round(max(per_node), 1),
+        },
+        "rss_by_component_p50_mib": by_component,
+        "requests_per_s_idle": round(total_rate, 2),
+        "requests_per_s_idle_per_node": round(total_rate / nodes, 3),
+        "requests_per_s_idle_by_resource_verb": dict(sorted(rates.items())),
+        "watches_open": int(sum(watches.values())),
+        "watches_open_per_node": round(sum(watches.values()) / nodes, 2),
+        "watches_open_by_resource": dict(sorted(watches.items())),
+    }
