@@ -1,4 +1,4 @@
-"""What each node costs while idle: RSS of the chart's per-node processes, API watches, requests.
+"""What each node costs: RSS of the chart's per-node processes, API watches, requests, CPU.
 
 RSS comes from ``/proc`` (the simulated kubelet runs every container as a local process, its
 ``--node-name`` in its arguments); watches and requests from the API server's own metrics, so
@@ -8,6 +8,8 @@ per node they are an upper bound of what our components add.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import pathlib
 import re
 import statistics
@@ -49,6 +51,77 @@ def rss_by_node() -> dict[str, dict[str, float]]:
             if node and found and all(w in argv for w in words):
                 out.setdefault(node, {})[component] = int(found.group(1)) / 1024
     return out
+
+
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "kwok")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclasses.dataclass(frozen=True)
+class Cpu:
+    """CPU seconds of one process: its own, and its children's that it has waited for."""
+
+    component: str
+    own: float
+    children: float
+
+
+def component_of(argv: list[str]) -> str:
+    """Which part of the simulated cluster a command line is ("" for anything else)."""
+    name = pathlib.Path(argv[0]).name if argv else ""
+    if name in CONTROL_PLANE:
+        return name
+    if "-m" not in argv[:-1]:
+        return ""
+    module = argv[argv.index("-m") + 1]
+    rest = argv[argv.index("-m") + 2 :]
+    if module == "computedomains" and rest:
+        if rest[:2] == ["sim", "kubelet"]:
+            return "simulated kubelet"
+        return "node-init-watch" if rest[0] == "node-init" and "--watch" in rest else rest[0]
+    if module == "computedomains.sim.fakeimex":
+        return f"fake {'nvidia-imex' if rest[:1] == ['daemon'] else 'nvidia-imex-ctl'}"
+    return ""
+
+
+def cpu_now() -> dict[int, Cpu]:
+    """Every process of the simulated cluster by PID, with its CPU seconds so far."""
+    out: dict[int, Cpu] = {}
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [
+                a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")
+            ]
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        component = component_of([a for a in argv if a])
+        if component:
+            own = (int(fields[11]) + int(fields[12])) / TICKS
+            out[int(proc.name)] = Cpu(component, own, (int(fields[13]) + int(fields[14])) / TICKS)
+    return out
+
+
+def cpu_spent(before: dict[int, Cpu], after: dict[int, Cpu]) -> dict[str, float]:
+    """CPU seconds by component between two :func:`cpu_now` samples, largest first.
+
+    Processes that started and ended in between (a fake ``nvidia-imex-ctl``, a pod's init
+    container) count through their parent's children time, as ``<parent> children``.
+    """
+    spent: dict[str, float] = {}
+    for pid, now in after.items():
+        then = before.get(pid)
+        if then is not None and then.component != now.component:
+            then = None  # the PID was reused
+        own = now.own - (then.own if then else 0.0)
+        children = now.children - (then.children if then else 0.0)
+        spent[now.component] = spent.get(now.component, 0.0) + own
+        if children > 0:
+            key = f"{now.component} children"
+            spent[key] = spent.get(key, 0.0) + children
+    return {k: round(v, 1) for k, v in sorted(spent.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
 def _metrics(api: Any) -> str:

@@ -17,13 +17,14 @@ import urllib.request
 from functools import partial
 from typing import Any, cast
 
+import pytest
 from kubernetes import client
 
 from computedomains import trace, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster
 from computedomains.sim.kubelet import main as sim_kubelet
-from tests.benchmarks import conftest, report
+from tests.benchmarks import conftest, footprint, report
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
 
@@ -264,11 +265,14 @@ def _without_binding_conditions(sim: cluster.SimCluster, api: Any, tmp: pathlib.
                   timeout=300, interval=1)  # fmt: skip
 
 
+@pytest.mark.timeout(2400)
 def test_formation_latency_api_writes_and_controller_footprint(
     installed: tuple[cluster.SimCluster, Any, str], tmp_path: pathlib.Path
 ) -> None:
     sim, api, driver_ns = installed
+    cpu_before = footprint.cpu_now()
     on = rounds(api, driver_ns, "cd", RUNS)
+    cpu = footprint.cpu_spent(cpu_before, footprint.cpu_now())
     leader = _leader(api, driver_ns)
     last: list[int] = []
 
@@ -284,13 +288,14 @@ def test_formation_latency_api_writes_and_controller_footprint(
     )
     idle_after, _ = _writes(_scrape(leader))
     stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
-    rss, cpu = _churn(api, leader)
+    rss, cpu_share = _churn(api, leader)
     _without_binding_conditions(sim, api, tmp_path)
     off = rounds(api, driver_ns, "nobc", RUNS_WITHOUT)
     stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
     base, form = report.summarize(on.baseline), report.summarize(on.formation)
     base_off, form_off = report.summarize(off.baseline), report.summarize(off.formation)
     writes = report.summarize(on.writes)
+    per_round = {k: round(v / RUNS, 2) for k, v in cpu.items()}
     plots = [
         report.Plot(
             name="stages",
@@ -309,6 +314,14 @@ def test_formation_latency_api_writes_and_controller_footprint(
             labels=["no claims (baseline)", "channel, binding conditions", "channel, without"],
             series={q: [base[q], form[q], form_off[q]] for q in ("p50", "p99")},
             unit="seconds",
+        ),
+        report.Plot(
+            name="cpu",
+            title="CPU seconds per round (baseline pods, formation, clean-up), by process",
+            labels=list(per_round)[:12],
+            series={"CPU s": list(per_round.values())[:12]},
+            unit="CPU seconds",
+            kind="barh",
         ),
         report.Plot(
             name="writes",
@@ -331,7 +344,10 @@ def test_formation_latency_api_writes_and_controller_footprint(
             "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
             "http_409_429_on_our_writes": on.conflicts + off.conflicts,
             "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
-            "controller_cpu_fraction_20_domains_churning": cpu,
+            "controller_cpu_fraction_20_domains_churning": cpu_share,
+            # Per round: the baseline pods, the formation and the clean-up (the machine's work).
+            "cpu_s_per_round_by_component": per_round,
+            "cpu_s_per_round_total": round(sum(per_round.values()), 1),
             "without_binding_conditions": {
                 "runs": RUNS_WITHOUT,
                 "baseline_no_claims_s": base_off,

@@ -325,7 +325,9 @@ def test_between_status_writes_only_what_agents_wait_for_is_written() -> None:
     assert held.cliques == {}
     assert held.deferred
     assert held.became_ready == ("a", "b")  # latency is measured when seen, not when written
+    assert held.announced_ready == ()  # the status that shows it is not written yet
     flushed = decide.plan(ready, limit=18, reported=frozenset(), flush=True)
+    assert flushed.announced_ready == ("a", "b")
     assert {d.status for d in flushed.cliques[C1]} == {models.Status.READY}
     assert flushed.status is not None
     assert [e.reason for e in flushed.status_events] == [
@@ -345,3 +347,17 @@ def test_an_address_change_is_written_at_once() -> None:
         limit=18, reported=frozenset(), flush=False,
     )  # fmt: skip
     assert held.cliques[C1][0].ip_address == agent("a").ip
+
+
+def test_readiness_a_clique_shows_early_is_announced_with_the_status_write() -> None:
+    # An urgent clique write (members named) carried the READY along before the status.
+    stored = {C1: (daemon("a", 0, ready=True, ip=agent("a").ip),)}
+    snap = snapshot(nodes=[node("a")], agents=[agent("a")], cliques=stored)
+    flushed = decide.plan(snap, limit=18, reported=frozenset(), flush=True)
+    assert flushed.became_ready == ()
+    assert flushed.status is not None
+    assert flushed.announced_ready == ("a",)
+    shown = dataclasses.replace(
+        snap, domain=dataclasses.replace(snap.domain, status=flushed.status)
+    )
+    assert decide.plan(shown, limit=18, reported=frozenset()).announced_ready == ()

@@ -14,6 +14,8 @@ from computedomains.api import models
 from computedomains.controller import eventplan, frozencliques, membership, status
 from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
+READY = models.Status.READY
+
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
@@ -38,6 +40,8 @@ class Plan:
     """Nodes that got a slot now (formation latency starts)."""
     became_ready: tuple[NodeName, ...]
     """Nodes whose IMEX turned ready now (formation latency ends)."""
+    announced_ready: tuple[NodeName, ...]
+    """Members the status written now shows Ready that the stored status did not."""
     holding_nodes: tuple[NodeName, ...]
     """While deleting: nodes that still carry the domain label."""
     remove_finalizer: bool
@@ -111,6 +115,10 @@ def plan(
     if not flush and not release:
         writes, new_status, keep = urgent, None, _immediate_keys(keep) | reported
         status_events = []
+    shown_ready = {n.name for n in (before.nodes if before else ()) if n.status is READY}
+    announced = () if new_status is None else tuple(
+        NodeName(n.name) for n in desired.nodes if n.status is READY and n.name not in shown_ready
+    )  # fmt: skip
     return Plan(
         add_finalizer=not domain.deleting and not domain.finalized,
         create_template=not domain.deleting
@@ -126,6 +134,7 @@ def plan(
         reported=keep,
         assigned=tuple(n for r in cliques.slots.values() for n in r.assigned),
         became_ready=_became_ready(snapshot, cliques),
+        announced_ready=announced,
         holding_nodes=holding,
         remove_finalizer=release,
         domain_ready=desired.status is models.Status.READY and bool(desired.nodes),

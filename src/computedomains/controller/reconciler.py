@@ -138,7 +138,7 @@ class Reconciler:
         self._formation.joined(uid, plan.assigned, domain_ready=plan.domain_ready)
         self._formation.ready(uid, plan.became_ready, domain_ready=plan.domain_ready)
         # Readiness goes out with the status: traced in the round that writes it.
-        self._traced(trace.Stage.MEMBER_READY, uid, () if plan.deferred else plan.became_ready)
+        self._traced(trace.Stage.MEMBER_READY, uid, plan.announced_ready)
         with self._lock:
             self._reported[uid] = plan.reported
             if plan.status is not None:

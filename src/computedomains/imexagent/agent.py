@@ -206,10 +206,10 @@ class Agent:
         observed = self._supervisor.observed()
         reported = decide.report(target, observed)
         before = self._reporter.current
-        retry = self._reporter.publish(reported, now=self._clock())
         if reported.ready and (before is None or before.state != reported.state
                                or before.domain_uid != reported.domain_uid):  # fmt: skip
-            self._traced(trace.Stage.IMEX_READY, reported.domain_uid)
+            self._traced(trace.Stage.IMEX_READY, reported.domain_uid)  # seen, not yet published
+        retry = self._reporter.publish(reported, now=self._clock())
         later = planned.at if planned.at > now else math.inf
         return min(later, retry, self._supervisor.next_check(), self._fabric_due)
 
@@ -226,7 +226,6 @@ class Agent:
             self._files.write(membership)  # a failure here is retried by the loop
             self._traced(trace.Stage.CONFIG_RENDERED, domain)
             self._supervisor.reload(membership, now=self._clock())
-            self._traced(trace.Stage.IMEX_STARTED, domain)
             return
         try:
             self._files.write(membership)
