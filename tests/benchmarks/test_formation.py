@@ -157,16 +157,25 @@ def _ready(api: Any, name: str) -> bool:
 
 
 def _leader(api: Any, driver_ns: str) -> Any:
-    pods = (
-        client.CoreV1Api(api)
-        .list_namespaced_pod(driver_ns, label_selector="app.kubernetes.io/component=controller")
-        .items
-    )
-    for pod in pods:
-        text = _scrape(pod)
-        if re.search(r"^computedomains_controller_leader 1", text, re.M):
-            return pod
-    raise AssertionError("no leading controller")
+    """The controller pod that leads (a replica being restarted is passed over meanwhile)."""
+    found: list[Any] = []
+
+    def leading() -> bool:
+        pods = client.CoreV1Api(api).list_namespaced_pod(
+            driver_ns, label_selector="app.kubernetes.io/component=controller"
+        )
+        for pod in pods.items:
+            try:
+                text = _scrape(pod) if pod.status.pod_ip else ""
+            except OSError:
+                continue
+            if re.search(r"^computedomains_controller_leader 1", text, re.M):
+                found[:] = [pod]
+                return True
+        return False
+
+    waiting.until("a leading controller", leading, timeout=60, interval=0.5)
+    return found[0]
 
 
 def _scrape(pod: Any) -> str:
