@@ -56,6 +56,20 @@ def run(settings: Settings, *, stop: threading.Event, log: Log = _print) -> int:
     return 0
 
 
+def watch(settings: Settings, *, stop: threading.Event, log: Log) -> None:
+    """Check and re-check until ``stop`` is set, starting over after a failure.
+
+    What the kubelet plugin runs in a thread of its own (the re-check needs no process).
+    """
+    while not stop.is_set():
+        try:
+            run(settings, stop=stop, log=log)
+            return
+        except Exception as exc:  # noqa: BLE001 - the plugin's thread outlives any failure
+            log(f"check failed, starting over in {settings.recheck_interval:g}s: {exc!r}")
+            stop.wait(settings.recheck_interval)
+
+
 def settle(
     observer: discovery.Observer, *, interval: float, stop: threading.Event, log: Log
 ) -> discovery.Observation:

@@ -37,21 +37,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     flaggroups.add_kube(parser, namespace=False)
     discovery.add_flags(parser)
     flaggroups.add_node_paths(parser, "--fabric-verdict-file")
-    flags.add(
-        parser,
-        "--transitional-grace",
-        default=f"{Settings.transitional_grace:g}",
-        type=float,
-        help="seconds a fabric registration may stay in progress before the node is broken",
-    )
     fabricverdict.add_grace_flags(parser)
-    flags.add_switch(
-        parser,
-        "--taint-broken",
-        default=Settings.taint_broken,
-        negatable=True,
-        help=f"put the NoSchedule taint {constants.FABRIC_TAINT} on nodes with a broken fabric",
-    )
+    _add_check_flags(parser)
     flags.add_switch(
         parser, "--watch", default=Settings.watch, help="keep re-checking (the chart's sidecar)"
     )
@@ -61,6 +48,59 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         default=f"{Settings.recheck_interval:g}",
         type=float,
         help="seconds between re-checks with --watch",
+    )
+
+
+def add_recheck_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of a fabric re-check run inside the kubelet plugin.
+
+    The plugin has its own node, kube, ``--proc-root``, ``--fabric-verdict-file`` and grace
+    flags; these are the rest. ``--fabric-recheck-interval`` 0 (the default) runs none.
+    """
+    discovery.add_flags(parser, proc_root=False)
+    _add_check_flags(parser)
+    flags.add(
+        parser,
+        "--fabric-recheck-interval",
+        default="0",
+        type=float,
+        help="seconds between fabric re-checks in this process (node-init's check; 0: none)",
+    )
+
+
+def recheck_from_args(args: argparse.Namespace) -> Settings | None:
+    """The re-check :func:`add_recheck_flags` asks for, None when none."""
+    if args.fabric_recheck_interval < 0 or args.transitional_grace < 0:
+        raise SystemExit("--fabric-recheck-interval and --transitional-grace must not be negative")
+    if not args.fabric_recheck_interval:
+        return None
+    return Settings(
+        node_name=args.node_name,
+        kubeconfig=args.kubeconfig,
+        discovery=discovery.DiscoverySettings.from_args(args),
+        verdict_file=args.fabric_verdict_file,
+        transitional_grace=args.transitional_grace,
+        fault_grace=fabricverdict.grace_from_args(args),
+        taint_broken=args.taint_broken,
+        watch=True,
+        recheck_interval=args.fabric_recheck_interval,
+    )
+
+
+def _add_check_flags(parser: argparse.ArgumentParser) -> None:
+    flags.add(
+        parser,
+        "--transitional-grace",
+        default=f"{Settings.transitional_grace:g}",
+        type=float,
+        help="seconds a fabric registration may stay in progress before the node is broken",
+    )
+    flags.add_switch(
+        parser,
+        "--taint-broken",
+        default=Settings.taint_broken,
+        negatable=True,
+        help=f"put the NoSchedule taint {constants.FABRIC_TAINT} on nodes with a broken fabric",
     )
 
 

@@ -398,26 +398,37 @@ compute-domains.tokenExtraVariable
 {{/*
 compute-domains.nodeInit.args
   Takes: the root context.
-  Returns: the YAML list items of `computedomains node-init` arguments shared by the init
-  container (runs once) and the sidecar (adds --watch and --recheck-interval). Both take the
-  fault grace: a restarted pod on a node running a job holds its verdict like the sidecar.
+  Returns: the YAML list items of the init container's `computedomains node-init` arguments.
+  It takes the fault grace: a restarted pod on a node running a job holds its verdict as the
+  plugin's re-check does.
 */}}
 {{- define "compute-domains.nodeInit.args" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
 - node-init
 - --node-name=$(NODE_NAME)
-- --fabric-backend={{ .Values.fabric.backend }}
-- --driver-root={{ $p.driverRoot }}
 - --proc-root={{ $p.procRoot }}
 - --fabric-verdict-file={{ $p.verdictFile }}
+- --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}
+- --fault-grace-seconds={{ .Values.nodeInit.faultGrace.seconds }}
+{{ include "compute-domains.fabricCheck.args" . }}
+{{- end -}}
+
+{{/*
+compute-domains.fabricCheck.args
+  Takes: the root context.
+  Returns: the YAML list items of the fabric check's own arguments, taken by node-init (the
+  init container) and by the kubelet plugin (which runs the re-check).
+*/}}
+{{- define "compute-domains.fabricCheck.args" -}}
+{{- $p := include "compute-domains.paths" . | fromYaml -}}
+- --fabric-backend={{ .Values.fabric.backend }}
+- --driver-root={{ $p.driverRoot }}
 {{- if eq .Values.fabric.backend "fake" }}
 - --fake-nvml-file={{ .Values.fabric.fakeNvmlFile }}
 {{- end }}
 {{- if hasKey .Values.nodeInit "transitionalGrace" }}
 - --transitional-grace={{ .Values.nodeInit.transitionalGrace }}
 {{- end }}
-- --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}
-- --fault-grace-seconds={{ .Values.nodeInit.faultGrace.seconds }}
 - {{ ternary "--taint-broken" "--no-taint-broken" .Values.nodeInit.taintBroken }}
 {{- end -}}
 
@@ -468,7 +479,7 @@ compute-domains.nodeInit.deviceEnv
 {{/*
 compute-domains.nodeInit.volumeMounts
   Takes: the root context.
-  Returns: the volumeMounts list items of both node-init containers: the state folder
+  Returns: the volumeMounts list items of node-init and of the plugin's re-check: the state folder
   (read-write, for the verdict), the host /proc and the driver root (read-only), and the
   fake-NVML folder when fabric.backend is `fake`. The volumes are declared by the DaemonSet.
 */}}

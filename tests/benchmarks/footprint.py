@@ -23,7 +23,6 @@ from computedomains import waiting
 COMPONENTS = {
     "kubelet-plugin": ("kubelet-plugin",),
     "imex-agent": ("imex-agent",),
-    "node-init-watch": ("node-init", "--watch"),
 }
 """Component → the arguments that name its process (``computedomains <subcommand> ...``)."""
 WINDOW = 30.0
@@ -78,7 +77,7 @@ def component_of(argv: list[str]) -> str:
     if module == "computedomains" and rest:
         if rest[:2] == ["sim", "kubelet"]:
             return "simulated kubelet"
-        return "node-init-watch" if rest[0] == "node-init" and "--watch" in rest else rest[0]
+        return rest[0]
     if module == "computedomains.sim.fakeimex":
         return f"fake {'nvidia-imex' if rest[:1] == ['daemon'] else 'nvidia-imex-ctl'}"
     return ""

@@ -144,7 +144,7 @@ def test_common_labels_reach_every_object_and_the_pods(h4: helm.Helm) -> None:
 def test_driver_root_flows_into_the_mount_and_the_flag(h: helm.Helm) -> None:
     objects = r.rendered(h, driverRoot="/run/nvidia/driver")
     assert r.volume(objects, "driver-root")["hostPath"]["path"] == "/run/nvidia/driver"
-    for name in ("node-init", "node-init-watch"):
+    for name in ("node-init", "kubelet-plugin"):
         c = r.container(objects, name)
         m = r.mount(c, "driver-root")
         assert m is not None and m["readOnly"] is True
@@ -229,7 +229,7 @@ def test_fake_backend_reads_the_fake_nvml_file(h: helm.Helm) -> None:
 
     objects = r.template(h, "--values", str(r.PROFILES["sim"]))
     assert r.volume(objects, "fake-nvml")["hostPath"]["path"] == "/etc/compute-domains"
-    for name in ("node-init", "node-init-watch"):
+    for name in ("node-init", "kubelet-plugin"):
         c = r.container(objects, name)
         assert r.flag(c, "fabric-backend") == "fake"
         assert r.flag(c, "fake-nvml-file") == "/etc/compute-domains/fake-nvml.json"
@@ -265,12 +265,12 @@ def test_http_port_flows_into_bind_port_and_probes(h: helm.Helm) -> None:
         ("kubeletPlugin.imexReadyTimeout", "90", "kubelet-plugin", "imex-ready-timeout"),
         ("kubeletPlugin.collectionInterval", "7", "kubelet-plugin", "collection-interval"),
         ("nodeInit.faultGrace.checks", "5", "node-init", "fault-grace-checks"),
-        ("nodeInit.faultGrace.checks", "5", "node-init-watch", "fault-grace-checks"),
+        ("nodeInit.faultGrace.checks", "5", "kubelet-plugin", "fault-grace-checks"),
+        ("nodeInit.faultGrace.seconds", "90", "node-init", "fault-grace-seconds"),
         ("nodeInit.faultGrace.seconds", "90", "kubelet-plugin", "fault-grace-seconds"),
-        ("nodeInit.faultGrace.seconds", "90", "node-init-watch", "fault-grace-seconds"),
         ("nodeInit.transitionalGrace", "300", "node-init", "transitional-grace"),
-        ("nodeInit.transitionalGrace", "300", "node-init-watch", "transitional-grace"),
-        ("nodeInit.recheckInterval", "15", "node-init-watch", "recheck-interval"),
+        ("nodeInit.transitionalGrace", "300", "kubelet-plugin", "transitional-grace"),
+        ("nodeInit.recheckInterval", "15", "kubelet-plugin", "fabric-recheck-interval"),
     ],
 )
 def test_value_becomes_flag(h4: helm.Helm, key: str, value: str, container: str, flag: str) -> None:
@@ -301,17 +301,22 @@ def test_taint_broken(h4: helm.Helm) -> None:
     assert "--no-taint-broken" in r.container(r.template(h4), "node-init")["args"]
     objects = r.rendered(h4, **{"nodeInit.taintBroken": "true"})
     assert "--taint-broken" in r.container(objects, "node-init")["args"]
-    assert "--taint-broken" in r.container(objects, "node-init-watch")["args"]
+    assert "--taint-broken" in r.container(objects, "kubelet-plugin")["args"]
 
 
-def test_node_init_runs_once_then_watches(h4: helm.Helm) -> None:
+def test_node_init_runs_once_then_the_plugin_re_checks_with_the_same_check(h4: helm.Helm) -> None:
     objects = r.template(h4)
     once = r.container(objects, "node-init")
-    watch = r.container(objects, "node-init-watch")
+    plugin = r.container(objects, "kubelet-plugin")
     assert [c["name"] for c in r.pod_spec(objects)["initContainers"]] == ["node-init"]
-    assert once["args"][0] == watch["args"][0] == "node-init"
-    assert "--watch" not in once["args"]
-    assert watch["args"] == [*once["args"], "--watch", "--recheck-interval=60"]
+    assert [c["name"] for c in r.pod_spec(objects)["containers"]] == ["kubelet-plugin"]
+    assert once["args"][0] == "node-init" and "--watch" not in once["args"]
+    shared = [a for a in once["args"][1:] if not a.startswith("--node-name")]
+    assert set(shared) <= set(plugin["args"])  # the re-check judges the fabric as node-init did
+    assert r.flag(plugin, "fabric-recheck-interval") == "60"
+    # The re-check writes the verdict and reads NVML through the GPUs the runtime injects.
+    assert r.mount(plugin, "run").get("readOnly") is not True
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in plugin["env"]
 
 
 def _every_container(objects: list[r.Obj]) -> list[r.Obj]:
@@ -346,7 +351,6 @@ def test_resources(h4: helm.Helm) -> None:
     )
     assert r.container(objects, "kubelet-plugin")["resources"]["limits"]["memory"] == "1Gi"
     assert r.container(objects, "node-init")["resources"]["requests"]["cpu"] == "5m"
-    assert r.container(objects, "node-init-watch")["resources"]["requests"]["cpu"] == "5m"
 
 
 def test_pod_and_service_account_annotations(h4: helm.Helm) -> None:
@@ -548,7 +552,6 @@ def _documented_flags(command: str) -> set[str]:
     ("container", "command"),
     [
         ("node-init", "node-init"),
-        ("node-init-watch", "node-init"),
         ("kubelet-plugin", "kubelet-plugin"),
         ("controller", "controller"),
         ("imex-agent", "imex-agent"),
@@ -870,7 +873,7 @@ def test_every_value_is_in_the_schema_the_readme_and_a_template() -> None:
         assert read, f"no template reads {path}"
 
 
-NODE_CONTAINERS = ["node-init", "node-init-watch", "kubelet-plugin", "imex-agent"]
+NODE_CONTAINERS = ["node-init", "kubelet-plugin", "imex-agent"]
 CONTAINER_ONLY_PATHS = {"--driver-root", "--proc-root"}
 """Paths the chart mounts elsewhere in the container (the host's driver root and /proc)."""
 

@@ -67,8 +67,11 @@ class DiscoverySettings:
         return nvml.NvmlBackend(driver_root=self.driver_root, proc_root=self.proc_root)
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    """Add ``--fabric-backend``, ``--driver-root``, ``--fake-nvml-file`` and ``--proc-root``."""
+def add_flags(parser: argparse.ArgumentParser, *, proc_root: bool = True) -> None:
+    """Add ``--fabric-backend``, ``--driver-root``, ``--fake-nvml-file`` and ``--proc-root``.
+
+    Without ``proc_root`` the caller has its own ``--proc-root`` (the kubelet plugin).
+    """
     defaults = DiscoverySettings()
     flags.add(
         parser,
@@ -77,7 +80,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         choices=[b.value for b in BackendKind],
         help="where fabric information comes from: NVML, or the simulated node's file",
     )
-    flaggroups.add_node_paths(parser, "--driver-root", "--proc-root")
+    flaggroups.add_node_paths(parser, "--driver-root", *(["--proc-root"] if proc_root else []))
     flags.add(
         parser,
         "--fake-nvml-file",

@@ -8,6 +8,7 @@ import pathlib
 
 from computedomains import settings as flags
 from computedomains.api import constants, fabricverdict, flaggroups, imex
+from computedomains.nodeinit import settings as nodeinit_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,8 @@ class PluginConfig:
     servers drop the field). Off: two domains' first pods can race for a free node, and the
     loser waits on it (docs/placement.md)."""
     http_bind: str
+    fabric_recheck: nodeinit_settings.Settings | None = None
+    """node-init's fabric re-check, run in a thread of the plugin (None: not here)."""
 
     @property
     def plugin_dir(self) -> pathlib.Path:
@@ -111,6 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between garbage collection rounds (which also verify the node label)",
     )
     flaggroups.add_http(parser)
+    nodeinit_settings.add_recheck_flags(parser)
 
 
 def from_args(args: argparse.Namespace) -> PluginConfig:
@@ -143,4 +147,5 @@ def from_args(args: argparse.Namespace) -> PluginConfig:
         fault_grace=fabricverdict.grace_from_args(args),
         binding_conditions=args.binding_conditions,
         http_bind=args.http_bind,
+        fabric_recheck=nodeinit_settings.recheck_from_args(args),
     )

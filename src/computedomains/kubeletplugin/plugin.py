@@ -23,6 +23,7 @@ from computedomains.kube import client as kube_client
 from computedomains.kube import events
 from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import config, driver, metrics, nodestate, server, slices
+from computedomains.nodeinit import run as nodeinit_run
 
 log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
@@ -115,6 +116,15 @@ def run(cfg: config.PluginConfig) -> int:
             "accepted" if registration.registered else registration.error or "pending"
         )
 
+    if cfg.fabric_recheck is not None:
+        checks = logging.getLogger("computedomains.nodeinit")
+        threading.Thread(
+            target=nodeinit_run.watch,
+            args=(cfg.fabric_recheck,),
+            kwargs={"stop": stop, "log": checks.info},
+            name="fabric-recheck",
+            daemon=True,
+        ).start()
     http = httpserver.serve(
         cfg.http_bind,
         registry=stats.registry,

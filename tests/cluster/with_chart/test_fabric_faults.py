@@ -33,7 +33,7 @@ def _log(sim: sim_cluster.SimCluster, pod: Any) -> pathlib.Path:
     meta = pod.metadata
     return (
         sim.directory / "logs/pods" / f"{meta.namespace}_{meta.name}_{meta.uid}"
-    ) / "node-init-watch.log"
+    ) / "kubelet-plugin.log"  # the plugin runs the re-check
 
 
 def _imex_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
@@ -69,8 +69,9 @@ def test_a_passing_fault_keeps_imex_and_a_sustained_one_degrades_the_node(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
     pod = kube.component_pod(api, chart, "kubelet-plugin", FAULTY)
-    flags = kube.container_flags(pod, "node-init-watch")
-    checks, interval = int(flags["--fault-grace-checks"]), float(flags["--recheck-interval"])
+    flags = kube.container_flags(pod, "kubelet-plugin")
+    checks = int(flags["--fault-grace-checks"])
+    interval = float(flags["--fabric-recheck-interval"])
     assert checks >= 2, f"a grace of {checks} check(s) holds nothing; the test needs two"
     log = _log(sim, pod)
 

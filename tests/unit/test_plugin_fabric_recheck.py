@@ -1,0 +1,44 @@
+"""The kubelet plugin's fabric re-check flags: node-init's check, its settings built once."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+import pytest
+
+from computedomains.fabric import discovery
+from computedomains.kubeletplugin import config
+
+
+def _parse(*argv: str) -> config.PluginConfig:
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    return config.from_args(parser.parse_args(["--node-name=n1", *argv]))
+
+
+def test_no_re_check_unless_an_interval_is_given() -> None:
+    assert _parse().fabric_recheck is None
+    assert _parse("--fabric-recheck-interval=0").fabric_recheck is None
+
+
+def test_the_re_check_judges_with_the_plugins_paths_and_grace() -> None:
+    cfg = _parse(
+        "--fabric-recheck-interval=30", "--fabric-backend=fake", "--fake-nvml-file=/f/nvml.json",
+        "--proc-root=/host/proc", "--fabric-verdict-file=/run/v.json", "--fault-grace-checks=4",
+        "--transitional-grace=90", "--taint-broken",
+    )  # fmt: skip
+    recheck = cfg.fabric_recheck
+    assert recheck is not None
+    assert (recheck.node_name, recheck.watch, recheck.recheck_interval) == ("n1", True, 30.0)
+    assert recheck.discovery.backend is discovery.BackendKind.FAKE
+    assert recheck.discovery.fake_nvml_file == pathlib.Path("/f/nvml.json")
+    assert recheck.discovery.proc_root == cfg.proc_root == pathlib.Path("/host/proc")
+    assert recheck.verdict_file == cfg.fabric_verdict_file == pathlib.Path("/run/v.json")
+    assert recheck.fault_grace == cfg.fault_grace and recheck.fault_grace.checks == 4
+    assert (recheck.transitional_grace, recheck.taint_broken) == (90.0, True)
+
+
+def test_a_negative_interval_is_refused() -> None:
+    with pytest.raises(SystemExit, match="--fabric-recheck-interval"):
+        _parse("--fabric-recheck-interval=-1")
