@@ -74,17 +74,7 @@ def recheck_from_args(args: argparse.Namespace) -> Settings | None:
         raise SystemExit("--fabric-recheck-interval and --transitional-grace must not be negative")
     if not args.fabric_recheck_interval:
         return None
-    return Settings(
-        node_name=args.node_name,
-        kubeconfig=args.kubeconfig,
-        discovery=discovery.DiscoverySettings.from_args(args),
-        verdict_file=args.fabric_verdict_file,
-        transitional_grace=args.transitional_grace,
-        fault_grace=fabricverdict.grace_from_args(args),
-        taint_broken=args.taint_broken,
-        watch=True,
-        recheck_interval=args.fabric_recheck_interval,
-    )
+    return _settings(args, watch=True, interval=args.fabric_recheck_interval)
 
 
 def _add_check_flags(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +100,10 @@ def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Sett
         parser.error("--node-name (or NODE_NAME) is required")
     if args.recheck_interval <= 0 or args.transitional_grace < 0:
         parser.error("--recheck-interval must be positive, --transitional-grace not negative")
+    return _settings(args, watch=args.watch, interval=args.recheck_interval)
+
+
+def _settings(args: argparse.Namespace, *, watch: bool, interval: float) -> Settings:
     return Settings(
         node_name=args.node_name,
         kubeconfig=args.kubeconfig,
@@ -118,6 +112,6 @@ def from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Sett
         transitional_grace=args.transitional_grace,
         fault_grace=fabricverdict.grace_from_args(args),
         taint_broken=args.taint_broken,
-        watch=args.watch,
-        recheck_interval=args.recheck_interval,
+        watch=watch,
+        recheck_interval=interval,
     )

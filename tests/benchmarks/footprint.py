@@ -14,6 +14,7 @@ import pathlib
 import re
 import statistics
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import parser
@@ -29,19 +30,23 @@ WINDOW = 30.0
 """Seconds of idle cluster over which requests are counted."""
 
 
-def rss_by_node() -> dict[str, dict[str, float]]:
-    """Node → component → RSS (MiB) of the per-node processes running now."""
-    out: dict[str, dict[str, float]] = {}
+def _processes(file: str) -> Iterator[tuple[int, list[str], str]]:
+    """(PID, arguments, text of ``/proc/<pid>/<file>``) of every process that can be read."""
     for proc in pathlib.Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            argv = [
-                a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")
-            ]
-            status = (proc / "status").read_text()
+            raw = (proc / "cmdline").read_bytes().split(b"\0")
+            text = (proc / file).read_text()
         except OSError:
             continue
+        yield int(proc.name), [a.decode(errors="replace") for a in raw if a], text
+
+
+def rss_by_node() -> dict[str, dict[str, float]]:
+    """Node → component → RSS (MiB) of the per-node processes running now."""
+    out: dict[str, dict[str, float]] = {}
+    for _, argv, status in _processes("status"):
         if "computedomains" not in argv:
             continue
         node = next((a.split("=", 1)[1] for a in argv if a.startswith("--node-name=")), "")
@@ -86,20 +91,12 @@ def component_of(argv: list[str]) -> str:
 def cpu_now() -> dict[int, Cpu]:
     """Every process of the simulated cluster by PID, with its CPU seconds so far."""
     out: dict[int, Cpu] = {}
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = [
-                a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0")
-            ]
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        component = component_of([a for a in argv if a])
+    for pid, argv, stat in _processes("stat"):
+        component = component_of(argv)
         if component:
+            fields = stat.rsplit(")", 1)[1].split()
             own = (int(fields[11]) + int(fields[12])) / TICKS
-            out[int(proc.name)] = Cpu(component, own, (int(fields[13]) + int(fields[14])) / TICKS)
+            out[pid] = Cpu(component, own, (int(fields[13]) + int(fields[14])) / TICKS)
     return out
 
 
