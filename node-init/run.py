@@ -33,8 +33,13 @@ def _print(line: str) -> None:
     print(f"node-init: {line}", flush=True)
 
 
-def run(settings: Settings, *, stop: threading.Event, log: Log = _print) -> int:
-    """Check once (waiting out a registration in progress), publish; with ``watch``, repeat."""
+def run(
+    settings: Settings, *, stop: threading.Event, log: Log = _print, warn: Log | None = None
+) -> int:
+    """Check once (waiting out a registration in progress), publish; with ``watch``, repeat.
+
+    ``warn`` takes the lines about failed re-checks (``log`` when not given).
+    """
     api = kube_client.connect(settings.kubeconfig)
     observer = discovery.Observer(
         settings.discovery.make_backend(),
@@ -52,21 +57,24 @@ def run(settings: Settings, *, stop: threading.Event, log: Log = _print) -> int:
     log(_summary(observation))
     publisher.check(observation)
     if settings.watch:
-        recheck(settings, observer, publisher, stop=stop, log=log, last=observation)
+        recheck(
+            settings, observer, publisher, stop=stop, log=log, warn=warn or log, last=observation
+        )
     return 0
 
 
-def watch(settings: Settings, *, stop: threading.Event, log: Log) -> None:
+def watch(settings: Settings, *, stop: threading.Event, log: Log, warn: Log) -> None:
     """Check and re-check until ``stop`` is set, starting over after a failure.
 
-    What the kubelet plugin runs in a thread of its own (the re-check needs no process).
+    What the kubelet plugin runs in a thread of its own (the re-check needs no process of
+    its own); ``warn`` takes the failures.
     """
     while not stop.is_set():
         try:
-            run(settings, stop=stop, log=log)
+            run(settings, stop=stop, log=log, warn=warn)
             return
         except Exception as exc:  # noqa: BLE001 - the plugin's thread outlives any failure
-            log(f"check failed, starting over in {settings.recheck_interval:g}s: {exc!r}")
+            warn(f"check failed, starting over in {settings.recheck_interval:g}s: {exc!r}")
             stop.wait(settings.recheck_interval)
 
 
@@ -183,6 +191,7 @@ def recheck(
     *,
     stop: threading.Event,
     log: Log,
+    warn: Log,
     last: discovery.Observation,
 ) -> None:
     """Observe and publish every ``recheck_interval`` seconds until ``stop`` is set."""
@@ -196,10 +205,10 @@ def recheck(
                 log(_summary(observation))
             publisher.check(observation)
             last = observation
-        # A sidecar outlives any one failed round (API server restarting, a file being
+        # The re-check outlives any one failed round (API server restarting, a file being
         # replaced); the next round starts from scratch, and the error is in the log.
         except Exception as exc:  # noqa: BLE001
-            log(f"re-check failed, retrying in {settings.recheck_interval:g}s: {exc!r}")
+            warn(f"re-check failed, retrying in {settings.recheck_interval:g}s: {exc!r}")
 
 
 def _summary(observation: discovery.Observation) -> str:

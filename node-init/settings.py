@@ -40,7 +40,10 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     fabricverdict.add_grace_flags(parser)
     _add_check_flags(parser)
     flags.add_switch(
-        parser, "--watch", default=Settings.watch, help="keep re-checking (the chart's sidecar)"
+        parser,
+        "--watch",
+        default=Settings.watch,
+        help="keep re-checking (what the plugin's re-check does)",
     )
     flags.add(
         parser,

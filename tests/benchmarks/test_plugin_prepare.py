@@ -8,9 +8,7 @@ server, the durable checkpoint writes and the CDI spec write.
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import pathlib
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -20,9 +18,8 @@ import grpc
 import pytest
 from kubernetes import client
 
-from computedomains import waiting
 from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
-from computedomains.sim import cluster, processes, topology
+from computedomains.sim import cluster, topology
 from tests.benchmarks import report
 from tests.support import clusters, kube, plugin
 
@@ -76,43 +73,6 @@ def _memory_kib(pid: int) -> tuple[int, int]:
     return fields["Rss"], fields["Pss"]
 
 
-def _node_init_memory(proc: plugin.PluginProcess) -> tuple[int, int]:
-    """RSS of node-init's re-checking sidecar, started as the chart starts it, once settled."""
-    verdict = proc.log_dir / "node-init-verdict.json"
-    argv = [
-        sys.executable,
-        "-m",
-        "computedomains",
-        "node-init",
-        f"--node-name={proc.node}",
-        f"--kubeconfig={proc.sim.kubeconfig}",
-        "--fabric-backend=fake",
-        f"--fake-nvml-file={proc.tree.fake_nvml}",
-        f"--proc-root={proc.tree.root / 'proc'}",
-        f"--fabric-verdict-file={verdict}",
-        "--watch",
-        "--recheck-interval=0.2",
-    ]
-    child = processes.start(
-        "node-init", argv, log_dir=proc.log_dir, env={**os.environ, "MALLOC_ARENA_MAX": "2"}
-    )
-    try:
-        waiting.until(
-            "node-init to write its verdict", verdict.exists, timeout=30, abort=child.check_running
-        )
-        checks = 0
-
-        def settled() -> bool:  # a few re-checks, so the steady state is measured
-            nonlocal checks
-            checks += 1
-            return checks > 10
-
-        waiting.until("node-init to re-check a few times", settled, timeout=30, interval=0.2)
-        return _memory_kib(child.pid)
-    finally:
-        processes.stop_all([child])
-
-
 def test_prepare_latency_throughput_and_rss(
     bench: tuple[plugin.PluginProcess, str, dict[str, Any]],
 ) -> None:
@@ -148,7 +108,6 @@ def test_prepare_latency_throughput_and_rss(
     assert all(not a.claims[c["uid"]].error for a, c in zip(answers, burst, strict=True))
     assert proc.child is not None
     plugin_rss, plugin_pss = _memory_kib(proc.child.pid)
-    node_init_rss, node_init_pss = _node_init_memory(proc)
     proc.unprepare(claims)
 
     noop_s, prepare_s = report.summarize(noop), report.summarize(prepare)
@@ -163,10 +122,9 @@ def test_prepare_latency_throughput_and_rss(
             "concurrent_claims": CONCURRENT,
             "concurrent_wall_s": round(burst_seconds, 3),
             "concurrent_claims_per_s": round(CONCURRENT / burst_seconds, 1),
+            # The whole node side, re-check included, is measured by test_node_footprint.py.
             "plugin_rss_mib": round(plugin_rss / 1024, 1),
-            "node_init_watch_rss_mib": round(node_init_rss / 1024, 1),
-            "plugin_plus_node_init_rss_mib": round((plugin_rss + node_init_rss) / 1024, 1),
-            "plugin_plus_node_init_pss_mib": round((plugin_pss + node_init_pss) / 1024, 1),
+            "plugin_pss_mib": round(plugin_pss / 1024, 1),
         },
         plots=[
             report.Plot(
@@ -175,13 +133,6 @@ def test_prepare_latency_throughput_and_rss(
                 labels=["empty round trip (baseline)", "prepare"],
                 series={q: [noop_s[q] * 1000, prepare_s[q] * 1000] for q in ("p50", "p99")},
                 unit="milliseconds",
-            ),
-            report.Plot(
-                name="rss",
-                title="Resident memory per node (MiB)",
-                labels=["kubelet plugin", "node-init re-check"],
-                series={"RSS": [plugin_rss / 1024, node_init_rss / 1024]},
-                unit="MiB",
             ),
         ],
     )

@@ -319,6 +319,22 @@ def test_node_init_runs_once_then_the_plugin_re_checks_with_the_same_check(h4: h
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in plugin["env"]
 
 
+def test_the_re_check_in_a_sidecar_leaves_the_plugin_without_gpu_and_driver_root(
+    h4: helm.Helm,
+) -> None:
+    objects = r.rendered(h4, **{"nodeInit.recheckIn": "sidecar"})
+    once = r.container(objects, "node-init")
+    watch = r.container(objects, "node-init-watch")
+    plugin = r.container(objects, "kubelet-plugin")
+    assert watch["args"] == [*once["args"], "--watch", "--recheck-interval=60"]
+    assert r.flag(plugin, "fabric-recheck-interval") is None
+    assert r.flag(plugin, "fabric-backend") is None
+    assert r.mount(plugin, "driver-root") is None
+    assert r.mount(plugin, "run")["readOnly"] is True
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in plugin["env"]
+    assert r.mount(watch, "driver-root") is not None
+
+
 def _every_container(objects: list[r.Obj]) -> list[r.Obj]:
     return [c for component in r.WORKLOADS for c in r.all_containers(objects, component)]
 

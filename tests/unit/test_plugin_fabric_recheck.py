@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import threading
 
 import pytest
 
 from computedomains.fabric import discovery
 from computedomains.kubeletplugin import config
+from computedomains.nodeinit import run as nodeinit_run
+from computedomains.nodeinit import settings as nodeinit_settings
 
 
 def _parse(*argv: str) -> config.PluginConfig:
@@ -42,3 +45,29 @@ def test_the_re_check_judges_with_the_plugins_paths_and_grace() -> None:
 def test_a_negative_interval_is_refused() -> None:
     with pytest.raises(SystemExit, match="--fabric-recheck-interval"):
         _parse("--fabric-recheck-interval=-1")
+
+
+def test_the_re_check_thread_starts_over_after_a_failure_until_stopped(
+    tmp_path: pathlib.Path,
+) -> None:
+    recheck = nodeinit_settings.Settings(
+        node_name="n1",
+        kubeconfig=tmp_path / "missing-kubeconfig",  # every start fails
+        discovery=discovery.DiscoverySettings(backend=discovery.BackendKind.FAKE),
+        watch=True,
+        recheck_interval=0.01,
+    )
+    stop = threading.Event()
+    failures: list[str] = []
+    lines: list[str] = []
+
+    def warn(line: str) -> None:
+        failures.append(line)
+        if len(failures) == 2:
+            stop.set()
+
+    nodeinit_run.watch(recheck, stop=stop, log=lines.append, warn=warn)
+    assert len(failures) == 2, failures
+    assert all(f.startswith("check failed, starting over in 0.01s") for f in failures)
+    assert "FileNotFoundError" in failures[0]
+    assert lines == []  # failures go to warn, not to the info log

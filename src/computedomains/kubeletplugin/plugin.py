@@ -27,6 +27,7 @@ from computedomains.nodeinit import run as nodeinit_run
 
 log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
+RECHECK_JOIN_SECONDS = 5.0
 
 
 def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
@@ -62,6 +63,22 @@ def _housekeep(
             log.exception("housekeeping failed; retrying")
 
 
+def _start_recheck(cfg: config.PluginConfig, stop: threading.Event) -> threading.Thread | None:
+    """Start node-init's fabric re-check in a thread, when configured."""
+    if cfg.fabric_recheck is None:
+        return None
+    checks = logging.getLogger("computedomains.nodeinit")
+    thread = threading.Thread(
+        target=nodeinit_run.watch,
+        args=(cfg.fabric_recheck,),
+        kwargs={"stop": stop, "log": checks.info, "warn": checks.warning},
+        name="fabric-recheck",
+        daemon=True,
+    )
+    thread.start()
+    return thread
+
+
 def run(cfg: config.PluginConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
     stop = threading.Event()
@@ -78,6 +95,8 @@ def run(cfg: config.PluginConfig) -> int:
 
     api = kube_client.connect(cfg.kubeconfig)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
+    # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
+    recheck = _start_recheck(cfg, stop)
 
     def claim_changed(kind: str, claim: dict[str, object]) -> None:
         allocation = placement.parse_claim(claim)
@@ -116,15 +135,6 @@ def run(cfg: config.PluginConfig) -> int:
             "accepted" if registration.registered else registration.error or "pending"
         )
 
-    if cfg.fabric_recheck is not None:
-        checks = logging.getLogger("computedomains.nodeinit")
-        threading.Thread(
-            target=nodeinit_run.watch,
-            args=(cfg.fabric_recheck,),
-            kwargs={"stop": stop, "log": checks.info},
-            name="fabric-recheck",
-            daemon=True,
-        ).start()
     http = httpserver.serve(
         cfg.http_bind,
         registry=stats.registry,
@@ -139,4 +149,6 @@ def run(cfg: config.PluginConfig) -> int:
     domains.stop()
     claims.stop()
     http.shutdown()
+    if recheck is not None:
+        recheck.join(RECHECK_JOIN_SECONDS)  # let a check in progress finish its writes
     return 0

@@ -1,8 +1,8 @@
 """A fabric fault under a formed ComputeDomain: one that passes reaches no job; one that lasts does.
 
-The chart (values/sim.yaml) runs node-init's sidecar on every node, re-checking the fake NVML
-every ``recheckInterval`` seconds with the chart's fault grace; the IMEX agents run the fake
-nvidia-imex, and the controller reports the domain's status. A fault is made by breaking the
+The chart (values/sim.yaml) has every node's kubelet plugin re-check the fake NVML with
+node-init's check every ``recheckInterval`` seconds, with the chart's fault grace; the IMEX
+agents run the fake nvidia-imex, and the controller reports the domain's status. A fault is made by breaking the
 node's fake-NVML file (every NVML call fails) or by putting its fabric back into registration.
 """
 
