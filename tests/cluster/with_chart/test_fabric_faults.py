@@ -2,8 +2,9 @@
 
 The chart (values/sim.yaml) has every node's kubelet plugin re-check the fake NVML with
 node-init's check every ``recheckInterval`` seconds, with the chart's fault grace; the IMEX
-agents run the fake nvidia-imex, and the controller reports the domain's status. A fault is made by breaking the
-node's fake-NVML file (every NVML call fails) or by putting its fabric back into registration.
+agents run the fake nvidia-imex, and the controller reports the domain's status. A fault is
+made by breaking the node's fake-NVML file (every NVML call fails) or by putting its fabric
+back into registration.
 """
 
 from __future__ import annotations
