@@ -72,7 +72,7 @@ def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
     raise AssertionError(f"18 pods of {tag} not Ready within 180 s: {len(ready)} are")
 
 
-def _delete(api: Any, tag: str) -> None:
+def delete_pods(api: Any, tag: str) -> None:
     core = client.CoreV1Api(api)
     core.delete_collection_namespaced_pod(NAMESPACE, label_selector=f"run={tag}")
     waiting.until(
@@ -256,7 +256,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
     for run in range(runs):
         name = f"{prefix}{run}"
         out.baseline.append(_pods(api, None, f"base-{name}")[1])
-        _delete(api, f"base-{name}")
+        delete_pods(api, f"base-{name}")
         leader = _leader(api, driver_ns)
         before, c0 = _writes(_scrape(leader))
         template = _domain(api, name)
@@ -268,7 +268,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         after, c1 = _writes(_scrape(leader))
         out.writes.append(float(after - before))
         out.conflicts += c1 - c0
-        _delete(api, name)
+        delete_pods(api, name)
         _undomain(api, name)
     return out
 

@@ -1,0 +1,146 @@
+"""Benchmark: how fast pods claiming a domain's channel are bound, against a plain DRA claim.
+
+On the 36-node chart cluster, in the same run: 72 pods (2 per node) claiming a plain DRA device
+(a driver of the benchmark's own, whose ResourceSlices it publishes: no binding conditions, no
+controller), then 72 pods of one ComputeDomain on the same nodes, twice: first on free nodes
+(binding conditions: each first pod of a node waits in PreBind for the controller's answer),
+then again while the domain holds the nodes (no binding conditions). Measured: pods created →
+every pod bound (``spec.nodeName``), as pods bound per second; the ratios are the figures.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+
+from computedomains.sim import cluster
+from tests.benchmarks import report
+from tests.benchmarks import test_formation as formation
+from tests.benchmarks.conftest import NAMESPACE
+from tests.support import domains
+
+PER_NODE = 2
+PLAIN_DRIVER = "plain.benchmark.compute-domains.io"
+PLAIN_CLASS = "benchmark-plain"
+
+
+def _plain_devices(api: Any, nodes: list[str]) -> str:
+    """Publish ``PER_NODE`` devices of the plain driver on every node; returns a claim template."""
+    resource = client.ResourceV1Api(api)
+    resource.create_device_class({
+        "metadata": {"name": PLAIN_CLASS},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{PLAIN_DRIVER}"'}}]},
+    })  # fmt: skip
+    for node in nodes:
+        resource.create_resource_slice({
+            "metadata": {"name": f"plain-{node}"},
+            "spec": {
+                "driver": PLAIN_DRIVER, "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": f"dev-{i}"} for i in range(PER_NODE)],
+            },
+        })  # fmt: skip
+    resource.create_namespaced_resource_claim_template(NAMESPACE, {
+        "metadata": {"name": "plain"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "dev", "exactly": {"deviceClassName": PLAIN_CLASS}},
+        ]}}},
+    })  # fmt: skip
+    return "plain"
+
+
+def _bound(api: Any, template: str, nodes: list[str], tag: str) -> float:
+    """Create ``PER_NODE`` pods per node claiming from ``template``; seconds until all bound."""
+    core = client.CoreV1Api(api)
+    want = len(nodes) * PER_NODE
+    started = time.monotonic()
+    for node in nodes:
+        for i in range(PER_NODE):
+            core.create_namespaced_pod(NAMESPACE, {
+                "metadata": {"name": f"{tag}-{node[-6:]}-{i}", "labels": {"run": tag}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "resourceClaims": [{"name": "c", "resourceClaimTemplateName": template}],
+                    "containers": [{"name": "main", "image": "busybox:1.37",
+                                    "resources": {"claims": [{"name": "c"}]}}],
+                },
+            })  # fmt: skip
+    bound: set[str] = set()
+    stream = watch.Watch()  # type: ignore[no-untyped-call]
+    events = stream.stream(  # type: ignore[no-untyped-call]
+        core.list_namespaced_pod, NAMESPACE, label_selector=f"run={tag}", timeout_seconds=300
+    )
+    for event in events:
+        if event["object"].spec.node_name:
+            bound.add(event["object"].metadata.name)
+        if len(bound) == want:
+            stream.stop()  # type: ignore[no-untyped-call]
+            return time.monotonic() - started
+    raise AssertionError(f"{want} pods of {tag} not bound within 300 s: {len(bound)} are")
+
+
+def _waited(api: Any, tag: str) -> tuple[int, int]:
+    """(claims allocated with binding conditions, claims) of the pods of wave ``tag``."""
+    claims = client.ResourceV1Api(api).list_namespaced_resource_claim(NAMESPACE).items
+    mine = [
+        c for c in claims
+        if any(o.name.startswith(f"{tag}-") for o in c.metadata.owner_references or [])
+    ]  # fmt: skip
+    results = [c.status.allocation.devices.results if c.status.allocation else [] for c in mine]
+    waited = len([r for r in results if any(d.binding_conditions for d in r)])
+    return waited, len(mine)
+
+
+@pytest.mark.timeout(1800)
+def test_scheduling_rate_of_domain_claims_against_plain_claims(
+    installed: tuple[cluster.SimCluster, Any, str],
+) -> None:
+    _, api, _ = installed
+    nodes = sorted(n.metadata.name for n in formation.sim_nodes(api))
+    pods = len(nodes) * PER_NODE
+    plain = _plain_devices(api, nodes)
+    plain_s = _bound(api, plain, nodes, "plain")
+    formation.delete_pods(api, "plain")
+    domain = domains.create_domain(api, NAMESPACE)
+    template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    free_s = _bound(api, template, nodes, "free")  # first pods: binding conditions
+    held_s = _bound(api, template, nodes, "held")  # the domain holds every node now
+    waited = {tag: _waited(api, tag) for tag in ("free", "held")}
+    rates = {name: pods / s for name, s in
+             (("plain", plain_s), ("free", free_s), ("held", held_s))}  # fmt: skip
+    figures = {
+        "nodes": len(nodes),
+        "pods_per_wave": pods,
+        "plain_claim_bound_s": round(plain_s, 2),
+        "domain_claim_free_nodes_bound_s": round(free_s, 2),
+        "domain_claim_held_nodes_bound_s": round(held_s, 2),
+        "pods_bound_per_s": {k: round(v, 1) for k, v in rates.items()},
+        "ratio_free_nodes_vs_plain": round(rates["free"] / rates["plain"], 3),
+        "ratio_held_nodes_vs_plain": round(rates["held"] / rates["plain"], 3),
+        "claims_with_binding_conditions": {k: f"{w} of {n}" for k, (w, n) in waited.items()},
+    }
+    report.save(
+        "scheduling-rate",
+        figures,
+        plots=[
+            report.Plot(
+                name="rate",
+                title=f"Pods bound per second, {pods} pods on {len(nodes)} nodes",
+                labels=[
+                    "plain DRA claim (baseline)",
+                    "domain claim, free nodes",
+                    "domain claim, held nodes",
+                ],
+                series={"pods/s": [rates["plain"], rates["free"], rates["held"]]},
+                unit="pods per second",
+            )
+        ],
+    )
+    formation.delete_pods(api, "free")
+    formation.delete_pods(api, "held")
+    # The paths meant were measured: free nodes made every first claim wait, held ones none.
+    assert waited["free"][1] == waited["held"][1] == pods, waited
+    assert waited["free"][0] >= len(nodes) and waited["held"][0] == 0, waited
