@@ -78,7 +78,12 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
         if kept is None or collection is None:
             continue
         path = f"{_namespaced(collection, domain.namespace)}/{domain.name}"
-        api.merge_patch(path, {"metadata": {"finalizers": kept or None}})
+        try:
+            api.merge_patch(path, {"metadata": {"finalizers": kept or None}})
+        except kubeio.NotFound:
+            # Deleted since the listing (its namespace going, say): nothing left to release.
+            report.step(f"ComputeDomain {domain.namespace}/{domain.name}: already gone")
+            continue
         report.step(
             f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
             f"{constants.FINALIZER}"
