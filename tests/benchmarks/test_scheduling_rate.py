@@ -4,7 +4,8 @@ On the 36-node chart cluster, in the same run: 72 pods (2 per node) claiming a p
 (a driver of the benchmark's own, whose ResourceSlices it publishes: no binding conditions, no
 controller), then 72 pods of one ComputeDomain on the same nodes, twice: first on free nodes
 (binding conditions: each first pod of a node waits in PreBind for the controller's answer),
-then again while the domain holds the nodes (no binding conditions). Measured: pods created →
+then, once those are Ready and the domain formed, again while the domain holds the nodes (no
+binding conditions). Measured: pods created →
 every pod bound (``spec.nodeName``), as pods bound per second; the ratios are the figures.
 """
 
@@ -16,11 +17,12 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from computedomains import waiting
 from computedomains.sim import cluster
 from tests.benchmarks import report
 from tests.benchmarks import test_formation as formation
 from tests.benchmarks.conftest import NAMESPACE
-from tests.support import domains
+from tests.support import domains, kube
 
 PER_NODE = 2
 PLAIN_DRIVER = "plain.benchmark.compute-domains.io"
@@ -82,6 +84,20 @@ def _bound(api: Any, template: str, nodes: list[str], tag: str) -> float:
     raise AssertionError(f"{want} pods of {tag} not bound within 300 s: {len(bound)} are")
 
 
+def _settled(api: Any, domain: dict[str, Any], tag: str, want: int) -> None:
+    """Wait until the ``want`` pods of wave ``tag`` are Ready and ``domain`` is Ready."""
+    core, name = client.CoreV1Api(api), domain["metadata"]["name"]
+
+    def settled() -> bool:
+        pods = core.list_namespaced_pod(NAMESPACE, label_selector=f"run={tag}").items
+        ready = [p for p in pods if (c := kube.pod_condition(p, "Ready")) and c.status == "True"]
+        status = domains.get_domain(api, NAMESPACE, name).get("status") or {}
+        return len(ready) == want and status.get("status") == "Ready"
+
+    waiting.until(f"the {want} pods of {tag} and ComputeDomain {name} Ready", settled,
+                  timeout=600, interval=1)  # fmt: skip
+
+
 def _waited(api: Any, tag: str) -> tuple[int, int]:
     """(claims allocated with binding conditions, claims) of the pods of wave ``tag``."""
     claims = client.ResourceV1Api(api).list_namespaced_resource_claim(NAMESPACE).items
@@ -107,6 +123,7 @@ def test_scheduling_rate_of_domain_claims_against_plain_claims(
     domain = domains.create_domain(api, NAMESPACE)
     template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
     free_s = _bound(api, template, nodes, "free")  # first pods: binding conditions
+    _settled(api, domain, "free", pods)  # the held wave must not share the machine with forming
     held_s = _bound(api, template, nodes, "held")  # the domain holds every node now
     waited = {tag: _waited(api, tag) for tag in ("free", "held")}
     rates = {name: pods / s for name, s in
