@@ -13,12 +13,14 @@ while it is a member).
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import urllib3
 from kubernetes import client
 from prometheus_client import parser
 
@@ -104,7 +106,10 @@ def _until(what: str, done: Callable[[], bool], watch: SlotWatch, api: Any, ns: 
         return done()
 
     try:
-        waiting.until(what, check, timeout=600, interval=0.5)
+        # A list cut off by an overloaded API server is a look that failed, not the end.
+        waiting.until(
+            what, check, timeout=600, interval=0.5, retry_on=(urllib3.exceptions.HTTPError,)
+        )
     except waiting.WaitTimeout:
         print(f"\nwhere the pods stand: {_standing(api)}")
         raise
@@ -126,10 +131,15 @@ def _all_ready(api: Any, selector: str, count: int) -> Callable[[], bool]:
     core = client.CoreV1Api(api)
 
     def check() -> bool:
-        pods = core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+        # Raw JSON: building the client's models for hundreds of pods twice a second would
+        # load the two cores the cluster runs on.
+        answer = core.list_namespaced_pod(NAMESPACE, label_selector=selector,
+                                          _preload_content=False)  # fmt: skip
+        pods = json.loads(cast(Any, answer).data)["items"]
         ready = [
             p for p in pods
-            if any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+            if any(c["type"] == "Ready" and c["status"] == "True"
+                   for c in p.get("status", {}).get("conditions") or [])
         ]  # fmt: skip
         return len(ready) == count
 
