@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
+import sys
 
 import pytest
 
-from computedomains.sim.fakeimex import config, install, links
+from computedomains.sim.fakeimex import config, ctl, install, links
 from computedomains.sim.fakeimex.links import PeerState
 
 CONFIG = """\
@@ -27,7 +28,7 @@ def test_config_parses_the_real_format() -> None:
     parsed = config.parse_config(CONFIG)
     assert parsed == config.ImexConfig(
         server_port=50000,
-        node_config_file=pathlib.Path("/imexd/nodes.cfg"),
+        node_config_file="/imexd/nodes.cfg",
         bind_ip="",
         cmd_enabled=True,
         cmd_bind_ip="127.33.0.5",
@@ -60,7 +61,7 @@ def test_nodes_and_hosts_resolve_like_imex() -> None:
     assert hosts["cd-1-0000"] == "127.33.0.5"  # the first line naming a host wins
     assert hosts["alias"] == "127.33.0.5"
     nodes = config.resolve(entries, hosts)
-    assert [(n.index, n.name, n.address) for n in nodes] == [
+    assert [(n.number, n.name, n.address) for n in nodes] == [
         (0, "cd-1-0000", "127.33.0.5"),
         (1, "cd-1-0001", "240.0.0.1"),
         (2, "127.40.0.1", "127.40.0.1"),
@@ -113,7 +114,7 @@ VIEW = links.View(
     self_node=NODES[0],
     nodes=NODES,
     server_port=50000,
-    tag=config.domain_tag(("cd-1-0000", "cd-1-0001", "cd-1-0002", "cd-1-0003")),
+    tag=links.domain_tag(("cd-1-0000", "cd-1-0001", "cd-1-0002", "cd-1-0003")),
     refuse=frozenset(),
 )
 
@@ -182,10 +183,31 @@ def test_installed_scripts_exec_this_python(tmp_path: pathlib.Path) -> None:
         assert path.stat().st_mode & 0o111
         text = path.read_text()
         assert text.startswith("#!/bin/sh\n")
-        assert (
-            f"PYTHONPATH={tmp_path} exec /opt/py/bin/python3 -S -m computedomains.sim.fakeimex "
-            f'{role} "$@"'
-        ) in text
+        assert f"PYTHONPATH={tmp_path} exec /opt/py/bin/python3 -S -c " in text
+        assert f"from computedomains.sim.fakeimex.{role} import main;" in text
+        assert text.rstrip().endswith('"$@"')
+
+
+def test_the_installed_daemon_reports_a_bad_config_as_imex_does(tmp_path: pathlib.Path) -> None:
+    (daemon,) = [p for p in install.install(tmp_path / "bin") if p.name == "nvidia-imex"]
+    done = subprocess.run([str(daemon), "-c", str(tmp_path / "missing.cfg")],
+                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "[ERROR]" in done.stderr and "Failed to load config" in done.stderr
+
+
+HEAVY_IMPORTS = ("argparse", "pathlib", "dataclasses", "ipaddress", "hashlib", "threading")
+"""Modules whose import costs more than a ctl run's own work (the agent starts one per check)."""
+
+
+def test_the_ctl_starts_without_heavy_imports() -> None:
+    probe = "import sys; from computedomains.sim.fakeimex import ctl; print(' '.join(sys.modules))"
+    env = {"PYTHONPATH": str(install.PACKAGE_ROOT)}
+    done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
+                          env=env, timeout=30, check=True)  # fmt: skip
+    loaded = set(done.stdout.split())
+    assert "computedomains.sim.fakeimex.ctl" in loaded
+    assert sorted(loaded.intersection(HEAVY_IMPORTS)) == []
 
 
 def test_the_installed_ctl_runs_without_site_packages(tmp_path: pathlib.Path) -> None:
@@ -194,3 +216,26 @@ def test_the_installed_ctl_runs_without_site_packages(tmp_path: pathlib.Path) ->
                           capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
     assert (done.returncode, done.stdout) == (1, "UNAVAILABLE\n"), done.stderr
     assert "missing.cfg" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "options"),
+    [
+        (["-q"], ctl.Options(config=config.DEFAULT_CONFIG, query=True, json=False)),
+        (["-q", "-c", "/x.cfg"], ctl.Options(config="/x.cfg", query=True, json=False)),
+        (["-N", "-j", "--config", "/x.cfg"], ctl.Options(config="/x.cfg", query=False, json=True)),
+    ],
+)
+def test_ctl_command_line(argv: list[str], options: ctl.Options) -> None:
+    assert ctl.parse_args(argv) == options
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [([], "exactly one of -q and -N"), (["-q", "-N"], "exactly one"), (["-q", "-c"], "-c needs"),
+     (["-q", "--verbose"], "unknown argument '--verbose'")],
+)  # fmt: skip
+def test_ctl_rejects_a_wrong_command_line(argv: list[str], error: str) -> None:
+    with pytest.raises(config.UsageError, match=error):
+        ctl.parse_args(argv)
+    assert ctl.main(argv) == 2

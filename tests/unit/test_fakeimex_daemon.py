@@ -8,14 +8,13 @@ import pathlib
 import random
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from computedomains import waiting
-from computedomains.sim.fakeimex import config, ctl
+from computedomains.sim.fakeimex import config, ctl, install
 
 NAMES = ("cd-0badcafe-0000", "cd-0badcafe-0001", "cd-0badcafe-0002")
 
@@ -37,6 +36,13 @@ class Fake:
     def log(self) -> pathlib.Path:
         return self.directory / "stderr.log"
 
+    def program(self, name: str) -> str:
+        """``nvidia-imex`` or ``nvidia-imex-ctl``, installed as on a simulated node."""
+        bin_dir = self.directory.parent / "usr/bin"
+        if not (bin_dir / name).exists():
+            install.install(bin_dir)
+        return str(bin_dir / name)
+
     def write_config(self, nodes: pathlib.Path) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config_file.write_text(
@@ -48,8 +54,7 @@ class Fake:
         environ = {**os.environ, config.HOSTS_ENV: str(self.hosts), **env}
         with self.log.open("wb") as err:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "computedomains.sim.fakeimex", "daemon",
-                 "-c", str(self.config_file)],
+                [self.program("nvidia-imex"), "-c", str(self.config_file)],
                 stdout=err, stderr=subprocess.STDOUT, env=environ,
             )  # fmt: skip
 
@@ -106,7 +111,7 @@ def write_hosts(path: pathlib.Path, table: dict[str, str]) -> None:
 
 
 def ctl_command(fake: Fake, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "computedomains.sim.fakeimex", "ctl", "-c", str(fake.config_file)]
+    argv = [fake.program("nvidia-imex-ctl"), "-c", str(fake.config_file)]
     return subprocess.run([*argv, *args], capture_output=True, text=True, timeout=30, check=False)
 
 

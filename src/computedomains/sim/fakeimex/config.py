@@ -2,38 +2,75 @@
 
 The config format is the real one: ``KEY=VALUE`` lines, ``#`` comments, blank lines; keys
 the fake has no use for are accepted and ignored, as IMEX accepts keys of other versions.
+
+``nvidia-imex-ctl`` imports this module on every run, so it imports only what the ctl
+needs anyway (``socket`` for addresses, ``typing`` for the records): a ctl run is a Python
+start, and a forming domain runs several per node.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import ipaddress
-import pathlib
 import re
+import socket
+from typing import NamedTuple
 
-DEFAULT_CONFIG = pathlib.Path("/etc/nvidia-imex/config.cfg")
+DEFAULT_CONFIG = "/etc/nvidia-imex/config.cfg"
 HOSTS_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_HOSTS"
 """Hosts file the fake resolves ``nodes.cfg`` names through (real IMEX uses /etc/hosts)."""
-DEFAULT_HOSTS = pathlib.Path("/etc/hosts")
+DEFAULT_HOSTS = "/etc/hosts"
 FAIL_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_FAIL"
 START_DELAY_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_START_DELAY"
 """Seconds the daemon takes to start before it listens (real IMEX needs a moment too)."""
 FAIL_FILE = "fail"
 """Name of the fault file, looked up next to the config file."""
-_LOOPBACK = ipaddress.IPv4Network("127.0.0.0/8")
+_LOOPBACK_FIRST_OCTET = 127
 
 
 class ConfigError(ValueError):
     """A file IMEX reads is malformed; the message says where."""
 
 
-@dataclasses.dataclass(frozen=True)
-class ImexConfig:
+class UsageError(ValueError):
+    """A command line is wrong; the message says how."""
+
+
+class CommandLine(NamedTuple):
+    """What both programs are given: ``-c CONFIG`` and on/off switches."""
+
+    config: str
+    switches: frozenset[str]
+
+
+def parse_command_line(argv: list[str] | tuple[str, ...], switches: set[str]) -> CommandLine:
+    """``[-c|--config FILE]`` plus any of ``switches``; anything else is a :class:`UsageError`.
+
+    Hand-rolled rather than argparse, whose import costs more than a ctl run's own work.
+    """
+    path, given = DEFAULT_CONFIG, set()
+    args = iter(argv)
+    for arg in args:
+        if arg in ("-c", "--config"):
+            path = next(args, "")
+            if not path:
+                raise UsageError(f"{arg} needs a file name")
+        elif arg in switches:
+            given.add(arg)
+        else:
+            raise UsageError(f"unknown argument {arg!r}")
+    return CommandLine(config=path, switches=frozenset(given))
+
+
+def read(path: str) -> str:
+    """A whole text file (raises OSError)."""
+    with open(path, encoding="utf-8") as file:
+        return file.read()
+
+
+class ImexConfig(NamedTuple):
     """The keys of ``imexd.cfg`` the fake acts on."""
 
     server_port: int
-    node_config_file: pathlib.Path
+    node_config_file: str
     bind_ip: str
     """``BIND_INTERFACE_IP``; empty means "the address of this node in nodes.cfg"."""
     cmd_enabled: bool
@@ -41,17 +78,16 @@ class ImexConfig:
     cmd_port: int
 
 
-@dataclasses.dataclass(frozen=True)
-class Node:
+class Node(NamedTuple):
     """One line of ``nodes.cfg`` and the address it resolves to (None: unresolved)."""
 
-    index: int
+    number: int
+    """The line's position in ``nodes.cfg`` from 0: IMEX's node index."""
     name: str
     address: str | None
 
 
-@dataclasses.dataclass(frozen=True)
-class Faults:
+class Faults(NamedTuple):
     """Failures to inject, from ``COMPUTE_DOMAINS_FAKE_IMEX_FAIL`` or the ``fail`` file."""
 
     bind: bool = False
@@ -93,11 +129,8 @@ def _port(values: dict[str, str], key: str, default: int) -> int:
 
 def _address(values: dict[str, str], key: str) -> str:
     raw = values.get(key, "")
-    if raw:
-        try:
-            ipaddress.ip_address(raw)
-        except ValueError:
-            raise ConfigError(f"{key}={raw!r}: not an IP address") from None
+    if raw and ip_literal(raw) is None:
+        raise ConfigError(f"{key}={raw!r}: not an IP address")
     return raw
 
 
@@ -112,7 +145,7 @@ def parse_config(text: str) -> ImexConfig:
         raise ConfigError("IMEX_NODE_CONFIG_FILE is not set")
     return ImexConfig(
         server_port=_port(values, "SERVER_PORT", 50000),
-        node_config_file=pathlib.Path(node_file),
+        node_config_file=node_file,
         bind_ip=_address(values, "BIND_INTERFACE_IP"),
         cmd_enabled=enabled == "1",
         cmd_bind_ip=_address(values, "IMEX_CMD_BIND_INTERFACE_IP"),
@@ -146,12 +179,21 @@ def resolve(entries: tuple[str, ...], hosts: dict[str, str]) -> tuple[Node, ...]
     """Each entry with its address: an address literal stands for itself."""
     nodes = []
     for index, entry in enumerate(entries):
-        try:
-            address: str | None = str(ipaddress.ip_address(entry))
-        except ValueError:
+        address = ip_literal(entry)
+        if address is None:
             address = hosts.get(entry)
-        nodes.append(Node(index=index, name=entry, address=address))
+        nodes.append(Node(number=index, name=entry, address=address))
     return tuple(nodes)
+
+
+def ip_literal(text: str) -> str | None:
+    """``text`` as a normalised IPv4 or IPv6 address literal, or None when it is not one."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            return socket.inet_ntop(family, socket.inet_pton(family, text))
+        except OSError:
+            continue
+    return None
 
 
 def dialable(address: str | None) -> bool:
@@ -159,15 +201,10 @@ def dialable(address: str | None) -> bool:
     if address is None:
         return False
     try:
-        parsed = ipaddress.ip_address(address)
-    except ValueError:
+        packed = socket.inet_pton(socket.AF_INET, address)
+    except OSError:
         return False
-    return isinstance(parsed, ipaddress.IPv4Address) and parsed in _LOOPBACK
-
-
-def domain_tag(entries: tuple[str, ...]) -> str:
-    """A short digest of the node list: two daemons with different lists are different domains."""
-    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+    return packed[0] == _LOOPBACK_FIRST_OCTET
 
 
 _FAULT = re.compile(r"^(bind|crash-after=(?P<after>\d+(\.\d+)?)|refuse=(?P<name>\S+))$")
@@ -186,9 +223,9 @@ def parse_faults(text: str) -> Faults:
                 f"unknown fault {item!r}: expected bind, crash-after=<seconds> or refuse=<name>"
             )
         if item == "bind":
-            faults = dataclasses.replace(faults, bind=True)
+            faults = faults._replace(bind=True)
         elif match["after"] is not None:
-            faults = dataclasses.replace(faults, crash_after=float(match["after"]))
+            faults = faults._replace(crash_after=float(match["after"]))
         else:
-            faults = dataclasses.replace(faults, refuse=faults.refuse | {match["name"]})
+            faults = faults._replace(refuse=faults.refuse | {match["name"]})
     return faults

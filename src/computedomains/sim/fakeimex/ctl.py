@@ -3,19 +3,22 @@
 ``-q`` prints the daemon state (``READY`` once it listens) and exits 0 only then; ``-N`` lists
 the nodes of ``nodes.cfg`` with their connection state, ``-N -j`` as JSON. A daemon that does
 not answer is ``UNAVAILABLE`` (exit 1), the reason on stderr.
+
+The agent runs it for every health check, so it starts lean: no ``argparse`` or ``pathlib``
+(their imports cost more than the rest of a run), only the config parser and the wire format.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import pathlib
 import socket
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from computedomains.sim.fakeimex import config, links
+from computedomains.sim.fakeimex import config, wire
+
+USAGE = "usage: nvidia-imex-ctl [-c CONFIG] (-q | -N [-j])"
 
 _TIMEOUT = 5.0
 
@@ -29,8 +32,8 @@ def ask(cfg: config.ImexConfig, command: str) -> dict[str, Any]:
         raise ConnectionError(f"fake IMEX talks to loopback addresses only, got {address!r}")
     with socket.create_connection((address, cfg.cmd_port), timeout=_TIMEOUT) as sock:
         sock.settimeout(_TIMEOUT)
-        links.send_line(sock, {"cmd": command})
-        return links.read_line(sock)
+        wire.send_line(sock, {"cmd": command})
+        return wire.read_line(sock)
 
 
 def nodes_text(answer: dict[str, Any]) -> str:
@@ -44,24 +47,40 @@ def nodes_text(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class Options(NamedTuple):
+    """The command line: which config, which question, which output."""
+
+    config: str
+    query: bool
+    """``-q``; otherwise ``-N``."""
+    json: bool
+
+
+def parse_args(argv: Sequence[str]) -> Options:
+    """``[-c CONFIG] (-q | -N [-j])``; raises :class:`~.config.UsageError`."""
+    line = config.parse_command_line(tuple(argv), {"-q", "-N", "-j"})
+    modes = line.switches - {"-j"}
+    if len(modes) != 1:
+        raise config.UsageError("give exactly one of -q and -N")
+    return Options(config=line.config, query=modes == {"-q"}, json="-j" in line.switches)
+
+
 def main(argv: Sequence[str]) -> int:
-    """``nvidia-imex-ctl [-c CONFIG] (-q | -N [-j])``."""
-    parser = argparse.ArgumentParser(prog="nvidia-imex-ctl", description="fake IMEX control")
-    parser.add_argument("-c", "--config", type=pathlib.Path, default=config.DEFAULT_CONFIG)
-    mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("-q", action="store_true", help="print the local daemon's state")
-    mode.add_argument("-N", action="store_true", help="list the nodes and their connections")
-    parser.add_argument("-j", action="store_true", help="JSON output (with -N)")
-    args = parser.parse_args(argv)
+    """``nvidia-imex-ctl [-c CONFIG] (-q | -N [-j])``; exit 2 on a wrong command line."""
     try:
-        cfg = config.parse_config(args.config.read_text())
-        answer = ask(cfg, "query" if args.q else "nodes")
+        options = parse_args(argv)
+    except config.UsageError as exc:
+        print(f"{USAGE}\nnvidia-imex-ctl: {exc}", file=sys.stderr)
+        return 2
+    try:
+        cfg = config.parse_config(config.read(options.config))
+        answer = ask(cfg, "query" if options.query else "nodes")
     except (OSError, ValueError) as exc:
         print("UNAVAILABLE")
         print(f"nvidia-imex-ctl: cannot reach the IMEX daemon: {exc}", file=sys.stderr)
         return 1
-    if args.q:
+    if options.query:
         print(answer.get("state", "UNAVAILABLE"))
         return 0 if answer.get("state") == "READY" else 1
-    print(json.dumps(answer, indent=2) if args.j else nodes_text(answer))
+    print(json.dumps(answer, indent=2) if options.json else nodes_text(answer))
     return 0

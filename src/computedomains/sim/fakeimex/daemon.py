@@ -8,20 +8,17 @@ SIGTERM. Every socket is on the loopback pod address it is given.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import errno
 import os
-import pathlib
 import signal
 import socket
 import threading
 import time
 import types
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from computedomains.sim.fakeimex import config, links, log
+from computedomains.sim.fakeimex import config, links, log, wire
 
 RELOAD_INTERVAL = 5.0
 """Seconds between processed SIGUSR1s; real IMEX ignores signals that come sooner."""
@@ -33,30 +30,29 @@ class StartupError(Exception):
     """The daemon cannot run; the message is logged as IMEX's error and it exits 1."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Inputs:
+class Inputs(NamedTuple):
     """Everything the daemon reads from disk and the environment, parsed."""
 
-    config_path: pathlib.Path
+    config_path: str
     imex: config.ImexConfig
     faults: config.Faults
 
 
-def load_faults(config_path: pathlib.Path, environ: dict[str, str]) -> config.Faults:
+def load_faults(config_path: str, environ: dict[str, str]) -> config.Faults:
     """Faults from the environment and from the ``fail`` file next to the config."""
     faults = config.parse_faults(environ.get(config.FAIL_ENV, ""))
-    fail_file = config_path.parent / config.FAIL_FILE
-    if fail_file.exists():
-        faults = faults.merged(config.parse_faults(fail_file.read_text()))
+    fail_file = os.path.join(os.path.dirname(config_path), config.FAIL_FILE)
+    if os.path.exists(fail_file):
+        faults = faults.merged(config.parse_faults(config.read(fail_file)))
     return faults
 
 
 def load_view(cfg: config.ImexConfig, faults: config.Faults, environ: dict[str, str]) -> links.View:
     """The node list of ``nodes.cfg``, resolved through the hosts file, and our own entry."""
-    hosts_file = pathlib.Path(environ.get(config.HOSTS_ENV) or config.DEFAULT_HOSTS)
+    hosts_file = environ.get(config.HOSTS_ENV) or config.DEFAULT_HOSTS
     try:
-        entries = config.parse_nodes(cfg.node_config_file.read_text())
-        hosts = config.parse_hosts(hosts_file.read_text())
+        entries = config.parse_nodes(config.read(cfg.node_config_file))
+        hosts = config.parse_hosts(config.read(hosts_file))
     except OSError as exc:
         raise StartupError(f"Failed to read node configuration: {exc}") from None
     nodes = config.resolve(entries, hosts)
@@ -71,7 +67,7 @@ def load_view(cfg: config.ImexConfig, faults: config.Faults, environ: dict[str, 
         self_node=me,
         nodes=nodes,
         server_port=cfg.server_port,
-        tag=config.domain_tag(entries),
+        tag=links.domain_tag(entries),
         refuse=faults.refuse,
     )
 
@@ -145,7 +141,7 @@ class Daemon:
             _serve(command, self._command, "commands", self._stopped)
         self._state = "READY"
         me = view.self_node
-        log.emit("INFO", f"IMEX daemon is READY as node {me.index} ({me.name}, {address}), "
+        log.emit("INFO", f"IMEX daemon is READY as node {me.number} ({me.name}, {address}), "
                  f"{len(view.nodes)} nodes configured.")  # fmt: skip
         code = self._loop(started=time.monotonic(), crash_after=faults.crash_after)
         self._state = "SHUTTING_DOWN"
@@ -197,8 +193,8 @@ class Daemon:
     def _peer(self, conn: socket.socket, source: str) -> None:
         conn.settimeout(5)
         try:
-            answer = self._links.answer(links.read_line(conn), source)
-            links.send_line(conn, answer)
+            answer = self._links.answer(wire.read_line(conn), source)
+            wire.send_line(conn, answer)
         except (OSError, ValueError):
             return
         if answer["ok"]:
@@ -207,8 +203,8 @@ class Daemon:
     def _command(self, conn: socket.socket, source: str) -> None:
         conn.settimeout(5)
         try:
-            request = links.read_line(conn)
-            links.send_line(conn, self._answer(str(request.get("cmd", ""))))
+            request = wire.read_line(conn)
+            wire.send_line(conn, self._answer(str(request.get("cmd", ""))))
         except (OSError, ValueError):
             return
 
@@ -248,16 +244,20 @@ def _handled(handle: Any, conn: socket.socket, source: str) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``nvidia-imex [-c CONFIG]``: run in the foreground (the config says DAEMONIZE=0)."""
-    parser = argparse.ArgumentParser(prog="nvidia-imex", description="fake IMEX daemon")
-    parser.add_argument("-c", "--config", type=pathlib.Path, default=config.DEFAULT_CONFIG)
-    parser.add_argument("--nogpu", action="store_true", help="accepted; the fake has no GPU")
-    args = parser.parse_args(argv)
+    """``nvidia-imex [-c CONFIG] [--nogpu]``: run in the foreground (the config says DAEMONIZE=0).
+
+    ``--nogpu`` is accepted, as the real daemon's; the fake has no GPU either way.
+    """
+    try:
+        line = config.parse_command_line(tuple(argv), {"--nogpu"})
+    except config.UsageError as exc:
+        log.emit("ERROR", f"Invalid command line: {exc}")
+        return 2
     environ = dict(os.environ)
     try:
-        cfg = config.parse_config(args.config.read_text())
-        faults = load_faults(args.config, environ)
+        cfg = config.parse_config(config.read(line.config))
+        faults = load_faults(line.config, environ)
     except (OSError, config.ConfigError) as exc:
-        log.emit("ERROR", f"Failed to load config {args.config}: {exc}")
+        log.emit("ERROR", f"Failed to load config {line.config}: {exc}")
         return 1
-    return Daemon(Inputs(args.config, cfg, faults), environ).run()
+    return Daemon(Inputs(line.config, cfg, faults), environ).run()

@@ -3,7 +3,8 @@
 Each is a two-line shell script that execs this Python on the fake, so the agent starts it
 by path exactly as it starts the real binary under the driver root. The fake needs only the
 standard library, so Python starts without ``site`` (``-S``), the package found through
-``PYTHONPATH``: that halves the start of a process the agent runs for every IMEX check.
+``PYTHONPATH``, and runs the role's ``main`` through ``-c`` rather than ``-m`` (which imports
+runpy): the agent starts ``nvidia-imex-ctl`` for every IMEX check.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 import computedomains
 
 PROGRAMS = (("nvidia-imex", "daemon"), ("nvidia-imex-ctl", "ctl"))
-"""(program name, role argument of ``python -m computedomains.sim.fakeimex``)."""
+"""(program name, module of :mod:`computedomains.sim.fakeimex` whose ``main`` it runs)."""
 
 
 PACKAGE_ROOT = pathlib.Path(computedomains.__file__).resolve().parents[1]
@@ -28,8 +29,14 @@ def script(role: str, python: str, root: pathlib.Path = PACKAGE_ROOT) -> str:
         "#!/bin/sh\n"
         "# Simulated cluster: the fake IMEX of compute-domains (computedomains.sim.fakeimex).\n"
         f"PYTHONPATH={shlex.quote(str(root))} "
-        f'exec {shlex.quote(python)} -S -m computedomains.sim.fakeimex {role} "$@"\n'
+        f'exec {shlex.quote(python)} -S -c {shlex.quote(_entry(role))} "$@"\n'
     )
+
+
+def _entry(role: str) -> str:
+    """The ``-c`` program: ``main`` of the role's module (``-m`` would cost runpy's imports)."""
+    module = f"computedomains.sim.fakeimex.{role}"
+    return f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"
 
 
 def install(

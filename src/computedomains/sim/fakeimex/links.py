@@ -11,15 +11,14 @@ own view of it (a stale hosts entry) and names it was told to refuse.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
-import json
+import hashlib
 import socket
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from computedomains.sim.fakeimex import config, log
+from computedomains.sim.fakeimex import config, log, wire
 
 PROTOCOL = "fake-imex/1"
 _CONNECT_TIMEOUT = 2.0
@@ -27,7 +26,6 @@ _HANDSHAKE_TIMEOUT = 5.0
 _RETRY_FIRST = 0.2
 _RETRY_CAP = 2.0
 """Seconds between dials of a missing peer; real IMEX backs off much further (15 s, 31 s…)."""
-_MAX_LINE = 65536
 
 
 class PeerState(enum.StrEnum):
@@ -43,8 +41,7 @@ class PeerState(enum.StrEnum):
     """Not a loopback address (an unused slot): never dialed."""
 
 
-@dataclasses.dataclass(frozen=True)
-class View:
+class View(NamedTuple):
     """One configuration generation: this node, its peers, the port, the domain."""
 
     self_node: config.Node
@@ -54,9 +51,14 @@ class View:
     refuse: frozenset[str]
 
 
+def domain_tag(entries: tuple[str, ...]) -> str:
+    """A short digest of the node list: two daemons with different lists are different domains."""
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest()[:16]
+
+
 def initial_state(view: View, node: config.Node) -> PeerState:
     """The state of ``node`` before any dial."""
-    if node.index == view.self_node.index:
+    if node.number == view.self_node.number:
         return PeerState.SELF
     if node.address is None:
         return PeerState.UNRESOLVED
@@ -109,27 +111,6 @@ def domain_state(states: list[PeerState]) -> str:
     return "DEGRADED" if connected else "DOWN"
 
 
-def read_line(sock: socket.socket) -> dict[str, Any]:
-    """One JSON line from ``sock`` (its timeout applies); raises OSError or ValueError."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(4096)
-        if not chunk:
-            raise ConnectionError("connection closed during the handshake")
-        data += chunk
-        if len(data) > _MAX_LINE:
-            raise ValueError("handshake line too long")
-    message = json.loads(data)
-    if not isinstance(message, dict):
-        raise ValueError("handshake is not a JSON object")
-    return message
-
-
-def send_line(sock: socket.socket, message: Mapping[str, Any]) -> None:
-    """One JSON line to ``sock``."""
-    sock.sendall(json.dumps(message).encode() + b"\n")
-
-
 class Links:
     """The outgoing connections of the current view, and the answers to incoming ones."""
 
@@ -147,8 +128,8 @@ class Links:
             old_stop, held = self._stop, self._held
             self._stop.set()
             self._view, self._stop, self._held = view, stop, set()
-            self._states = {n.index: (initial_state(view, n), "") for n in view.nodes}
-            dial = [n for n in view.nodes if self._states[n.index][0] == PeerState.CONNECTING]
+            self._states = {n.number: (initial_state(view, n), "") for n in view.nodes}
+            dial = [n for n in view.nodes if self._states[n.number][0] == PeerState.CONNECTING]
         old_stop.set()
         _shut(held)
         for node in dial:
@@ -182,8 +163,8 @@ class Links:
         if view is None:
             return "DOWN", []
         rows = [
-            {"index": n.index, "name": n.name, "address": n.address or "",
-             "state": states[n.index][0].value, "detail": states[n.index][1]}
+            {"index": n.number, "name": n.name, "address": n.address or "",
+             "state": states[n.number][0].value, "detail": states[n.number][1]}
             for n in view.nodes
         ]  # fmt: skip
         return domain_state([s for s, _ in states.values()]), rows
@@ -191,7 +172,7 @@ class Links:
     def _set(self, view: View, node: config.Node, state: PeerState, detail: str) -> None:
         with self._lock:
             if self._view is view:
-                self._states[node.index] = (state, detail)
+                self._states[node.number] = (state, detail)
 
     def _dial(self, view: View, node: config.Node, stop: threading.Event) -> None:
         """Keep one peer connected until ``stop``: dial, hand-shake, hold, redial on loss."""
@@ -205,18 +186,18 @@ class Links:
                     source_address=(view.self_node.address, 0),
                 ) as sock:
                     sock.settimeout(_HANDSHAKE_TIMEOUT)
-                    send_line(sock, hello(view, node))
-                    reply = read_line(sock)
+                    wire.send_line(sock, hello(view, node))
+                    reply = wire.read_line(sock)
                     if not reply.get("ok"):
                         self._set(view, node, PeerState.REFUSED, str(reply.get("error", "")))
                     else:
                         self._set(view, node, PeerState.CONNECTED, "")
-                        log.emit("INFO", f"Connection established to node {node.index} "
+                        log.emit("INFO", f"Connection established to node {node.number} "
                                  f"with ip address {node.address}.")  # fmt: skip
                         delay = _RETRY_FIRST
                         self._hold(sock, stop)
                         if not stop.is_set():
-                            log.emit("WARN", f"Connection to node {node.index} lost.")
+                            log.emit("WARN", f"Connection to node {node.number} lost.")
                             self._set(view, node, PeerState.CONNECTING, "connection lost")
             except (OSError, ValueError) as exc:
                 self._set(view, node, PeerState.CONNECTING, str(exc))
