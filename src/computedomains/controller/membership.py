@@ -125,6 +125,11 @@ def _order(daemons: tuple[models.CliqueDaemon, ...]) -> list[models.CliqueDaemon
     return sorted(daemons, key=lambda d: (d.index if d.index is not None else -1, d.node_name))
 
 
+def members_differ(snapshot: Snapshot, desired: CliquesPlan, clique: CliqueID) -> bool:
+    """The members ``clique``'s object names are not the ones it should name."""
+    return snapshot.clique_members.get(clique) != desired.members.get(clique)
+
+
 def changed(
     snapshot: Snapshot, desired: CliquesPlan
 ) -> dict[CliqueID, tuple[models.CliqueDaemon, ...]]:
@@ -139,7 +144,7 @@ def changed(
         elif (
             clique not in current
             or _order(current[clique]) != _order(want)
-            or snapshot.clique_members.get(clique) != desired.members.get(clique)
+            or members_differ(snapshot, desired, clique)
         ):
             out[clique] = want
     return out
@@ -159,7 +164,7 @@ def urgent(
     current = snapshot.cliques.get(clique)
     if current is None or not write:
         return True
-    if snapshot.clique_members.get(clique) != desired.members.get(clique):
+    if members_differ(snapshot, desired, clique):
         return True
 
     def wiring(daemons: tuple[models.CliqueDaemon, ...]) -> list[tuple[str, int | None, str]]:
