@@ -20,6 +20,7 @@ from typing import Any
 from prometheus_client import parser
 
 from computedomains import waiting
+from computedomains.sim.fakeimex import install as fake_imex
 
 COMPONENTS = {
     "kubelet-plugin": ("kubelet-plugin",),
@@ -75,16 +76,16 @@ def component_of(argv: list[str]) -> str:
     name = pathlib.Path(argv[0]).name if argv else ""
     if name in CONTROL_PLANE:
         return name
-    if "-m" not in argv[:-1]:
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        rest = argv[argv.index("-m") + 2 :]
+        if module == "computedomains" and rest:
+            return "simulated kubelet" if rest[:2] == ["sim", "kubelet"] else rest[0]
         return ""
-    module = argv[argv.index("-m") + 1]
-    rest = argv[argv.index("-m") + 2 :]
-    if module == "computedomains" and rest:
-        if rest[:2] == ["sim", "kubelet"]:
-            return "simulated kubelet"
-        return rest[0]
-    if module == "computedomains.sim.fakeimex":
-        return f"fake {'nvidia-imex' if rest[:1] == ['daemon'] else 'nvidia-imex-ctl'}"
+    if "-c" in argv[:-1]:  # the fake IMEX's scripts run their role's main through -c
+        program = argv[argv.index("-c") + 1]
+        return next((f"fake {p}" for p, role in fake_imex.PROGRAMS
+                     if program == fake_imex.entry(role)), "")  # fmt: skip
     return ""
 
 

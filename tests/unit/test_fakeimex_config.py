@@ -72,7 +72,7 @@ def test_nodes_and_hosts_resolve_like_imex() -> None:
 @pytest.mark.parametrize(
     ("address", "dialable"),
     [("127.33.0.5", True), ("127.0.0.1", True), ("240.0.0.1", False), ("10.0.0.1", False),
-     ("::1", False), ("not-an-ip", False), (None, False)],
+     ("::1", False), ("not-an-ip", False), ("127.0.0.1\x00", False), (None, False)],
 )  # fmt: skip
 def test_only_ipv4_loopback_is_ever_dialed(address: str | None, dialable: bool) -> None:
     assert config.dialable(address) is dialable

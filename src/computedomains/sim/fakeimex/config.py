@@ -191,7 +191,7 @@ def ip_literal(text: str) -> str | None:
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             return socket.inet_ntop(family, socket.inet_pton(family, text))
-        except OSError:
+        except (OSError, ValueError):  # ValueError: an embedded NUL
             continue
     return None
 
@@ -202,7 +202,7 @@ def dialable(address: str | None) -> bool:
         return False
     try:
         packed = socket.inet_pton(socket.AF_INET, address)
-    except OSError:
+    except (OSError, ValueError):
         return False
     return packed[0] == _LOOPBACK_FIRST_OCTET
 

@@ -29,11 +29,11 @@ def script(role: str, python: str, root: pathlib.Path = PACKAGE_ROOT) -> str:
         "#!/bin/sh\n"
         "# Simulated cluster: the fake IMEX of compute-domains (computedomains.sim.fakeimex).\n"
         f"PYTHONPATH={shlex.quote(str(root))} "
-        f'exec {shlex.quote(python)} -S -c {shlex.quote(_entry(role))} "$@"\n'
+        f'exec {shlex.quote(python)} -S -c {shlex.quote(entry(role))} "$@"\n'
     )
 
 
-def _entry(role: str) -> str:
+def entry(role: str) -> str:
     """The ``-c`` program: ``main`` of the role's module (``-m`` would cost runpy's imports)."""
     module = f"computedomains.sim.fakeimex.{role}"
     return f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"

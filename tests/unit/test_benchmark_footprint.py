@@ -1,0 +1,39 @@
+"""The benchmarks' process accounting: which part of the simulated cluster a command line is."""
+
+from __future__ import annotations
+
+import pathlib
+import shlex
+
+import pytest
+
+from computedomains.sim.fakeimex import install
+from tests.benchmarks import footprint
+
+
+def _exec_argv(script: pathlib.Path, *args: str) -> list[str]:
+    """The command line the installed script's ``exec`` line leaves in /proc."""
+    line = next(ln for ln in script.read_text().splitlines() if " exec " in ln)
+    words = shlex.split(line.split(" exec ", 1)[1])
+    return [*words[:-1], *args]  # the last word is "$@"
+
+
+def test_the_installed_fake_imex_programs_are_recognised(tmp_path: pathlib.Path) -> None:
+    daemon, ctl = install.install(tmp_path)
+    assert footprint.component_of(_exec_argv(daemon, "-c", "/cfg")) == "fake nvidia-imex"
+    assert footprint.component_of(_exec_argv(ctl, "-q", "-c", "/cfg")) == "fake nvidia-imex-ctl"
+
+
+@pytest.mark.parametrize(
+    ("argv", "component"),
+    [
+        (["/opt/bin/kube-apiserver", "--secure-port=1"], "kube-apiserver"),
+        (["python", "-m", "computedomains", "sim", "kubelet", "-c", "x"], "simulated kubelet"),
+        (["python", "-m", "computedomains", "imex-agent", "-c", "x"], "imex-agent"),
+        (["python", "-S", "-c", "print(1)"], ""),
+        (["sh", "-c", "sleep 1"], ""),
+        ([], ""),
+    ],
+)
+def test_component_of(argv: list[str], component: str) -> None:
+    assert footprint.component_of(argv) == component
