@@ -19,6 +19,7 @@ from computedomains import nodefiles, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import topology
+from computedomains.sim.fakeimex import install as fake_imex
 from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster
@@ -39,7 +40,7 @@ def _log(sim: sim_cluster.SimCluster, pod: Any) -> pathlib.Path:
 
 def _imex_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
     config = sim.host_trees[node].root / "var/run/compute-domains/imex/imexd.cfg"
-    return kube.find_process("daemon", str(config))
+    return kube.find_process(fake_imex.entry("daemon"), str(config))
 
 
 def _fabric(api: client.ApiClient, node: str) -> tuple[str | None, str | None]:
