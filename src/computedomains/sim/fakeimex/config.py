@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import socket
+from collections.abc import Sequence
 from typing import NamedTuple
 
 DEFAULT_CONFIG = "/etc/nvidia-imex/config.cfg"
@@ -41,7 +42,7 @@ class CommandLine(NamedTuple):
     switches: frozenset[str]
 
 
-def parse_command_line(argv: list[str] | tuple[str, ...], switches: set[str]) -> CommandLine:
+def parse_command_line(argv: Sequence[str], switches: set[str]) -> CommandLine:
     """``[-c|--config FILE]`` plus any of ``switches``; anything else is a :class:`UsageError`.
 
     Hand-rolled rather than argparse, whose import costs more than a ctl run's own work.

@@ -58,7 +58,7 @@ class Options(NamedTuple):
 
 def parse_args(argv: Sequence[str]) -> Options:
     """``[-c CONFIG] (-q | -N [-j])``; raises :class:`~.config.UsageError`."""
-    line = config.parse_command_line(tuple(argv), {"-q", "-N", "-j"})
+    line = config.parse_command_line(argv, {"-q", "-N", "-j"})
     modes = line.switches - {"-j"}
     if len(modes) != 1:
         raise config.UsageError("give exactly one of -q and -N")

@@ -249,7 +249,7 @@ def main(argv: Sequence[str]) -> int:
     ``--nogpu`` is accepted, as the real daemon's; the fake has no GPU either way.
     """
     try:
-        line = config.parse_command_line(tuple(argv), {"--nogpu"})
+        line = config.parse_command_line(argv, {"--nogpu"})
     except config.UsageError as exc:
         log.emit("ERROR", f"Invalid command line: {exc}")
         return 2
