@@ -203,19 +203,3 @@ def test_report(
     assert report.text.startswith(text)
     assert report.ready == (state == ImexState.READY)
     assert report.message == f"domain {domain}: {report.text}"
-
-
-@pytest.mark.parametrize(
-    ("named", "expected"),
-    [
-        pytest.param({"d1": frozenset({"n1", "n2"})}, "d1", id="named a member"),
-        pytest.param({"d1": frozenset({"n2"})}, "", id="listed elsewhere only"),
-        pytest.param({"d1": None}, "", id="an object naming no members"),
-        pytest.param({"d1": frozenset({"n1"}), "d2": frozenset({"n1"})}, "", id="two claim it"),
-        pytest.param({"d1": frozenset({"n1"}), "d2": frozenset()}, "d1", id="one of two"),
-    ],
-)
-def test_an_unlabelled_node_joins_the_domain_that_reserved_it(
-    named: dict[str, frozenset[str] | None], expected: str
-) -> None:
-    assert decide.reserved_by("n1", named) == expected

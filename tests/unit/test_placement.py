@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from computedomains.api import constants, placement
+from computedomains.api import constants, models, placement
 from computedomains.controller import decide as decide_domain
 from computedomains.controller import objects
 from computedomains.controller import placement as decide
@@ -162,12 +162,44 @@ def test_who_gets_a_free_node(
         )
 
 
+@pytest.mark.parametrize(
+    ("named", "expected"),
+    [
+        pytest.param({"d1": frozenset({"n1", "n2"})}, "d1", id="named a member"),
+        pytest.param({"d1": frozenset({"n2"})}, "", id="listed elsewhere only"),
+        pytest.param({"d1": None}, "", id="an object naming no members"),
+        pytest.param({"d1": frozenset({"n1"}), "d2": frozenset({"n1"})}, "", id="two claim it"),
+        pytest.param({"d1": frozenset({"n1"}), "d2": frozenset()}, "d1", id="one of two"),
+    ],
+)
+def test_an_unlabelled_node_is_held_by_the_domain_that_reserved_it(
+    named: dict[str, frozenset[str] | None], expected: str
+) -> None:
+    cliques = {uid: _clique_object(uid, members) for uid, members in named.items()}
+    assert placement.reserved_by("n1", cliques) == expected
+
+
+def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:
+    annotations = {}
+    if members is not None:
+        annotations[constants.CLIQUE_MEMBERS_ANNOTATION] = models.clique_members_value(members)
+    return {"metadata": {"name": f"{uid}.c1", "annotations": annotations}}
+
+
 def test_the_holder_is_the_label_else_the_first_grant() -> None:
     first = _parsed(_claim("a", X, at="t1", conditions=GRANTED))
     second = _parsed(_claim("b", Y, at="t2", conditions=GRANTED))
     assert placement.holder(label="", allocations=[second, first]) == X
     assert placement.holder(label=Y, allocations=[first]) == Y
     assert placement.holder(label="", allocations=[_parsed(_claim("c", X))]) == ""
+
+
+def test_the_node_sees_its_label_else_the_domain_whose_clique_object_names_it() -> None:
+    cliques = {X: _clique_object(X, frozenset({"n1"}))}
+    seen = placement.holder_seen_from_node
+    assert seen(label="", node_name="n1", cliques=cliques) == X
+    assert seen(label=Y, node_name="n1", cliques=cliques) == Y
+    assert seen(label="", node_name="n2", cliques=cliques) == ""
 
 
 def test_the_answer_is_written_for_every_allocated_device_and_keeps_others() -> None:

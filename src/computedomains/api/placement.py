@@ -174,10 +174,23 @@ def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
     )
 
 
+def reserved_by(node_name: str, cliques: Mapping[str, Mapping[str, Any]]) -> str:
+    """The domain that reserved this unlabelled node ("" when none or unclear).
+
+    ``cliques`` are the clique objects of the node's clique by domain UID. The domain is the
+    one whose object names the node a member (``CLIQUE_MEMBERS_ANNOTATION``): the controller
+    names a node there once its binder reserved it. When two do, one is a domain the node just
+    left whose object is not rewritten yet: wait for the next.
+    """
+    found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
+    return found[0] if len(found) == 1 else ""
+
+
 def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
     """Who holds a node: the domain in its label, else the first domain granted it ("" none).
 
-    ``allocations`` are the channel allocations on that node.
+    ``allocations`` are the channel allocations on that node: the controller's view, which
+    sees every claim.
     """
     if label:
         return label
@@ -185,6 +198,19 @@ def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
         (a.allocated_at, a.uid, a.domain_uid) for a in allocations if a.granted and a.domain_uid
     )
     return granted[0][2] if granted else ""
+
+
+def holder_seen_from_node(
+    *, label: str, node_name: str, cliques: Mapping[str, Mapping[str, Any]]
+) -> str:
+    """Who holds a node as the node's plugin can tell without watching every claim.
+
+    The domain in its label, else the one that reserved it (:func:`reserved_by`; ``cliques``
+    are the clique objects of the node's clique by domain UID). The controller names a
+    reserved node in the clique object within the round that reserved it, so this trails
+    :func:`holder` by that round only; the binder's answer, not the slice, is what decides.
+    """
+    return label or reserved_by(node_name, cliques)
 
 
 def stranded(allocation: ChannelAllocation, *, label: str) -> bool:

@@ -15,16 +15,17 @@ import signal
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import prometheus_client
 
 from computedomains import httpserver, nodefiles, trace
-from computedomains.api import constants, fabricverdict, imex, models, resources
+from computedomains.api import constants, fabricverdict, imex, models, placement, resources
 from computedomains.api.schema import ValidationError
 from computedomains.imexagent import config, decide, metrics, render, report, supervisor
 from computedomains.kube import client as kube_client
+from computedomains.kube import cliquewatch
 from computedomains.kube.informer import Informer
 
 log = logging.getLogger(__name__)
@@ -62,19 +63,6 @@ def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
         log.warning("ignoring clique %s: %s", obj.get("metadata", {}).get("name"), exc)
         return None
     return tuple(decide.Daemon(d.node_name, d.ip_address, d.index) for d in clique.daemons)
-
-
-def cliques_by_domain(
-    objects: Iterable[dict[str, Any]], clique_id: str
-) -> dict[str, dict[str, Any]]:
-    """The clique objects of ``clique_id`` by their domain's UID."""
-    found = {}
-    for obj in objects:
-        meta = obj.get("metadata", {})
-        uid = str((meta.get("labels") or {}).get(constants.COMPUTE_DOMAIN_LABEL, ""))
-        if uid and meta.get("name") == models.clique_name(uid, clique_id):
-            found[uid] = obj
-    return found
 
 
 class _Watch:
@@ -137,8 +125,9 @@ class Agent:
         self._files = report.ImexFiles(cfg)
         self._reporter = report.Reporter(api, cfg, start=self.start, wall=wall)
         self._node: _Watch | None = None
-        self._cliques: _Watch | None = None
-        self._cliques_of = ""
+        self._cliques = cliquewatch.CliqueWatch(
+            api, namespace=cfg.namespace, on_change=self._wake.set
+        )
         self._fabric = ("", "")
         self._fabric_due = -math.inf
         self._trace = trace.Tracer("imex-agent")
@@ -193,7 +182,7 @@ class Agent:
         if now >= self._fabric_due:
             self._fabric = read_fabric(self._cfg.fabric_verdict_file)
             self._fabric_due = now + FABRIC_REREAD
-        self._follow_clique(self._fabric[0])
+        self._cliques.follow(self._fabric[0])
         if not self._listed():
             return min(now + 0.5, self._fabric_due)
         self._supervisor.reap(now=now)
@@ -250,9 +239,9 @@ class Agent:
         self._member = member
 
     def _shutdown(self) -> None:
-        for watch in (self._node, self._cliques):
-            if watch is not None:
-                watch.informer.stop()
+        if self._node is not None:
+            self._node.informer.stop()
+        self._cliques.stop()
         running = self._supervisor.running()
         self._supervisor.stop()
         if running is None:
@@ -268,24 +257,8 @@ class Agent:
 
     # -- inputs -------------------------------------------------------------------------
 
-    def _follow_clique(self, clique_id: str) -> None:
-        """Watch the clique objects of the node's (current) clique only."""
-        if clique_id == self._cliques_of:
-            return
-        if self._cliques is not None:
-            self._cliques.informer.stop()
-            self._cliques = None
-        self._cliques_of = clique_id
-        if clique_id:
-            selector = f"{constants.CLIQUE_ID_LABEL}={clique_id}"
-            self._cliques = _Watch(
-                self._api, self._wake.set,
-                path=resources.CLIQUES.path(namespace=self._cfg.namespace), label_selector=selector,
-            )  # fmt: skip
-
     def _listed(self) -> bool:
-        watches = [w for w in (self._node, self._cliques) if w is not None]
-        return all(w.listed.is_set() for w in watches)
+        return self._node is not None and self._node.listed.is_set() and self._cliques.listed()
 
     def _snapshot(self) -> decide.Snapshot:
         cfg = self._cfg
@@ -295,14 +268,11 @@ class Agent:
             node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL, "")
         )
         clique_id, note = self._fabric
-        daemons = None
-        if self._cliques is not None:
-            objects = cliques_by_domain(self._cliques.informer.items(), clique_id)
-            if not domain:  # reserved by the binder, not labelled by the plugin yet
-                named = {uid: models.clique_members(o) for uid, o in objects.items()}
-                domain = decide.reserved_by(cfg.node_name, named)
-            obj = objects.get(domain) if domain else None
-            daemons = daemons_of(obj) if obj is not None else None
+        objects = self._cliques.by_domain()
+        if not domain:  # reserved by the binder, not labelled by the plugin yet
+            domain = placement.reserved_by(cfg.node_name, objects)
+        obj = objects.get(domain) if domain else None
+        daemons = daemons_of(obj) if obj is not None else None
         return decide.Snapshot(
             node_name=cfg.node_name,
             pod_ip=cfg.pod_ip,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Mapping
 
 from computedomains.api import imex
 from computedomains.imexagent import render
@@ -56,7 +55,7 @@ class Snapshot:
     """The verdict in words, for the Idle report."""
     domain_uid: str
     """The node's ``computeDomain`` label, else the domain that reserved it
-    (:func:`reserved_by`); empty when neither."""
+    (``placement.reserved_by``); empty when neither."""
     daemons: tuple[Daemon, ...] | None
     """The clique object ``<domain>.<clique>``'s daemons; None while there is no object."""
 
@@ -79,17 +78,6 @@ class Target:
     membership: Membership | None
     note: str
     """Why, in words (reports quote it)."""
-
-
-def reserved_by(node_name: str, named: Mapping[str, frozenset[str] | None]) -> str:
-    """The domain that reserved this unlabelled node ("" when none or unclear).
-
-    That is the one whose clique object names it a member (``named``: domain UID → the
-    members its object names). When two do, one is a domain the node just left whose object
-    is not rewritten yet: wait for the next.
-    """
-    found = [uid for uid, members in named.items() if members and node_name in members]
-    return found[0] if len(found) == 1 else ""
 
 
 def target(snapshot: Snapshot) -> Target:

@@ -167,6 +167,15 @@ class Client:
         """GET ``path``."""
         return self.request("GET", path, **kwargs)
 
+    def find(self, path: str, **kwargs: Any) -> dict[str, Any] | None:
+        """GET ``path``; None when there is no such object (404)."""
+        try:
+            return self.get(path, **kwargs)
+        except ApiError as exc:
+            if exc.status == NOT_FOUND:
+                return None
+            raise
+
     def create(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
         """POST ``body`` to the collection ``path``."""
         return self.request("POST", path, body=body, **kwargs)

@@ -74,6 +74,10 @@ class Informer:
         """Block until the first list has been stored."""
         waiting.until(f"the first list of {self._path}", self._synced.is_set, timeout=timeout)
 
+    def synced(self) -> bool:
+        """Whether the first list has been stored."""
+        return self._synced.is_set()
+
     def by_uid(self, uid: str) -> dict[str, Any] | None:
         """The cached object with ``uid``, if any."""
         with self._lock:

@@ -104,12 +104,9 @@ def remove_label_if(api: client.Client, name: str, key: str, value: str) -> bool
     when the label was removed, False when it (or the node) was gone or changed.
     """
     for attempt in range(_CONFLICT_RETRIES):
-        try:
-            node = api.get(path(name))
-        except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND:
-                return False
-            raise
+        node = api.find(path(name))
+        if node is None:
+            return False
         if (node["metadata"].get("labels") or {}).get(key) != value:
             return False
         body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"],

@@ -18,9 +18,4 @@ def path(namespace: str, name: str) -> str:
 
 def read(api: client.Client, namespace: str, name: str) -> wire.ResourceClaim | None:
     """The claim ``namespace/name``, or None when it does not exist."""
-    try:
-        return cast(wire.ResourceClaim, api.get(path(namespace, name)))
-    except client.ApiError as exc:
-        if exc.status == client.NOT_FOUND:
-            return None
-        raise
+    return cast(wire.ResourceClaim | None, api.find(path(namespace, name)))

@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
-from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import checkpoint, ledger, nodelabel
 
 log = logging.getLogger(__name__)
@@ -66,13 +65,11 @@ class Collector:
         api: kube_client.Client,
         book: ledger.Ledger,
         label: nodelabel.NodeLabel,
-        claims_cache: Informer | None,
         clock: Callable[[], float],
     ) -> None:
         self._api = api
         self._book = book
         self._label = label
-        self._claims = claims_cache
         self._clock = clock
 
     def run(self) -> Decision:
@@ -101,8 +98,6 @@ class Collector:
         return decision
 
     def _present(self, entry: checkpoint.ClaimEntry) -> bool:
-        if self._claims is not None and self._claims.by_uid(entry.uid) is not None:
-            return True  # the watch still shows it: no API call needed
         found = cast(
             dict[str, Any] | None, resourceclaims.read(self._api, entry.namespace, entry.name)
         )

@@ -18,13 +18,13 @@ from computedomains.api import constants
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, resourceclaims
 from computedomains.kube import nodes as kube_nodes
-from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import (
     cdi,
     checkpoint,
     claims,
     collection,
     config,
+    domainlookup,
     errors,
     ledger,
     metrics,
@@ -38,8 +38,6 @@ from computedomains.kubeletplugin import (
 
 log = logging.getLogger(__name__)
 COMPONENT = "compute-domains-kubelet-plugin"
-_CLAIMS_SYNC_TIMEOUT = 60.0
-"""Seconds start-up waits for the claims watch before a rebuild (it needs every claim)."""
 MISSING = "CheckpointMissing"
 """Node Event reason: no checkpoint file, yet the node holds claims (it was deleted)."""
 
@@ -62,8 +60,6 @@ class Driver:
         api: kube_client.Client,
         stats: metrics.PluginMetrics,
         recorder: events.Recorder,
-        domains: Informer,
-        claims_cache: Informer | None = None,
         fabric: prepare.FabricReader | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -72,7 +68,6 @@ class Driver:
         self.api = api
         self.stats = stats
         self.recorder = recorder
-        self._claims_cache = claims_cache
         self._fabric = fabric or (lambda: nodestate.read_fabric(cfg.fabric_verdict_file))
         self._book = ledger.Ledger(
             checkpoint_file=cfg.checkpoint_file, cdi_root=cfg.cdi_root, clock=clock
@@ -83,12 +78,11 @@ class Driver:
             api=api,
             book=self._book,
             label=self._label,
-            domains=domains,
-            claims_cache=claims_cache,
+            domains=domainlookup.DomainLookup(api),
             fabric=self._fabric,
         )
         self._collector = collection.Collector(
-            api=api, book=self._book, label=self._label, claims_cache=claims_cache, clock=clock
+            api=api, book=self._book, label=self._label, clock=clock
         )
 
     # -- start-up -------------------------------------------------------------------------
@@ -123,11 +117,7 @@ class Driver:
         self.stats.track(self.prepared_counts)
 
     def _rebuild(self, node_label: str | None) -> rebuild.Plan:
-        if self._claims_cache is not None:
-            self._claims_cache.wait_synced(_CLAIMS_SYNC_TIMEOUT)
-            items = self._claims_cache.items()
-        else:
-            items = self.api.get(resourceclaims.PATH).get("items", [])
+        items = self.api.get(resourceclaims.PATH).get("items", [])
         return rebuild.plan(
             specs=cdi.read_specs(self.cfg.cdi_root),
             allocated=rebuild.allocated_here(items, node=self.cfg.node_name),

@@ -12,7 +12,7 @@ import grpc
 import prometheus_client
 
 from computedomains import httpserver
-from computedomains.api import placement, resources
+from computedomains.api import placement
 from computedomains.drapb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -20,8 +20,7 @@ from computedomains.drapb import (
     pluginregistration_v1_pb2_grpc,
 )
 from computedomains.kube import client as kube_client
-from computedomains.kube import events
-from computedomains.kube.informer import Informer
+from computedomains.kube import cliquewatch, events
 from computedomains.kubeletplugin import config, driver, metrics, nodestate, server, slices
 from computedomains.nodeinit import run as nodeinit_run
 
@@ -82,8 +81,8 @@ def _start_recheck(cfg: config.PluginConfig, stop: threading.Event) -> threading
 def run(cfg: config.PluginConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
     stop = threading.Event()
-    # Set when the node's hold may have changed (a claim here was reserved or released): the
-    # slice is republished at once rather than at the next periodic sync.
+    # Set when the node's hold may have changed (a clique object of its clique changed): the
+    # slice is republished at once, if it should change, rather than at the next periodic sync.
     wake = threading.Event()
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:
@@ -98,28 +97,18 @@ def run(cfg: config.PluginConfig) -> int:
     # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
     recheck = _start_recheck(cfg, stop)
 
-    def claim_changed(kind: str, claim: dict[str, object]) -> None:
-        allocation = placement.parse_claim(claim)
-        if allocation is not None and allocation.node == cfg.node_name:
-            wake.set()
-
-    domains = Informer(api, path=resources.COMPUTE_DOMAINS.path())
-    claims = Informer(api, path=resources.RESOURCE_CLAIMS.path(), on_change=claim_changed)
-    domains.start()
-    claims.start()
+    # The plugin's one watch: the clique objects of the node's clique, which name the nodes
+    # the controller reserved. Claims and domains are read one by one (no cluster-wide watch).
+    cliques = cliquewatch.CliqueWatch(api, namespace=cfg.namespace, on_change=wake.set)
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
     fabric = nodestate.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
-    core = driver.Driver(
-        cfg, api=api, stats=stats, recorder=recorder, domains=domains, claims_cache=claims,
-        fabric=fabric.read,
-    )  # fmt: skip
+    core = driver.Driver(cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read)
     core.load()
 
-    def holder() -> str:
-        here = (placement.parse_claim(c) for c in claims.items())
-        return placement.holder(
-            label=core.node_domain or "",
-            allocations=(a for a in here if a is not None and a.node == cfg.node_name),
+    def holder(clique: str) -> str:
+        cliques.follow(clique)
+        return placement.holder_seen_from_node(
+            label=core.node_domain or "", node_name=cfg.node_name, cliques=cliques.by_domain()
         )
 
     publisher = slices.Publisher(api, cfg, holder=holder, fabric=fabric.read)
@@ -146,8 +135,7 @@ def run(cfg: config.PluginConfig) -> int:
     reg.stop(grace=None)
     cfg.registration_socket.unlink(missing_ok=True)
     dra.stop(grace=5).wait()
-    domains.stop()
-    claims.stop()
+    cliques.stop()
     http.shutdown()
     if recheck is not None:
         recheck.join(RECHECK_JOIN_SECONDS)  # let a check in progress finish its writes

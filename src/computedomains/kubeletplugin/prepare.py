@@ -17,13 +17,13 @@ from typing import Any, cast
 from computedomains import trace
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
-from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import (
     cdi,
     checkpoint,
     claims,
     config,
     devices,
+    domainlookup,
     errors,
     imexwait,
     ledger,
@@ -35,8 +35,7 @@ from computedomains.kubeletplugin import (
 
 log = logging.getLogger(__name__)
 CLAIM_CHECK_SECONDS = 1.0
-"""How often a prepare waiting for IMEX makes sure its claim still exists (when the watch
-cache does not show it, that takes an API call)."""
+"""How often a prepare waiting for IMEX makes sure its claim still exists (one GET)."""
 
 FabricReader = Callable[[], nodestate.Fabric]
 
@@ -51,8 +50,7 @@ class Preparer:
         api: kube_client.Client,
         book: ledger.Ledger,
         label: nodelabel.NodeLabel,
-        domains: Informer,
-        claims_cache: Informer | None,
+        domains: domainlookup.DomainLookup,
         fabric: FabricReader,
     ) -> None:
         self._cfg = cfg
@@ -60,7 +58,6 @@ class Preparer:
         self._book = book
         self._label = label
         self._domains = domains
-        self._claims = claims_cache
         self._fabric = fabric
         self._trace = trace.Tracer("kubelet-plugin")
 
@@ -98,8 +95,9 @@ class Preparer:
         self, view: claims.ClaimView, *, deadline: float
     ) -> tuple[checkpoint.PreparedDevice, ...]:
         fabric = self._fabric()
+        domain_of = self._domains.in_namespace(view.namespace)
         plan = validate.plan(
-            view, fabric=fabric, domain_of=self._domain, driver_namespace=self._cfg.namespace
+            view, fabric=fabric, domain_of=domain_of, driver_namespace=self._cfg.namespace
         )
         started = checkpoint.ClaimEntry(
             uid=view.uid,
@@ -112,7 +110,7 @@ class Preparer:
         )
         other = self._book.start(started)
         if other is not None:
-            raise validate.node_busy(plan, other, domain_of=self._domain)
+            raise validate.node_busy(plan, other, domain_of=domain_of)
         node, claim = self._cfg.node_name, view.uid
         self._trace.stage(
             trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
@@ -133,8 +131,8 @@ class Preparer:
                     check=self._wait_check(view),
                 )
         prepared = self._write_cdi(view, plan, fabric)
-        # After a wait, ask the API server itself: the watch may not have seen a deletion yet.
-        present = not waited or not self._claim_gone(view, authoritative=True)
+        # After a wait, make sure the claim was not deleted meanwhile.
+        present = not waited or not self._claim_gone(view)
         outcome, entry = self._book.commit(
             view.uid, allocation=view.allocation_digest, devices=prepared, claim_present=present
         )
@@ -150,11 +148,9 @@ class Preparer:
         raise _abandoned(view, gone=outcome is ledger.Commit.CLAIM_GONE)
 
     def _read_claim(self, ref: claims.ClaimRef) -> claims.ClaimView:
-        claim = self._claims.by_uid(ref.uid) if self._claims is not None else None
-        if claim is None or not claims.allocated_to(claim, self._cfg.node_name):
-            # Unless the watch saw this claim allocated to this node (what the kubelet asks
-            # about: the hot path saves an API round trip), ask the API server.
-            claim = self._get_claim(ref.namespace, ref.name)
+        # One GET: the plugin watches no claims (a cluster-wide watch on every node would grow
+        # the API server's work with nodes times claims).
+        claim = self._get_claim(ref.namespace, ref.name)
         if claim is None:
             raise errors.Permanent(
                 "ClaimNotFound",
@@ -187,32 +183,20 @@ class Preparer:
             if time.monotonic() < next_look:
                 return
             next_look = time.monotonic() + CLAIM_CHECK_SECONDS
-            if self._claim_gone(view, authoritative=False):
+            if self._claim_gone(view):
                 self._book.forget([view.uid])
                 self._label.sync()  # the node may hold nothing any more
                 raise _abandoned(view, gone=True)
 
         return check
 
-    def _claim_gone(self, view: claims.ClaimView, *, authoritative: bool) -> bool:
-        """Whether the claim was deleted or replaced (a new object with another UID).
-
-        Unless ``authoritative``, the watch cache showing the claim is taken as its answer.
-        """
-        if not authoritative and self._claims is not None and self._claims.by_uid(view.uid):
-            return False
+    def _claim_gone(self, view: claims.ClaimView) -> bool:
+        """Whether the claim was deleted or replaced (a new object with another UID)."""
         found = self._get_claim(view.namespace, view.name)
         return found is None or found["metadata"]["uid"] != view.uid
 
     def _get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return cast(dict[str, Any] | None, resourceclaims.read(self._api, namespace, name))
-
-    def _domain(self, uid: str) -> dict[str, Any] | None:
-        found = self._domains.by_uid(uid)
-        if found is None:
-            self._domains.refresh()  # the watch may lag behind a domain created a moment ago
-            found = self._domains.by_uid(uid)
-        return found
 
     def _write_cdi(
         self, view: claims.ClaimView, plan: validate.Plan, fabric: nodestate.Fabric

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from computedomains.api import resources
 from computedomains.kube import client
@@ -17,9 +16,9 @@ log = logging.getLogger(__name__)
 class Publisher:
     """Writes the slice when what it should contain changes (and at start).
 
-    ``holder`` says which domain holds the node now ("" nobody): the plugin's own label, or
-    the domain the controller reserved the node for (``api/placement.py``); ``fabric`` reads
-    the verdict (through the plugin's fault grace).
+    ``holder`` says which domain holds the node of the clique given ("" nobody): the plugin's
+    own label, or the domain the controller reserved the node for (``api/placement.py``);
+    ``fabric`` reads the verdict (through the plugin's fault grace).
     """
 
     def __init__(
@@ -27,7 +26,7 @@ class Publisher:
         api: client.Client,
         cfg: config.PluginConfig,
         *,
-        holder: Callable[[], str],
+        holder: Callable[[str], str],
         fabric: Callable[[], nodestate.Fabric],
     ) -> None:
         self._api = api
@@ -45,18 +44,13 @@ class Publisher:
         """Publish if the verdict changed what to publish; returns True when it wrote."""
         fabric = self._fabric()
         wanted = tuple(devices.node_devices(slots=self._cfg.channel_slots, usable=fabric.usable))
-        holder = self._holder()
+        holder = self._holder(fabric.clique)
         key = (wanted, fabric.clique, holder)
         if key == self._published:
             return False
         name = devices.slice_name(self._cfg.node_name)
         node = self._api.get(kube_nodes.path(self._cfg.node_name))
-        try:
-            existing: dict[str, Any] | None = self._api.get(resources.RESOURCE_SLICES.path(name))
-        except client.ApiError as exc:
-            if exc.status != client.NOT_FOUND:
-                raise
-            existing = None
+        existing = self._api.find(resources.RESOURCE_SLICES.path(name))
         generation = 1
         if existing is not None:
             generation = int(existing["spec"]["pool"]["generation"]) + 1

@@ -49,12 +49,7 @@ class Store:
 
     def read(self) -> dict[str, Any] | None:
         """The Secret, or None when there is none."""
-        try:
-            return self.api.get(self.path)
-        except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND:
-                return None
-            raise
+        return self.api.find(self.path)
 
     def write(self, bundle: certs.Bundle, *, current: dict[str, Any] | None) -> None:
         """Create the Secret, or replace ``current`` (409 when it changed meanwhile)."""

@@ -343,7 +343,7 @@ def test_plugin_killed_mid_prepare_is_restarted_and_finishes_without_duplicates(
 
 ALLOWED = [
     ("resource.k8s.io", "resourceclaims", "", "get"),
-    ("resource.k8s.io", "resourceclaims", "", "watch"),
+    ("resource.k8s.io", "resourceclaims", "", "list"),
     ("resource.k8s.io", "resourceslices", "", "create"),
     ("resource.k8s.io", "resourceslices", "", "update"),
     ("", "nodes", "", "patch"),
@@ -352,6 +352,9 @@ ALLOWED = [
     (constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL, "", "list"),
 ]
 DENIED = [
+    # Per-node components watch nothing cluster-wide that grows with the cluster.
+    ("resource.k8s.io", "resourceclaims", "", "watch"),
+    (constants.GROUP, constants.COMPUTE_DOMAIN_PLURAL, "", "watch"),
     ("resource.k8s.io", "resourceclaims", "", "create"),
     ("resource.k8s.io", "resourceclaims", "", "delete"),
     ("resource.k8s.io", "resourceclaims", "status", "update"),
