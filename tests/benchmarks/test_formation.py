@@ -13,7 +13,6 @@ import dataclasses
 import pathlib
 import re
 import time
-import urllib.request
 from functools import partial
 from typing import Any, cast
 
@@ -24,7 +23,7 @@ from computedomains import trace, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster
 from computedomains.sim.kubelet import main as sim_kubelet
-from tests.benchmarks import conftest, footprint, report
+from tests.benchmarks import conftest, footprint, ownmetrics, report
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
 
@@ -177,7 +176,7 @@ def _leader(api: Any, driver_ns: str) -> Any:
         )
         for pod in pods.items:
             try:
-                text = _scrape(pod) if pod.status.pod_ip else ""
+                text = ownmetrics.scrape(pod) if pod.status.pod_ip else ""
             except OSError:
                 continue
             if re.search(r"^computedomains_controller_leader 1", text, re.M):
@@ -187,17 +186,6 @@ def _leader(api: Any, driver_ns: str) -> Any:
 
     waiting.until("a leading controller", leading, timeout=60, interval=0.5)
     return found[0]
-
-
-def _scrape(pod: Any) -> str:
-    port = next(
-        p.container_port
-        for c in pod.spec.containers
-        for p in c.ports or []
-        if p.name in ("http", "metrics")
-    )
-    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{port}/metrics", timeout=5) as answer:
-        return str(answer.read().decode())
 
 
 def _writes(text: str) -> tuple[int, int]:
@@ -258,14 +246,14 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         out.baseline.append(_pods(api, None, f"base-{name}")[1])
         delete_pods(api, f"base-{name}")
         leader = _leader(api, driver_ns)
-        before, c0 = _writes(_scrape(leader))
+        before, c0 = _writes(ownmetrics.scrape(leader))
         template = _domain(api, name)
         out.started.append((_uid(api, name), time.time()))
         created, ready = _pods(api, template, name)
         out.created.append(created)
         out.formation.append(ready)
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
-        after, c1 = _writes(_scrape(leader))
+        after, c1 = _writes(ownmetrics.scrape(leader))
         out.writes.append(float(after - before))
         out.conflicts += c1 - c0
         delete_pods(api, name)
@@ -301,16 +289,16 @@ def test_formation_latency_api_writes_and_controller_footprint(
     last: list[int] = []
 
     def quiet() -> bool:  # the last deletion's clean-up writes are done: 3 s without a write
-        last.append(_writes(_scrape(leader))[0])
+        last.append(_writes(ownmetrics.scrape(leader))[0])
         return len(last) > 3 and len(set(last[-4:])) == 1
 
     waiting.until("the controller to finish the last clean-up", quiet, timeout=60, interval=1)
-    idle_before, _ = _writes(_scrape(leader))
+    idle_before, _ = _writes(ownmetrics.scrape(leader))
     idle_started = time.monotonic()
     waiting.until(
         "a 10 s idle window", lambda: time.monotonic() - idle_started >= 10, timeout=15, interval=1
     )
-    idle_after, _ = _writes(_scrape(leader))
+    idle_after, _ = _writes(ownmetrics.scrape(leader))
     stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
     rss, cpu_share = _churn(api, leader)
     _without_binding_conditions(sim, api, tmp_path)

@@ -6,8 +6,9 @@ IMEX, start-up 0.5 s) per node, the controller and the webhook. Measured:
 1. One domain of 288 pods, 4 per node: pods created → all Ready, and the domain Ready.
 2. 36 domains of 2 nodes, three rounds of create → all Ready → delete: time per round.
 
-In both: HTTP 409/429 answers by resource (the API server's own counters, so every writer's),
-and slot moves (cliques sampled every 0.5 s while forming: a node's slot must never change
+In both: HTTP 409/429 answers to our components' own requests (their request counters: none
+may be refused), the API server's 409/429 by resource (every writer's, for comparison), and
+slot moves (cliques sampled every 0.5 s while forming: a node's slot must never change
 while it is a member).
 """
 
@@ -28,7 +29,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster, topology
 from computedomains.sim import nodes as sim_nodes
-from tests.benchmarks import footprint, report, test_node_footprint
+from tests.benchmarks import footprint, ownmetrics, report, test_node_footprint
 from tests.benchmarks.conftest import NAMESPACE, chart_cluster
 from tests.support import domains
 
@@ -173,6 +174,7 @@ def test_four_racks_one_big_domain_and_pairs_churning(
 
     # 1. One domain, 4 pods on every node.
     refused0, watch = _refusals(api), SlotWatch()
+    ours0 = ownmetrics.refusals(api, driver_ns)
     big = domains.create_domain(api, NAMESPACE)
     started = time.monotonic()
     for node in nodes:
@@ -196,12 +198,14 @@ def test_four_racks_one_big_domain_and_pairs_churning(
         timeout=120,
     )
     big_refused = _delta(_refusals(api), refused0)
+    big_ours = _delta(ownmetrics.refusals(api, driver_ns), ours0)
     core.delete_collection_namespaced_pod(NAMESPACE, label_selector="run=big")
     waiting.until("the big domain's pods gone", _gone(api, "run=big"), timeout=600, interval=1)
     _delete_domain(api, name)
 
     # 2. Pairs of nodes churning.
     refused1, rounds = _refusals(api), []
+    ours1 = ownmetrics.refusals(api, driver_ns)
     for r in range(ROUNDS):
         tag = f"pairs{r}"
         made = [domains.create_domain(api, NAMESPACE) for _ in range(PAIRS)]
@@ -222,6 +226,7 @@ def test_four_racks_one_big_domain_and_pairs_churning(
         for domain in made:
             _delete_domain(api, domain["metadata"]["name"])
     pairs_refused = _delta(_refusals(api), refused1)
+    pairs_ours = _delta(ownmetrics.refusals(api, driver_ns), ours1)
 
     figures = {
         "nodes": len(nodes),
@@ -232,12 +237,14 @@ def test_four_racks_one_big_domain_and_pairs_churning(
             "create_calls_s": round(created_s, 1),
             "pods_all_ready_s": round(big_ready_s, 1),
             "ready_after_last_create_s": round(ready_after_creation, 1),
+            "http_409_429_ours": big_ours,
             "http_409_429_by_resource": big_refused,
         },
         "pairs_churning": {
             "domains": PAIRS,
             "rounds": ROUNDS,
             "round_all_ready_s": report.summarize(rounds),
+            "http_409_429_ours": pairs_ours,
             "http_409_429_by_resource": pairs_refused,
         },
         "slot_moves": watch.moves,
@@ -258,5 +265,6 @@ def test_four_racks_one_big_domain_and_pairs_churning(
         ],
     )
     assert watch.moves == 0
+    assert big_ours == {} and pairs_ours == {}, (big_ours, pairs_ours)
     for refused in (big_refused, pairs_refused):
         assert not {k: v for k, v in refused.items() if k.split("/")[0] in OURS}, refused

@@ -6,6 +6,7 @@ import prometheus_client
 import pytest
 
 from computedomains.controller import metrics
+from computedomains.kube import requestmetrics
 
 
 @pytest.mark.parametrize(
@@ -24,7 +25,7 @@ from computedomains.controller import metrics
     ],
 )  # fmt: skip
 def test_resource_of(path: str, resource: str) -> None:
-    assert metrics.resource_of(path) == resource
+    assert requestmetrics.resource_of(path) == resource
 
 
 def value(registry: prometheus_client.CollectorRegistry, name: str, **labels: str) -> float:
@@ -58,7 +59,7 @@ def test_formation_is_timed_per_member_and_per_domain() -> None:
 def test_requests_are_counted_by_verb_resource_and_code() -> None:
     registry = prometheus_client.CollectorRegistry()
     stats = metrics.ControllerMetrics(registry)
-    stats.observe_request("PUT", "/api/v1/nodes/a", 409)
+    stats.api_requests.observe("PUT", "/api/v1/nodes/a", 409)
     stats.track(domains=lambda: {"Ready": 2}, depth=lambda: 3, leader=lambda: True)
     name = "computedomains_controller_api_requests_total"
     assert value(registry, name, verb="PUT", resource="nodes", code="409") == 1

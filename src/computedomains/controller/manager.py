@@ -155,7 +155,7 @@ class Controller:
         self.leading = threading.Event()
         self.api = kube_client.connect(cfg.kubeconfig)
         self.stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
-        self.api.observer = self.stats.observe_request
+        self.stats.api_requests.attach(self.api)
         self.queue = workqueue.WorkQueue()
         self.caches = Caches(
             self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted,

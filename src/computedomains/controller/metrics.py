@@ -18,26 +18,13 @@ import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from computedomains.kube import requestmetrics
+
 _PREFIX = "computedomains_controller"
 _FORMATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 _RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 ERROR_REASONS = ("Conflict", "NotFound", "APIError", "Unreachable", "Internal")
 """Why a reconcile failed: a 409 or 404 answer, another API error, no answer, a bug."""
-
-
-def resource_of(path: str) -> str:
-    """The resource an API path addresses, for labels: ``computedomains/status``, ``leases``.
-
-    Names and namespaces are dropped so that the label set stays small.
-    """
-    parts = [p for p in path.split("?", 1)[0].split("/") if p]
-    # /api/v1/... or /apis/<group>/<version>/...
-    rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
-    if rest[:1] == ["namespaces"] and len(rest) > 2:
-        rest = rest[2:]
-    if not rest:
-        return parts[-1] if parts else ""
-    return rest[0] if len(rest) < 3 else f"{rest[0]}/{rest[2]}"
 
 
 class _Live(Collector):
@@ -88,10 +75,7 @@ class ControllerMetrics:
             "first new member to the domain being Ready (domain)",
             ["scope"], buckets=_FORMATION_BUCKETS, registry=registry,
         )  # fmt: skip
-        self.api_requests = prometheus_client.Counter(
-            f"{_PREFIX}_api_requests", "Requests to the API server",
-            ["verb", "resource", "code"], registry=registry,
-        )  # fmt: skip
+        self.api_requests = requestmetrics.ApiRequests(registry, prefix=_PREFIX)
         self.placement = prometheus_client.Counter(
             f"{_PREFIX}_placement_answers",
             "Binding-condition answers to claims allocated on free nodes, by outcome",
@@ -103,10 +87,6 @@ class ControllerMetrics:
             self.formation.labels(scope)
         for reason in ERROR_REASONS:
             self.reconcile_errors.labels(reason)
-
-    def observe_request(self, method: str, path: str, status: int) -> None:
-        """Count one API request (a :class:`computedomains.kube.client.Client` observer)."""
-        self.api_requests.labels(method, resource_of(path), str(status)).inc()
 
     def observe_placement(self, granted: bool) -> None:
         """Count one binding-condition answer of the binder."""

@@ -293,6 +293,7 @@ def run(cfg: config.AgentConfig) -> int:
     stop = threading.Event()
     api = kube_client.connect(cfg.kubeconfig)
     stats = metrics.AgentMetrics(prometheus_client.CollectorRegistry())
+    stats.api_requests.attach(api)
     agent = Agent(cfg, api=api, stats=stats)
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:

@@ -8,6 +8,8 @@ import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from computedomains.kube import requestmetrics
+
 _PREFIX = "computedomains_imexagent"
 RESTART_CAUSES = ("crash", "domain")
 STATES = ("READY", "NOT_READY", "FAILED", "STOPPED")
@@ -52,6 +54,7 @@ class AgentMetrics:
             "Stops of nvidia-imex that needed SIGKILL after the stop timeout",
             registry=registry,
         )
+        self.api_requests = requestmetrics.ApiRequests(registry, prefix=_PREFIX)
         for cause in RESTART_CAUSES:
             self.restarts.labels(cause)
 

@@ -1,4 +1,4 @@
-"""The plugin's Prometheus series: requests, latency, in-flight, errors, prepared devices."""
+"""The plugin's Prometheus series: claim requests, prepared devices, API server requests."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from computedomains.kube import requestmetrics
 
 _PREFIX = "computedomains_kubeletplugin"
 OPERATIONS = ("prepare", "unprepare")
@@ -63,6 +65,7 @@ class PluginMetrics:
             ["operation", "reason"],
             registry=registry,
         )
+        self.api_requests = requestmetrics.ApiRequests(registry, prefix=_PREFIX)
         for operation in OPERATIONS:
             self.requests.labels(operation)
             self.duration.labels(operation)

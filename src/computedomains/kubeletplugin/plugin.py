@@ -94,6 +94,7 @@ def run(cfg: config.PluginConfig) -> int:
 
     api = kube_client.connect(cfg.kubeconfig)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
+    stats.api_requests.attach(api)
     # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
     recheck = _start_recheck(cfg, stop)
 

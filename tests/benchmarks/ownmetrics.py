@@ -1,0 +1,43 @@
+"""What our own components count, read from their /metrics (pod IP, named port)."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from typing import Any
+
+from kubernetes import client
+
+COMPONENTS = ("controller", "kubelet-plugin", "imex-agent")
+"""The components that count their API server requests (``kube/requestmetrics.py``)."""
+_SERIES = re.compile(r"^computedomains_\w+_api_requests_total\{([^}]*)\} (\S+)$", re.M)
+
+
+def scrape(pod: Any) -> str:
+    """The /metrics text of ``pod`` (a typed client V1Pod) on its ``http``/``metrics`` port."""
+    port = next(
+        p.container_port
+        for c in pod.spec.containers
+        for p in c.ports or []
+        if p.name in ("http", "metrics")
+    )
+    with urllib.request.urlopen(f"http://{pod.status.pod_ip}:{port}/metrics", timeout=5) as answer:
+        return str(answer.read().decode())
+
+
+def refusals(api: Any, driver_ns: str) -> dict[str, float]:
+    """409 and 429 answers to our components' own requests so far, by
+    ``<component> <verb> <resource>`` (leases excluded: the elector's, counted apart)."""
+    out: dict[str, float] = {}
+    core = client.CoreV1Api(api)
+    for component in COMPONENTS:
+        selector = f"app.kubernetes.io/component={component}"
+        for pod in core.list_namespaced_pod(driver_ns, label_selector=selector).items:
+            if not pod.status.pod_ip:
+                continue
+            for labels_text, value in _SERIES.findall(scrape(pod)):
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+                if labels.get("code") in ("409", "429") and labels.get("resource") != "leases":
+                    key = f"{component} {labels.get('verb')} {labels.get('resource')}"
+                    out[key] = out.get(key, 0.0) + float(value)
+    return out
