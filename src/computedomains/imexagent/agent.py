@@ -65,35 +65,6 @@ def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
     return tuple(decide.Daemon(d.node_name, d.ip_address, d.index) for d in clique.daemons)
 
 
-class _Watch:
-    """An informer that wakes the agent on every change and remembers its first list."""
-
-    def __init__(
-        self,
-        api: kube_client.Client,
-        wake: Callable[[], None],
-        *,
-        path: str,
-        label_selector: str = "",
-        field_selector: str = "",
-    ) -> None:
-        self.listed = threading.Event()
-
-        def relisted() -> None:
-            self.listed.set()
-            wake()
-
-        self.informer = Informer(
-            api,
-            path=path,
-            on_change=lambda kind, obj: wake(),
-            on_relist=relisted,
-            label_selector=label_selector,
-            field_selector=field_selector,
-        )
-        self.informer.start()
-
-
 class Agent:
     """The agent of one node."""
 
@@ -124,7 +95,7 @@ class Agent:
         )
         self._files = report.ImexFiles(cfg)
         self._reporter = report.Reporter(api, cfg, start=self.start, wall=wall)
-        self._node: _Watch | None = None
+        self._node: Informer | None = None
         self._cliques = cliquewatch.CliqueWatch(
             api, namespace=cfg.namespace, on_change=self._wake.set
         )
@@ -158,12 +129,14 @@ class Agent:
 
     def run(self, stop: threading.Event) -> None:
         """Serve until ``stop`` is set, then stop IMEX."""
-        self._node = _Watch(
+        self._node = Informer(
             self._api,
-            self._wake.set,
             path=resources.NODES.path(),
             field_selector=f"metadata.name={self._cfg.node_name}",
+            on_change=lambda kind, obj: self._wake.set(),
+            on_relist=self._wake.set,
         )
+        self._node.start()
         try:
             while not stop.is_set():
                 self._wake.clear()
@@ -240,7 +213,7 @@ class Agent:
 
     def _shutdown(self) -> None:
         if self._node is not None:
-            self._node.informer.stop()
+            self._node.stop()
         self._cliques.stop()
         running = self._supervisor.running()
         self._supervisor.stop()
@@ -258,12 +231,12 @@ class Agent:
     # -- inputs -------------------------------------------------------------------------
 
     def _listed(self) -> bool:
-        return self._node is not None and self._node.listed.is_set() and self._cliques.listed()
+        return self._node is not None and self._node.synced() and self._cliques.listed()
 
     def _snapshot(self) -> decide.Snapshot:
         cfg = self._cfg
         assert self._node is not None
-        node = next(iter(self._node.informer.items()), {})
+        node = next(iter(self._node.items()), {})
         domain = str(
             node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL, "")
         )

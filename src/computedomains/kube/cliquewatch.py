@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from computedomains import waiting
 from computedomains.api import constants, models, resources
 from computedomains.kube import client
 from computedomains.kube.informer import Informer
@@ -60,6 +61,18 @@ class CliqueWatch:
         """Whether the objects are known: the clique's first list is in (or there is none)."""
         with self._lock:
             return self._informer is None or self._informer.synced()
+
+    def wait_listed(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for :meth:`listed`; returns whether it is."""
+        with self._lock:
+            informer = self._informer
+        if informer is None:
+            return True
+        try:
+            informer.wait_synced(timeout)
+        except waiting.WaitTimeout:
+            return False
+        return True
 
     def by_domain(self) -> dict[str, dict[str, Any]]:
         """The clique's objects by their domain's UID (empty while the node has no clique)."""

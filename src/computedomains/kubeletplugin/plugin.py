@@ -27,6 +27,9 @@ from computedomains.nodeinit import run as nodeinit_run
 log = logging.getLogger(__name__)
 SLICE_SYNC_SECONDS = 2.0
 RECHECK_JOIN_SECONDS = 5.0
+CLIQUE_LIST_SECONDS = 2.0
+"""How long a slice sync waits for the first list of a newly followed clique (milliseconds, as a
+rule): a slice published before it would show a reserved node as free."""
 
 
 def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
@@ -108,6 +111,7 @@ def run(cfg: config.PluginConfig) -> int:
 
     def holder(clique: str) -> str:
         cliques.follow(clique)
+        cliques.wait_listed(CLIQUE_LIST_SECONDS)  # without it: the label alone
         return placement.holder_seen_from_node(
             label=core.node_domain or "", node_name=cfg.node_name, cliques=cliques.by_domain()
         )

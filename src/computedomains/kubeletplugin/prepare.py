@@ -34,8 +34,9 @@ from computedomains.kubeletplugin import (
 )
 
 log = logging.getLogger(__name__)
-CLAIM_CHECK_SECONDS = 1.0
-"""How often a prepare waiting for IMEX makes sure its claim still exists (one GET)."""
+CLAIM_CHECK_SECONDS = 5.0
+"""How often a prepare waiting for IMEX makes sure its claim still exists (one GET: every
+waiting claim of a forming domain asks, so not every second)."""
 
 FabricReader = Callable[[], nodestate.Fabric]
 
@@ -110,7 +111,7 @@ class Preparer:
         )
         other = self._book.start(started)
         if other is not None:
-            raise validate.node_busy(plan, other, domain_of=domain_of)
+            raise validate.node_busy(plan, other, domain_of=self._domains.known)
         node, claim = self._cfg.node_name, view.uid
         self._trace.stage(
             trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
@@ -183,7 +184,12 @@ class Preparer:
             if time.monotonic() < next_look:
                 return
             next_look = time.monotonic() + CLAIM_CHECK_SECONDS
-            if self._claim_gone(view):
+            try:
+                gone = self._claim_gone(view)
+            except kube_client.API_ERRORS as exc:  # a busy API server must not end the wait
+                log.warning("cannot check claim %s/%s: %s", view.namespace, view.name, exc)
+                return
+            if gone:
                 self._book.forget([view.uid])
                 self._label.sync()  # the node may hold nothing any more
                 raise _abandoned(view, gone=True)

@@ -143,11 +143,8 @@ class Injector:
 
     def _sync_one(self, target: Target, bundle: str) -> bool:
         path = target.resource.path(target.name)
-        try:
-            obj = self._api.get(path)
-        except client.ApiError as exc:
-            if exc.status != client.NOT_FOUND:
-                raise
+        obj = self._api.find(path)
+        if obj is None:
             if target.label not in self._missing:
                 log.warning("%s does not exist (yet): no caBundle to inject", target.label)
                 self._missing.add(target.label)
