@@ -207,8 +207,10 @@ def holder_seen_from_node(
 
     The domain in its label, else the one that reserved it (:func:`reserved_by`; ``cliques``
     are the clique objects of the node's clique by domain UID). The controller names a
-    reserved node in the clique object within the round that reserved it, so this trails
-    :func:`holder` by that round only; the binder's answer, not the slice, is what decides.
+    reserved node that got a slot in the clique object in the round that reserved it, so this
+    trails :func:`holder` by that round. A reserved node without a slot (its clique is full) or
+    without a clique is seen free until its first prepare labels it. Either way the binder's
+    answer, not the slice, decides: the slice only keeps other domains from trying the node.
     """
     return label or reserved_by(node_name, cliques)
 
