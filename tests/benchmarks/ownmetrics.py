@@ -25,6 +25,14 @@ def scrape(pod: Any) -> str:
         return str(answer.read().decode())
 
 
+def api_requests(text: str) -> list[tuple[dict[str, str], float]]:
+    """The ``*_api_requests_total`` samples of a /metrics text: (labels, count)."""
+    return [
+        (dict(re.findall(r'(\w+)="([^"]*)"', labels)), float(value))
+        for labels, value in _SERIES.findall(text)
+    ]
+
+
 def refusals(api: Any, driver_ns: str) -> dict[str, float]:
     """409 and 429 answers to our components' own requests so far, by
     ``<component> <verb> <resource>`` (leases excluded: the elector's, counted apart)."""
@@ -35,9 +43,8 @@ def refusals(api: Any, driver_ns: str) -> dict[str, float]:
         for pod in core.list_namespaced_pod(driver_ns, label_selector=selector).items:
             if not pod.status.pod_ip:
                 continue
-            for labels_text, value in _SERIES.findall(scrape(pod)):
-                labels = dict(re.findall(r'(\w+)="([^"]*)"', labels_text))
+            for labels, value in api_requests(scrape(pod)):
                 if labels.get("code") in ("409", "429") and labels.get("resource") != "leases":
                     key = f"{component} {labels.get('verb')} {labels.get('resource')}"
-                    out[key] = out.get(key, 0.0) + float(value)
+                    out[key] = out.get(key, 0.0) + value
     return out

@@ -26,6 +26,7 @@ from computedomains.sim.kubelet import main as sim_kubelet
 from tests.benchmarks import conftest, footprint, ownmetrics, report
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
+from tests.support.controller import WRITE_VERBS
 
 RUNS = 20
 RUNS_WITHOUT = 10
@@ -188,21 +189,29 @@ def _leader(api: Any, driver_ns: str) -> Any:
     return found[0]
 
 
-def _writes(text: str) -> tuple[int, int]:
-    """(writes, 409/429 answers) the controller made, from its request counter."""
-    writes = conflicts = 0
-    for line in text.splitlines():
-        if not line.startswith("computedomains_controller_api_requests_total{"):
+@dataclasses.dataclass(frozen=True)
+class Writes:
+    """The controller's API writes so far, from its request counter (leases excluded: the
+    elector's renewals, a fixed rate, not the controller's work)."""
+
+    total: int
+    refused: int
+    """Answered 409 or 429."""
+    by_resource: dict[str, int]
+
+
+def _writes(text: str) -> Writes:
+    total = refused = 0
+    by_resource: dict[str, int] = {}
+    for labels, value in ownmetrics.api_requests(text):
+        resource, count = labels.get("resource", ""), int(value)
+        if resource == "leases" or labels.get("verb", "").upper() not in WRITE_VERBS:
             continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-        count = int(float(line.rsplit(" ", 1)[1]))
-        if labels.get("resource") == "leases":
-            continue  # the elector's renewals: a fixed rate, not the controller's work
-        if labels.get("verb", "").upper() in ("POST", "PUT", "PATCH", "DELETE"):
-            writes += count
-            if labels.get("code") in ("409", "429"):
-                conflicts += count
-    return writes, conflicts
+        total += count
+        by_resource[resource] = by_resource.get(resource, 0) + count
+        if labels.get("code") in ("409", "429"):
+            refused += count
+    return Writes(total, refused, by_resource)
 
 
 def _process(pod_ip: str) -> tuple[int, float]:
@@ -233,6 +242,8 @@ class Rounds:
     created: list[float] = dataclasses.field(default_factory=list)
     """Seconds the 18 create calls of the domain's pods took (admission, our webhook)."""
     writes: list[float] = dataclasses.field(default_factory=list)
+    writes_by_resource: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Summed over the formations."""
     conflicts: int = 0
     started: list[tuple[str, float]] = dataclasses.field(default_factory=list)
     """(domain UID, wall-clock creation of its pods) per formation, for the trace."""
@@ -246,19 +257,28 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         out.baseline.append(_pods(api, None, f"base-{name}")[1])
         delete_pods(api, f"base-{name}")
         leader = _leader(api, driver_ns)
-        before, c0 = _writes(ownmetrics.scrape(leader))
+        before = _writes(ownmetrics.scrape(leader))
         template = _domain(api, name)
         out.started.append((_uid(api, name), time.time()))
         created, ready = _pods(api, template, name)
         out.created.append(created)
         out.formation.append(ready)
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
-        after, c1 = _writes(ownmetrics.scrape(leader))
-        out.writes.append(float(after - before))
-        out.conflicts += c1 - c0
+        after = _writes(ownmetrics.scrape(leader))
+        out.writes.append(float(after.total - before.total))
+        out.conflicts += after.refused - before.refused
+        for resource, count in after.by_resource.items():
+            spent = count - before.by_resource.get(resource, 0)
+            out.writes_by_resource[resource] = out.writes_by_resource.get(resource, 0) + spent
         delete_pods(api, name)
         _undomain(api, name)
     return out
+
+
+def _per_formation(measured: Rounds) -> dict[str, float]:
+    """Mean writes per formation by resource."""
+    runs = max(1, len(measured.writes))
+    return {r: round(n / runs, 1) for r, n in sorted(measured.writes_by_resource.items()) if n}
 
 
 def _without_binding_conditions(sim: cluster.SimCluster, api: Any, tmp: pathlib.Path) -> None:
@@ -289,16 +309,16 @@ def test_formation_latency_api_writes_and_controller_footprint(
     last: list[int] = []
 
     def quiet() -> bool:  # the last deletion's clean-up writes are done: 3 s without a write
-        last.append(_writes(ownmetrics.scrape(leader))[0])
+        last.append(_writes(ownmetrics.scrape(leader)).total)
         return len(last) > 3 and len(set(last[-4:])) == 1
 
     waiting.until("the controller to finish the last clean-up", quiet, timeout=60, interval=1)
-    idle_before, _ = _writes(ownmetrics.scrape(leader))
+    idle_before = _writes(ownmetrics.scrape(leader)).total
     idle_started = time.monotonic()
     waiting.until(
         "a 10 s idle window", lambda: time.monotonic() - idle_started >= 10, timeout=15, interval=1
     )
-    idle_after, _ = _writes(ownmetrics.scrape(leader))
+    idle_after = _writes(ownmetrics.scrape(leader)).total
     stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
     rss, cpu_share = _churn(api, leader)
     _without_binding_conditions(sim, api, tmp_path)
@@ -354,6 +374,7 @@ def test_formation_latency_api_writes_and_controller_footprint(
             "formation_minus_baseline_p50_s": round(form["p50"] - base["p50"], 3),
             "stages_all_nodes_s": stages,
             "controller_writes_per_formation": writes,
+            "controller_writes_per_formation_by_resource": _per_formation(on),
             "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
             "http_409_429_on_our_writes": on.conflicts + off.conflicts,
             "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
@@ -368,6 +389,7 @@ def test_formation_latency_api_writes_and_controller_footprint(
                 "formation_minus_baseline_p50_s": round(form_off["p50"] - base_off["p50"], 3),
                 "stages_all_nodes_s": stages_off,
                 "controller_writes_per_formation": report.summarize(off.writes),
+                "controller_writes_per_formation_by_resource": _per_formation(off),
             },
         },
         plots=plots,
