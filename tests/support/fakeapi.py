@@ -62,6 +62,15 @@ class FakeApi:
         self.objects[target] = self._bump(copy.deepcopy(body))
         return copy.deepcopy(self.objects[target])
 
+    def patch(self, path: str, body: Any, **_: Any) -> dict[str, Any]:
+        """A JSON merge patch (``None`` removes a key)."""
+        self.calls.append(("PATCH", path))
+        if path not in self.objects:
+            raise client.ApiError(404, "NotFound", path)
+        self._check_version(path, body)
+        self.objects[path] = self._bump(_merge(copy.deepcopy(self.objects[path]), body))
+        return copy.deepcopy(self.objects[path])
+
     def delete(self, path: str, **_: Any) -> dict[str, Any]:
         self.calls.append(("DELETE", path))
         if self.objects.pop(path, None) is None:
@@ -71,3 +80,14 @@ class FakeApi:
     def writes(self) -> list[tuple[str, str]]:
         """The calls that changed something (or tried to)."""
         return [c for c in self.calls if c[0] != "GET"]
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+    return target

@@ -2,11 +2,14 @@
 
 The plugin is the label's single writer, and the label follows the ledger: it names the domain
 the node's claims hold it for, and is absent while they hold it for none (:func:`wanted`).
-:meth:`NodeLabel.sync` makes it so without holding a lock across the API call: each write
-carries the resourceVersion it was decided on and is followed by a look at the answer, so a
-writer that decided on an older state either conflicts or sees the newer state and writes
-again. A label removed or changed by hand is put back by the next verifying sync (the periodic
-collection round, and start-up).
+:meth:`NodeLabel.sync` makes it so one write at a time, each decided from the ledger right
+before it is sent: every ledger change is followed by a sync, so the last write carries the
+last state. The write is a merge patch of this one label without a resourceVersion: the Node
+changes all the time (the kubelet's heartbeats, node-init), and a precondition would turn each
+of those into a 409 for nothing. The controller's clean-up of a label left by a vanished domain
+is the write that carries a precondition (``kube/nodes.remove_label_if``), so it never removes
+a label this plugin has just set. A label removed or changed by hand is put back by the next
+verifying sync (the periodic collection round, and start-up).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from computedomains.kubeletplugin import checkpoint
 
 log = logging.getLogger(__name__)
 KEY = constants.COMPUTE_DOMAIN_LABEL
-_ATTEMPTS = 5
 
 
 def wanted(entries: Iterable[checkpoint.ClaimEntry]) -> str | None:
@@ -51,7 +53,7 @@ class NodeLabel:
         self._path = kube_nodes.path(node_name)
         self._want = want
         self._lock = threading.Lock()
-        """Guards :attr:`_seen` only; never held across an API call."""
+        """Held across the decision and its write: one write at a time."""
         self._seen: tuple[str | None] | None = None
         """The label in the last answer of the API server (None: no answer yet)."""
 
@@ -61,31 +63,15 @@ class NodeLabel:
         Without ``verify`` it trusts the last answer seen and writes only when that differs
         (the hot path: every prepare and unprepare asks); ``verify`` reads the node first.
         """
-        if not verify:
-            with self._lock:
-                if self._seen is not None and self._seen[0] == self._want():
-                    return
-        node = self._api.get(self._path)
-        for attempt in range(_ATTEMPTS):
-            current = _value(node)
-            with self._lock:
-                # Decided after the answer came: a change made meanwhile is seen here.
-                target = self._want()
-                self._seen = (current,)
+        with self._lock:
+            target = self._want()
+            if not verify and self._seen is not None and self._seen[0] == target:
+                return
+            if verify or self._seen is None:
+                self._seen = (_value(self._api.get(self._path)),)
+            current = self._seen[0]
             if current == target:
                 return
-            body = {
-                "metadata": {
-                    "resourceVersion": node["metadata"]["resourceVersion"],
-                    "labels": {KEY: target},
-                }
-            }
-            try:
-                node = self._api.patch(self._path, body)
-            except kube_client.ApiError as exc:
-                if exc.status != kube_client.CONFLICT or attempt == _ATTEMPTS - 1:
-                    raise
-                node = self._api.get(self._path)
-                continue
+            node = self._api.patch(self._path, {"metadata": {"labels": {KEY: target}}})
+            self._seen = (_value(node),)
             log.info("node label %s: %s -> %s", KEY, current or "-", target or "-")
-        log.warning("node label %s kept changing; the next sync goes on", KEY)
