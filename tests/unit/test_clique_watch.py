@@ -44,7 +44,7 @@ def test_only_the_followed_cliques_objects_are_seen_and_the_watch_follows_the_cl
         _clique("d1", "c2"),
     )
     changes = threading.Event()
-    watch = cliquewatch.CliqueWatch(api, namespace="drv", on_change=changes.set)  # type: ignore[arg-type]
+    watch = cliquewatch.CliqueWatch(api, namespace="drv", on_change=changes.set)
     try:
         assert watch.listed() and watch.by_domain() == {}  # no clique: nothing to list
         watch.follow("c1")

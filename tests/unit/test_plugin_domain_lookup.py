@@ -41,7 +41,7 @@ def namespace_of(obj: dict[str, Any]) -> str:
 
 
 def lookup(api: Domains, now: list[float]) -> domainlookup.DomainLookup:
-    return domainlookup.DomainLookup(api, clock=lambda: now[0])  # type: ignore[arg-type]
+    return domainlookup.DomainLookup(api, clock=lambda: now[0])
 
 
 def test_the_claims_namespace_is_listed_first_then_every_namespace() -> None:

@@ -23,14 +23,15 @@ class BusyNode(FakeApi):
 
 
 def _label(api: FakeApi) -> str | None:
-    return api.objects[NODE]["metadata"].get("labels", {}).get(KEY)
+    value = api.objects[NODE]["metadata"].get("labels", {}).get(KEY)
+    return str(value) if value is not None else None
 
 
 def test_the_label_follows_the_claims_with_one_write_per_change_and_no_precondition() -> None:
     api = BusyNode(objects={NODE: {"metadata": {"name": "n1", "labels": {"other": "x"}}}})
     api._bump(api.objects[NODE])
     want: list[str | None] = ["d1"]
-    label = nodelabel.NodeLabel(api, node_name="n1", want=lambda: want[0])  # type: ignore[arg-type]
+    label = nodelabel.NodeLabel(api, node_name="n1", want=lambda: want[0])
     label.sync()
     assert _label(api) == "d1" and api.objects[NODE]["metadata"]["labels"]["other"] == "x"
     api.calls.clear()
@@ -45,7 +46,7 @@ def test_the_label_follows_the_claims_with_one_write_per_change_and_no_precondit
 def test_a_verifying_sync_puts_back_a_label_removed_by_hand() -> None:
     api = BusyNode(objects={NODE: {"metadata": {"name": "n1"}}})
     api._bump(api.objects[NODE])
-    label = nodelabel.NodeLabel(api, node_name="n1", want=lambda: "d1")  # type: ignore[arg-type]
+    label = nodelabel.NodeLabel(api, node_name="n1", want=lambda: "d1")
     label.sync()
     api.objects[NODE]["metadata"]["labels"].pop(KEY)  # kubectl label node n1 key-
     label.sync()  # trusts the last answer: does not notice
