@@ -16,6 +16,13 @@ def path(namespace: str, name: str) -> str:
     return resources.RESOURCE_CLAIMS.path(name, namespace=namespace)
 
 
-def read(api: client.Client, namespace: str, name: str) -> wire.ResourceClaim | None:
-    """The claim ``namespace/name``, or None when it does not exist."""
-    return cast(wire.ResourceClaim | None, api.find(path(namespace, name)))
+def read(
+    api: client.Client, namespace: str, name: str, *, cached: bool = False
+) -> wire.ResourceClaim | None:
+    """The claim ``namespace/name``, or None when it does not exist.
+
+    ``cached`` reads the API server's watch cache (``resourceVersion=0``: no etcd round trip,
+    but possibly a moment behind), for a caller that reads again when the answer looks old.
+    """
+    query = {"resourceVersion": "0"} if cached else None
+    return cast(wire.ResourceClaim | None, api.find(path(namespace, name), query=query))

@@ -149,9 +149,14 @@ class Preparer:
         raise _abandoned(view, gone=outcome is ledger.Commit.CLAIM_GONE)
 
     def _read_claim(self, ref: claims.ClaimRef) -> claims.ClaimView:
-        # One GET: the plugin watches no claims (a cluster-wide watch on every node would grow
-        # the API server's work with nodes times claims).
-        claim = self._get_claim(ref.namespace, ref.name)
+        # A GET, as the plugin watches no claims (a cluster-wide watch on every node would grow
+        # the API server's work with nodes times claims): from the API server's watch cache,
+        # and from etcd only when the cached copy is not yet the one the kubelet asks about
+        # (this UID, allocated to this node).
+        claim = self._get_claim(ref.namespace, ref.name, cached=True)
+        current = claim is not None and claim["metadata"]["uid"] == ref.uid
+        if not current or not claims.allocated_to(claim, self._cfg.node_name):
+            claim = self._get_claim(ref.namespace, ref.name)
         if claim is None:
             raise errors.Permanent(
                 "ClaimNotFound",
@@ -201,8 +206,11 @@ class Preparer:
         found = self._get_claim(view.namespace, view.name)
         return found is None or found["metadata"]["uid"] != view.uid
 
-    def _get_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return cast(dict[str, Any] | None, resourceclaims.read(self._api, namespace, name))
+    def _get_claim(
+        self, namespace: str, name: str, *, cached: bool = False
+    ) -> dict[str, Any] | None:
+        found = resourceclaims.read(self._api, namespace, name, cached=cached)
+        return cast(dict[str, Any] | None, found)
 
     def _write_cdi(
         self, view: claims.ClaimView, plan: validate.Plan, fabric: nodestate.Fabric
