@@ -154,8 +154,11 @@ class Preparer:
         # and from etcd only when the cached copy is not yet the one the kubelet asks about
         # (this UID, allocated to this node).
         claim = self._get_claim(ref.namespace, ref.name, cached=True)
-        current = claim is not None and claim["metadata"]["uid"] == ref.uid
-        if not current or not claims.allocated_to(claim, self._cfg.node_name):
+        if (
+            claim is None
+            or claim["metadata"]["uid"] != ref.uid
+            or not claims.allocated_to(claim, self._cfg.node_name)
+        ):
             claim = self._get_claim(ref.namespace, ref.name)
         if claim is None:
             raise errors.Permanent(
