@@ -67,12 +67,6 @@ class DomainLookup:
                 self._found[uid] = _Found(domain, self._clock())
         return domain
 
-    def known(self, uid: str) -> dict[str, Any] | None:
-        """The domain with ``uid`` as last found, without asking the API (for messages)."""
-        with self._lock:
-            found = self._found.get(uid)
-        return found.domain if found is not None else None
-
     def in_namespace(self, namespace: str) -> Callable[[str], dict[str, Any] | None]:
         """``find`` looking in ``namespace`` first: what ``validate.plan`` takes."""
         return lambda uid: self.find(uid, namespace)

@@ -111,7 +111,7 @@ class Preparer:
         )
         other = self._book.start(started)
         if other is not None:
-            raise validate.node_busy(plan, other, domain_of=self._domains.known)
+            raise validate.node_busy(plan, other, domain_of=self._for_messages(view.namespace))
         node, claim = self._cfg.node_name, view.uid
         self._trace.stage(
             trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
@@ -214,6 +214,17 @@ class Preparer:
     ) -> dict[str, Any] | None:
         found = resourceclaims.read(self._api, namespace, name, cached=cached)
         return cast(dict[str, Any] | None, found)
+
+    def _for_messages(self, namespace: str) -> validate.DomainLookup:
+        """A domain lookup that only names a domain in a message: an API error names it by UID."""
+
+        def lookup(uid: str) -> dict[str, Any] | None:
+            try:
+                return self._domains.find(uid, namespace)
+            except kube_client.API_ERRORS:
+                return None
+
+        return lookup
 
     def _write_cdi(
         self, view: claims.ClaimView, plan: validate.Plan, fabric: nodestate.Fabric

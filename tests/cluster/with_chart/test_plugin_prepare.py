@@ -452,6 +452,6 @@ def test_metrics_and_probes_are_served(chart: str, api: client.ApiClient) -> Non
         "computedomains_kubeletplugin_request_duration_seconds_bucket",
         "computedomains_kubeletplugin_requests_inflight",
         "computedomains_kubeletplugin_prepared_devices",
-        'computedomains_kubeletplugin_api_requests_total{verb="GET",resource="nodes",code="200"}',
+        'computedomains_kubeletplugin_api_requests_total{code="200",resource="nodes",verb="GET"}',
     ):
         assert series in metrics, series
