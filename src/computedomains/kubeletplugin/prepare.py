@@ -188,7 +188,9 @@ class Preparer:
             nonlocal next_look
             entry = self._book.entry(view.uid)
             if entry is None or entry.state is not checkpoint.ClaimState.STARTED:
-                raise _abandoned(view, gone=False)  # unprepare or collection cleaned up
+                # Unprepare marks a waiting entry aborted; only a collection round that found
+                # the claim deleted drops it.
+                raise _abandoned(view, gone=entry is None)
             if time.monotonic() < next_look:
                 return
             next_look = time.monotonic() + CLAIM_CHECK_SECONDS
