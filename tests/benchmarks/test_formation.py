@@ -194,24 +194,27 @@ class Writes:
     """The controller's API writes so far, from its request counter (leases excluded: the
     elector's renewals, a fixed rate, not the controller's work)."""
 
-    total: int
     refused: int
     """Answered 409 or 429."""
     by_resource: dict[str, int]
 
+    @property
+    def total(self) -> int:
+        """Every write, whatever the resource."""
+        return sum(self.by_resource.values())
+
 
 def _writes(text: str) -> Writes:
-    total = refused = 0
+    refused = 0
     by_resource: dict[str, int] = {}
     for labels, value in ownmetrics.api_requests(text):
         resource, count = labels.get("resource", ""), int(value)
         if resource == "leases" or labels.get("verb", "").upper() not in WRITE_VERBS:
             continue
-        total += count
         by_resource[resource] = by_resource.get(resource, 0) + count
         if labels.get("code") in ("409", "429"):
             refused += count
-    return Writes(total, refused, by_resource)
+    return Writes(refused, by_resource)
 
 
 def _process(pod_ip: str) -> tuple[int, float]:

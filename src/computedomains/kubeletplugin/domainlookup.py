@@ -15,7 +15,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from computedomains.api import resources
 from computedomains.kube import client
@@ -76,5 +76,5 @@ class DomainLookup:
             listing = self._api.get(resources.COMPUTE_DOMAINS.path(namespace=scope))
             for domain in listing.get("items") or []:
                 if domain["metadata"]["uid"] == uid:
-                    return dict(domain)
+                    return cast(dict[str, Any], domain)
         return None
