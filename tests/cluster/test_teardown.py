@@ -42,6 +42,27 @@ def test_stop_leaves_no_process_and_no_temp_dir() -> None:
     assert not sim_cluster.state_file(sim.name).exists()
 
 
+def test_stop_ends_a_process_that_escaped_its_supervisor_and_says_so() -> None:
+    said: list[str] = []
+    sim = sim_cluster.SimCluster(
+        name=f"teardown-{uuid.uuid4().hex[:6]}", topology_spec=SMALL, log=said.append
+    )
+    state = sim.start()
+    # Started by nobody the cluster tracks, as a container whose supervisor lost it would be;
+    # left alive it would keep its address and port from the next cluster in the same block.
+    escaped = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], cwd=state.directory
+    )
+    try:
+        sim.stop()
+        assert escaped.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        escaped.kill()
+    warning = [line for line in said if "outlived their supervisor" in line]
+    assert warning == ["[sim] warning: 1 process(es) outlived their supervisor; stopping:"]
+    assert any(f"pid {escaped.pid}: {sys.executable} -c" in line for line in said)
+
+
 def test_stop_runs_when_the_body_fails() -> None:
     seen: dict[str, object] = {}
     with (

@@ -25,7 +25,7 @@ from computedomains import nodefiles, waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import kubeconfig
 from computedomains.kube import nodes as kube_nodes
-from computedomains.sim import controlplane, hosttree, nodes, tools, topology
+from computedomains.sim import controlplane, hosttree, nodes, processes, tools, topology
 
 
 class ClusterError(RuntimeError):
@@ -169,12 +169,27 @@ class SimCluster:
             self.control_plane.stop()
             self.control_plane = None
         if self.directory is not None:
+            self._stop_strays(self.directory)
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None
         if self.state is not None:
             state_file(self.name).unlink(missing_ok=True)
             self.state = None
         self._locks.close()
+
+    def _stop_strays(self, directory: pathlib.Path) -> None:
+        """Stop the processes of this cluster that escaped their supervisor, saying which.
+
+        There should be none. One left alive keeps its loopback address and port, and the
+        next cluster given the same address block cannot start that component there.
+        """
+        found = processes.strays(directory)
+        if not found:
+            return
+        self.log(f"[sim] warning: {len(found)} process(es) outlived their supervisor; stopping:")
+        for pid, command in found.items():
+            self.log(f"[sim]   pid {pid}: {command[:160]}")
+        processes.stop_pids(list(found), grace=2.0)
 
     def _claim_names(self) -> int:
         """Lock this cluster's name and a free loopback address block; returns the block."""
@@ -191,6 +206,7 @@ class SimCluster:
             self.log(
                 f"[sim] removing leftovers of a crashed cluster {self.name!r}: {old.directory}"
             )
+            self._stop_strays(pathlib.Path(old.directory))
             shutil.rmtree(old.directory, ignore_errors=True)
             stale.unlink()
         for block in range(topology.ADDRESS_BLOCKS):

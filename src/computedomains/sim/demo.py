@@ -30,7 +30,8 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.kube import apply as kube_apply
 from computedomains.kube import client as kube_client
-from computedomains.sim import cluster, tools, topology
+from computedomains.sim import cluster, processes, tools, topology
+from computedomains.sim.kubelet import main as kubelet_main
 
 DEMO_NAMESPACE = "demo"
 DRIVER_NAMESPACE = "compute-domains"
@@ -105,6 +106,34 @@ def gather(api: kube_client.Client, namespace: str, domain: str) -> Progress:
     )
 
 
+def _unready_pods(api: kube_client.Client, directory: pathlib.Path, lines: int = 15) -> str:
+    """Why an install did not finish: the chart's pods neither ready nor done, with log tails.
+
+    The sim keeps each container's log under the cluster directory, hooks' included.
+    """
+    try:
+        pods = api.get(f"/api/v1/namespaces/{DRIVER_NAMESPACE}/pods").get("items", [])
+    except kube_client.API_ERRORS as exc:
+        return f"(cannot list the chart's pods: {exc})"
+    found = []
+    for pod in pods:
+        meta, status = pod["metadata"], pod.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        if ready or status.get("phase") == "Succeeded":
+            continue
+        found.append(f"pod {meta['name']} ({status.get('phase', 'Unknown')}, not ready):")
+        folder = kubelet_main.pod_log_dir(
+            directory, namespace=DRIVER_NAMESPACE, name=meta["name"], uid=meta["uid"]
+        )
+        for log in sorted(folder.glob("*.log")):
+            found.append(f"  {log.stem}: last lines of its log")
+            found += [f"    {line}" for line in processes.log_tail(log, lines).splitlines()]
+    return "\n".join(found) or "(every chart pod is ready or done)"
+
+
 def _interrupt(signum: int, frame: types.FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -144,7 +173,7 @@ class Demo:
             self.out(f"  status      computedomains sim status --name {sim.name}")
             self.step("cluster", mark)
             api = sim.api_client()
-            self._install_chart(box, state.kubeconfig)
+            self._install_chart(box, state.kubeconfig, api, pathlib.Path(state.directory))
             self._wait_plugins(api, len(sim.nodes))
             domain = self._apply_examples(api)
             self._follow(api, domain, timeout=timeout)
@@ -165,7 +194,9 @@ class Demo:
             self.out("Cleaning up the simulated cluster...")
             sim.stop()
 
-    def _install_chart(self, box: tools.ToolBox, kubeconfig: str) -> None:
+    def _install_chart(
+        self, box: tools.ToolBox, kubeconfig: str, api: kube_client.Client, directory: pathlib.Path
+    ) -> None:
         mark = time.monotonic()
         self.out(
             f"helm install {RELEASE} {self.chart} -f {self.values} (namespace {DRIVER_NAMESPACE})"
@@ -183,8 +214,10 @@ class Demo:
                 "--values",
                 str(self.values),
                 "--wait",
+                # Longer than the verify hook's own bound (verify.timeoutSeconds, 300 s), so a
+                # component that never gets ready fails the hook with its findings first.
                 "--timeout",
-                "5m",
+                "10m",
                 "--kubeconfig",
                 kubeconfig,
             ],
@@ -193,7 +226,10 @@ class Demo:
             check=False,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"helm install failed:\n{done.stdout}\n{done.stderr}")
+            raise RuntimeError(
+                f"helm install failed:\n{done.stdout}\n{done.stderr}\n"
+                f"{_unready_pods(api, directory)}"
+            )
         self.step("helm install", mark)
 
     def _wait_plugins(self, api: kube_client.Client, nodes: int) -> None:
