@@ -48,7 +48,7 @@ class Binder:
         api: client.Client,
         caches: Caches,
         *,
-        recorder: events.Recorder,
+        recorder: events.Emitter,
         may_write: Callable[[], bool] = lambda: True,
         observe: Callable[[bool], None] = lambda granted: None,
         now: Callable[[], str] = _now,

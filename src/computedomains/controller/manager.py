@@ -162,7 +162,10 @@ class Controller:
             # A lambda: the binder is built from these caches, right below.
             on_node=lambda node: self.binder.node_changed(node),  # noqa: PLW0108
         )  # fmt: skip
-        self.recorder = events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name)
+        # Off the reconcile path: a formation never waits for an Event's API call.
+        self.recorder = events.BackgroundRecorder(
+            events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name)
+        )
         self.binder = binder.Binder(
             self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
             observe=self.stats.observe_placement,
@@ -262,8 +265,10 @@ def run(cfg: config.ControllerConfig) -> int:
         probes={"/healthz": controller.healthz, "/readyz": controller.readyz},
     )  # fmt: skip
     controller.caches.start()
+    controller.recorder.start()
     try:
         return controller.serve()
     finally:
+        controller.recorder.close(STOP_GRACE)
         controller.caches.stop()
         http.shutdown()

@@ -77,7 +77,7 @@ class Reconciler:
         caches: Caches,
         *,
         limit: int,
-        recorder: events.Recorder,
+        recorder: events.Emitter,
         formation: FormationClock,
         may_write: Callable[[], bool],
         clock: Callable[[], float] = time.monotonic,

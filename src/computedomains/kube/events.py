@@ -25,11 +25,12 @@ import dataclasses
 import datetime
 import enum
 import logging
+import queue
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from computedomains.api import resources
 from computedomains.kube import client
@@ -302,13 +303,24 @@ class Recorder:
     def __post_init__(self) -> None:
         self._correlator = Correlator(self.policy)
 
-    def emit(self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False) -> None:
-        """Record an Event about ``ref`` (namespaced objects get it in their namespace)."""
+    def emit(
+        self,
+        ref: ObjectRef,
+        *,
+        reason: str,
+        message: str,
+        warning: bool = False,
+        at: float | None = None,
+    ) -> None:
+        """Record an Event about ``ref`` (namespaced objects get it in their namespace).
+
+        ``at``: when it happened (wall-clock seconds), for an Event written later; default now.
+        """
         kind = EventType.WARNING if warning else EventType.NORMAL
         occurrence = Occurrence(ref, kind, reason, message[:MESSAGE_LIMIT])
         name = f"{ref.name}.{uuid.uuid4().hex[:12]}"
         decision: Decision | None = self._correlator.correlate(
-            occurrence, now=self.clock(), name=name
+            occurrence, now=self.clock() if at is None else at, name=name
         )
         if decision is not None and decision.action is Action.DROP:
             log.debug("event %s on %s %s over the spam budget, not written (count %d)",
@@ -363,3 +375,66 @@ def _patch(series: Series) -> dict[str, Any]:
         "lastTimestamp": _timestamp(series.last),
         "message": series.message[:MESSAGE_LIMIT],
     }
+
+
+class Emitter(Protocol):
+    """What records Events: a :class:`Recorder`, or a :class:`BackgroundRecorder` before one."""
+
+    def emit(self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False) -> None:
+        """Record an Event about ``ref``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pending:
+    ref: ObjectRef
+    reason: str
+    message: str
+    warning: bool
+    at: float
+
+
+class BackgroundRecorder:
+    """Hands Events to one writer thread, so whoever emits one never waits for the API server.
+
+    The controller's reconciles and binder answers lie on every formation's critical path and
+    Events do not. Events are best effort: with ``capacity`` waiting, more are dropped (and
+    logged), as client-go's broadcaster drops them too. Each keeps the time it was emitted.
+    """
+
+    def __init__(self, recorder: Recorder, *, capacity: int = 1000) -> None:
+        self._recorder = recorder
+        self._pending: queue.Queue[_Pending | None] = queue.Queue(maxsize=capacity)
+        self._thread = threading.Thread(target=self._write, name="events", daemon=True)
+
+    def start(self) -> None:
+        """Start the writer thread."""
+        self._thread.start()
+
+    def emit(self, ref: ObjectRef, *, reason: str, message: str, warning: bool = False) -> None:
+        """Queue an Event about ``ref``; returns at once."""
+        try:
+            self._pending.put_nowait(
+                _Pending(ref, reason, message, warning, self._recorder.clock())
+            )
+        except queue.Full:
+            log.warning("event queue full: event %s on %s %s dropped", reason, ref.kind, ref.name)
+
+    def close(self, timeout: float) -> None:
+        """Write what is queued (for up to ``timeout`` seconds), then end the writer thread."""
+        if not self._thread.is_alive():
+            return
+        try:
+            self._pending.put(None, timeout=timeout)
+        except queue.Full:
+            return  # the writer is stuck on the API server; it is a daemon thread
+        self._thread.join(timeout)
+
+    def _write(self) -> None:
+        while (item := self._pending.get()) is not None:
+            try:
+                self._recorder.emit(item.ref, reason=item.reason, message=item.message,
+                                    warning=item.warning, at=item.at)  # fmt: skip
+            except Exception:  # one bad Event must not end the writer
+                log.exception(
+                    "writing event %s on %s %s", item.reason, item.ref.kind, item.ref.name
+                )

@@ -1,0 +1,67 @@
+"""The background Event writer: emitting never waits for the API server, and nothing is lost
+that fits in the queue."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, cast
+
+import pytest
+
+from computedomains.kube import client, events
+from tests.support.fakeapi import FakeApi
+
+DOMAIN = events.ObjectRef("ComputeDomain", "cd", "ns", "uid-1", api_version="x/v1")
+EVENTS = "/api/v1/namespaces/ns/events"
+
+
+class SlowApi(FakeApi):
+    """Every create waits until the test opens the gate, as a saturated API server would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def create(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        self.entered.set()
+        assert self.gate.wait(10), "the test never opened the gate"
+        return super().create(path, body, **kwargs)
+
+
+def _recorder(api: FakeApi, clock: list[float]) -> events.Recorder:
+    return events.Recorder(cast(client.Client, api), component="test", clock=lambda: clock[0])
+
+
+def test_emit_returns_before_the_write_and_the_event_keeps_its_time() -> None:
+    api, clock = SlowApi(), [1000.0]
+    background = events.BackgroundRecorder(_recorder(api, clock))
+    background.start()
+    background.emit(DOMAIN, reason="Formed", message="all members ready")
+    assert api.calls == []  # emit came back while the write waits at the gate
+    clock[0] = 1060.0  # written a minute later, it still says when it happened
+    api.gate.set()
+    background.close(timeout=10)
+    [written] = [obj for path, obj in api.objects.items() if path.startswith(EVENTS)]
+    assert (written["reason"], written["count"]) == ("Formed", 1)
+    assert written["firstTimestamp"] == written["lastTimestamp"] == "1970-01-01T00:16:40Z"
+
+
+def test_a_full_queue_drops_and_says_so_and_close_writes_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    api, clock = SlowApi(), [0.0]
+    background = events.BackgroundRecorder(_recorder(api, clock), capacity=2)
+    background.start()
+    background.emit(DOMAIN, reason="R0", message="taken by the writer, which waits")
+    # The writer holds R0 at the gate; R1 and R2 fill the queue, R3 does not fit.
+    assert api.entered.wait(10), "the writer never took R0"
+    with caplog.at_level(logging.WARNING, logger=events.__name__):
+        for reason in ("R1", "R2", "R3"):
+            background.emit(DOMAIN, reason=reason, message="m")
+    assert "event queue full: event R3 on ComputeDomain cd dropped" in caplog.text
+    api.gate.set()
+    background.close(timeout=10)
+    reasons = sorted(obj["reason"] for path, obj in api.objects.items() if path.startswith(EVENTS))
+    assert reasons == ["R0", "R1", "R2"]
