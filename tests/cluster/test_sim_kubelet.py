@@ -122,8 +122,11 @@ def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
         token = node.pod_dir(sim.host_trees[name].root, pod.metadata.uid) / "serviceaccount/token"
         assert token.read_text()
 
-    client.AppsV1Api(api).delete_namespaced_daemon_set("whoami", namespace)
     pids = [r["pid"] for r in reports.values()]
+    # Marked as the cluster's, so a stop finds any that escaped the simulated kubelet.
+    assert sim.directory is not None
+    assert set(pids) <= set(processes.strays(sim.directory))
+    client.AppsV1Api(api).delete_namespaced_daemon_set("whoami", namespace)
     waiting.until(
         f"the processes {pids} of the deleted DaemonSet's pods to be stopped",
         lambda: not any(processes.pid_alive(p) for p in pids),

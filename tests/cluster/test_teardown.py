@@ -33,6 +33,7 @@ def test_stop_leaves_no_process_and_no_temp_dir() -> None:
     pids = list(state.children.values())
     directory = pathlib.Path(state.directory)
     assert len(pids) == 6 and all(processes.pid_alive(p) for p in pids)
+    assert set(pids) <= set(processes.strays(directory))  # each marked as this cluster's
     assert directory.is_dir() and sim_cluster.state_file(sim.name).exists()
 
     sim.stop()
@@ -51,7 +52,8 @@ def test_stop_ends_a_process_that_escaped_its_supervisor_and_says_so() -> None:
     # Started by nobody the cluster tracks, as a container whose supervisor lost it would be;
     # left alive it would keep its address and port from the next cluster in the same block.
     escaped = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(600)"], cwd=state.directory
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={**os.environ, processes.CLUSTER_ENV: state.directory},
     )
     try:
         sim.stop()

@@ -60,8 +60,24 @@ def test_a_full_queue_drops_and_says_so_and_close_writes_the_rest(
     with caplog.at_level(logging.WARNING, logger=events.__name__):
         for reason in ("R1", "R2", "R3"):
             background.emit(DOMAIN, reason=reason, message="m")
-    assert "event queue full: event R3 on ComputeDomain cd dropped" in caplog.text
+    assert "event queue full: 1 events dropped so far (now R3 on ComputeDomain cd)" in caplog.text
     api.gate.set()
     background.close(timeout=10)
     reasons = sorted(obj["reason"] for path, obj in api.objects.items() if path.startswith(EVENTS))
     assert reasons == ["R0", "R1", "R2"]
+
+
+def test_flush_waits_for_what_was_queued_and_nothing_is_written_once_fenced() -> None:
+    api, clock = FakeApi(), [0.0]
+    may_write = threading.Event()
+    may_write.set()
+    background = events.BackgroundRecorder(_recorder(api, clock), may_write=may_write.is_set)
+    background.start()
+    background.emit(DOMAIN, reason="Before", message="queued while leading")
+    assert background.flush(timeout=10)
+    assert [o["reason"] for p, o in api.objects.items() if p.startswith(EVENTS)] == ["Before"]
+    may_write.clear()  # the lease is lost: what is queued now must not reach the API server
+    background.emit(DOMAIN, reason="After", message="queued, then fenced")
+    assert background.flush(timeout=10)
+    background.close(timeout=10)
+    assert [o["reason"] for p, o in api.objects.items() if p.startswith(EVENTS)] == ["Before"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import subprocess
 import sys
@@ -51,30 +52,25 @@ def test_pid_alive_is_false_for_a_reaped_process() -> None:
     assert not processes.pid_alive(proc.pid)
 
 
-def test_under_matches_the_directory_and_below_it_only() -> None:
-    assert processes.under("/tmp/cds-ab", ["python", "--kubeconfig=/tmp/cds-ab/x"], "/")
-    assert processes.under("/tmp/cds-ab/", ["sleep", "9"], "/tmp/cds-ab")
-    assert processes.under("/tmp/cds-ab", ["x"], "/tmp/cds-ab/nodes/n0")
-    # Another cluster whose directory name starts the same is not ours.
-    assert not processes.under("/tmp/cds-ab", ["python", "/tmp/cds-abc/x"], "/tmp/cds-abc")
-
-
-def test_strays_finds_an_untracked_process_naming_the_directory(tmp_path: pathlib.Path) -> None:
-    mine = tmp_path / "cluster"
-    mine.mkdir()
-    other = tmp_path / "cluster-2"
-    other.mkdir()
-    # Started outside processes.start, as a process that escaped its supervisor is.
+def test_strays_finds_the_processes_marked_with_the_cluster_directory(
+    tmp_path: pathlib.Path,
+) -> None:
+    mine, other = tmp_path / "cluster", tmp_path / "cluster-2"
     nap = [sys.executable, "-c", "import time; time.sleep(600)"]
-    ours = subprocess.Popen([*nap, str(mine / "x")], cwd=tmp_path)
-    theirs = subprocess.Popen(nap, cwd=other)
+
+    def marked(directory: pathlib.Path) -> subprocess.Popen[bytes]:
+        # Started outside processes.start, as a process that escaped its supervisor is.
+        env = {**os.environ, processes.CLUSTER_ENV: str(directory)}
+        return subprocess.Popen(nap, env=env)
+
+    ours, theirs = marked(mine), marked(other)
+    # Works in the cluster's folder and names it, but is not one of its processes.
+    unmarked = subprocess.Popen([*nap, str(mine / "logs")], cwd=tmp_path)
     try:
-        found = processes.strays(mine)
-        assert list(found) == [ours.pid]
-        assert found[ours.pid] == " ".join([*nap, str(mine / "x")])
+        assert processes.strays(mine) == {ours.pid: " ".join(nap)}
         assert list(processes.strays(other)) == [theirs.pid]
     finally:
-        for child in (ours, theirs):
+        for child in (ours, theirs, unmarked):
             child.kill()
             child.wait(timeout=10)
     assert processes.strays(mine) == {}

@@ -164,7 +164,8 @@ class Controller:
         )  # fmt: skip
         # Off the reconcile path: a formation never waits for an Event's API call.
         self.recorder = events.BackgroundRecorder(
-            events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name)
+            events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name),
+            may_write=self.may_write,
         )
         self.binder = binder.Binder(
             self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
@@ -217,6 +218,8 @@ class Controller:
         self.binder.stop()  # both stop taking work at once; then each gets its grace
         self.workers.stop()
         self.binder.join(STOP_GRACE)
+        # Before the Lease goes: the Events the workers queued are written while it is held.
+        self.recorder.flush(STOP_GRACE)
         self.leading.clear()
 
     def healthz(self) -> tuple[bool, str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import logging
 import re
 import signal
@@ -17,20 +16,11 @@ import subprocess
 import threading
 from collections.abc import Callable, Sequence
 
+from computedomains import parentdeath
+
 log = logging.getLogger(__name__)
 _KEPT_LINES = 50
-_PR_SET_PDEATHSIG = 1
 _LOG_PREFIX = re.compile(r"^\[[^\]]*\] \[(?P<level>[A-Z]+)\] \[tid \d+\] (?P<text>.*)$")
-
-
-def _die_with_agent() -> None:
-    """In the child: be killed when the agent dies, as a container's processes die with it.
-
-    The signal is tied to the thread that forked, so the agent starts IMEX from its main
-    loop thread only, which lives as long as the agent does.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def error_text(lines: Sequence[str]) -> str:
@@ -69,7 +59,9 @@ class ImexProcess:
             stderr=subprocess.STDOUT,
             # Its own session: a Ctrl-C meant for the agent must not reach IMEX directly.
             start_new_session=True,
-            preexec_fn=_die_with_agent,  # noqa: PLW1509 - only prctl, no locks taken
+            # Dies with the agent. The agent starts IMEX from its main loop thread only, which
+            # lives as long as the agent does (the kernel ties the signal to that thread).
+            preexec_fn=parentdeath.die_with_parent(),  # noqa: PLW1509 - only prctl in the child
         )
         reader = threading.Thread(target=self._read, name="imex-output", daemon=True)
         reader.start()

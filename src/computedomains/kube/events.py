@@ -398,13 +398,24 @@ class BackgroundRecorder:
 
     The controller's reconciles and binder answers lie on every formation's critical path and
     Events do not. Events are best effort: with ``capacity`` waiting, more are dropped (and
-    logged), as client-go's broadcaster drops them too. Each keeps the time it was emitted.
+    counted in the log), as client-go's broadcaster drops them too. Each keeps the time it was
+    emitted. ``may_write`` is asked before each write: a replica that lost its lease writes
+    none of what it queued before.
     """
 
-    def __init__(self, recorder: Recorder, *, capacity: int = 1000) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        *,
+        may_write: Callable[[], bool] = lambda: True,
+        capacity: int = 1000,
+    ) -> None:
         self._recorder = recorder
-        self._pending: queue.Queue[_Pending | None] = queue.Queue(maxsize=capacity)
+        self._may_write = may_write
+        self._pending: queue.Queue[_Pending | threading.Event | None] = queue.Queue(capacity)
         self._thread = threading.Thread(target=self._write, name="events", daemon=True)
+        self._lock = threading.Lock()
+        self._dropped = 0
 
     def start(self) -> None:
         """Start the writer thread."""
@@ -417,20 +428,47 @@ class BackgroundRecorder:
                 _Pending(ref, reason, message, warning, self._recorder.clock())
             )
         except queue.Full:
-            log.warning("event queue full: event %s on %s %s dropped", reason, ref.kind, ref.name)
+            with self._lock:
+                self._dropped += 1
+                dropped = self._dropped
+            if dropped % 100 == 1:  # the first, then every hundredth: not a line per drop
+                log.warning("event queue full: %d events dropped so far (now %s on %s %s)",
+                            dropped, reason, ref.kind, ref.name)  # fmt: skip
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for what is queued now to be written; True if it was."""
+        done = threading.Event()
+        deadline = time.monotonic() + timeout
+        try:
+            self._pending.put(done, timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(max(0.0, deadline - time.monotonic()))
 
     def close(self, timeout: float) -> None:
-        """Write what is queued (for up to ``timeout`` seconds), then end the writer thread."""
+        """Write what is queued, then end the writer thread; ``timeout`` bounds both."""
         if not self._thread.is_alive():
             return
+        deadline = time.monotonic() + timeout
         try:
             self._pending.put(None, timeout=timeout)
         except queue.Full:
-            return  # the writer is stuck on the API server; it is a daemon thread
-        self._thread.join(timeout)
+            log.warning("event writer still busy after %gs: queued Events not written", timeout)
+            return  # a daemon thread: it ends with the process
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            log.warning("event writer still busy after %gs: %d Events not written",
+                        timeout, self._pending.qsize())  # fmt: skip
 
     def _write(self) -> None:
         while (item := self._pending.get()) is not None:
+            if isinstance(item, threading.Event):
+                item.set()  # a flush: everything queued before it is written
+                continue
+            if not self._may_write():
+                log.debug("event %s on %s %s not written: this replica may no longer write",
+                          item.reason, item.ref.kind, item.ref.name)  # fmt: skip
+                continue
             try:
                 self._recorder.emit(item.ref, reason=item.reason, message=item.message,
                                     warning=item.warning, at=item.at)  # fmt: skip

@@ -164,18 +164,22 @@ class SimCluster:
 
     def stop(self) -> None:
         """Stop every process this cluster started and remove its files; safe to repeat."""
-        if self.control_plane is not None:
-            self.log(f"[sim] stopping cluster {self.name}")
-            self.control_plane.stop()
-            self.control_plane = None
-        if self.directory is not None:
-            self._stop_strays(self.directory)
-            shutil.rmtree(self.directory, ignore_errors=True)
-            self.directory = None
-        if self.state is not None:
-            state_file(self.name).unlink(missing_ok=True)
-            self.state = None
-        self._locks.close()
+        try:
+            if self.control_plane is not None:
+                self.log(f"[sim] stopping cluster {self.name}")
+                self.control_plane.stop()
+                self.control_plane = None
+            if self.directory is not None:
+                self._stop_strays(self.directory)
+        finally:
+            # Whatever failed above, the files and the locks on the name and block go.
+            if self.directory is not None:
+                shutil.rmtree(self.directory, ignore_errors=True)
+                self.directory = None
+            if self.state is not None:
+                state_file(self.name).unlink(missing_ok=True)
+                self.state = None
+            self._locks.close()
 
     def _stop_strays(self, directory: pathlib.Path) -> None:
         """Stop the processes of this cluster that escaped their supervisor, saying which.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import socket
 import ssl
@@ -173,7 +174,10 @@ class ControlPlane:
 
     def _spawn(self, name: str, argv: list[str]) -> processes.Managed:
         self.log(f"[sim] starting {name}")
-        child = processes.start(name, argv, log_dir=self.directory / "logs", cwd=self.directory)
+        env = {**os.environ, processes.CLUSTER_ENV: str(self.directory)}
+        child = processes.start(
+            name, argv, log_dir=self.directory / "logs", cwd=self.directory, env=env
+        )
         self.children.append(child)
         return child
 

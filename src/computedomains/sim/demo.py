@@ -106,16 +106,20 @@ def gather(api: kube_client.Client, namespace: str, domain: str) -> Progress:
     )
 
 
-def _unready_pods(api: kube_client.Client, directory: pathlib.Path, lines: int = 15) -> str:
+def _unready_pods(
+    api: kube_client.Client, directory: pathlib.Path, *, most: int = 5, lines: int = 15
+) -> str:
     """Why an install did not finish: the chart's pods neither ready nor done, with log tails.
 
-    The sim keeps each container's log under the cluster directory, hooks' included.
+    The sim keeps each container's log under the cluster directory, hooks' included. The first
+    ``most`` such pods are shown (a DaemonSet's pods tend to fail alike), and how many more.
     """
     try:
         pods = api.get(f"/api/v1/namespaces/{DRIVER_NAMESPACE}/pods").get("items", [])
     except kube_client.API_ERRORS as exc:
         return f"(cannot list the chart's pods: {exc})"
-    found = []
+    found: list[str] = []
+    shown = 0
     for pod in pods:
         meta, status = pod["metadata"], pod.get("status") or {}
         ready = any(
@@ -124,6 +128,9 @@ def _unready_pods(api: kube_client.Client, directory: pathlib.Path, lines: int =
         )
         if ready or status.get("phase") == "Succeeded":
             continue
+        shown += 1
+        if shown > most:
+            continue
         found.append(f"pod {meta['name']} ({status.get('phase', 'Unknown')}, not ready):")
         folder = kubelet_main.pod_log_dir(
             directory, namespace=DRIVER_NAMESPACE, name=meta["name"], uid=meta["uid"]
@@ -131,6 +138,8 @@ def _unready_pods(api: kube_client.Client, directory: pathlib.Path, lines: int =
         for log in sorted(folder.glob("*.log")):
             found.append(f"  {log.stem}: last lines of its log")
             found += [f"    {line}" for line in processes.log_tail(log, lines).splitlines()]
+    if shown > most:
+        found.append(f"... and {shown - most} more pods not ready")
     return "\n".join(found) or "(every chart pod is ready or done)"
 
 
@@ -214,8 +223,9 @@ class Demo:
                 "--values",
                 str(self.values),
                 "--wait",
-                # Longer than the verify hook's own bound (verify.timeoutSeconds, 300 s), so a
-                # component that never gets ready fails the hook with its findings first.
+                # Helm bounds each step by this: the wait for the resources, then each hook.
+                # The verify hook waits up to verify.timeoutSeconds (300 s) for the components
+                # before it reports; Helm must not give up on it first, saying nothing.
                 "--timeout",
                 "10m",
                 "--kubeconfig",
@@ -226,10 +236,11 @@ class Demo:
             check=False,
         )
         if done.returncode != 0:
-            raise RuntimeError(
-                f"helm install failed:\n{done.stdout}\n{done.stderr}\n"
-                f"{_unready_pods(api, directory)}"
-            )
+            try:
+                why = _unready_pods(api, directory)
+            except Exception as exc:  # noqa: BLE001 - the explanation must not hide Helm's error
+                why = f"(cannot show the chart's pods: {exc!r})"
+            raise RuntimeError(f"helm install failed:\n{done.stdout}\n{done.stderr}\n{why}")
         self.step("helm install", mark)
 
     def _wait_plugins(self, api: kube_client.Client, nodes: int) -> None:

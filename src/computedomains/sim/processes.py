@@ -9,35 +9,22 @@ nothing running.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import os
 import pathlib
-import re
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-_PR_SET_PDEATHSIG = 1
+from computedomains import parentdeath
+
+CLUSTER_ENV = "COMPUTE_DOMAINS_SIM_CLUSTER_DIR"
+"""Set to the cluster's directory in each of its processes' environment: finds them all."""
 
 
 class ProcessError(RuntimeError):
     """A process exited early or did not become ready; the message carries its log tail."""
-
-
-def _die_with(parent: int) -> Callable[[], None]:
-    """The child's pre-exec step: die when ``parent`` does, even if it died during our fork."""
-
-    def arm() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        # A parent that died between the fork and the prctl sends no signal: the child would
-        # live on under init, holding the ports and files of a cluster that is gone.
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return arm
 
 
 def pid_alive(pid: int) -> bool:
@@ -56,6 +43,8 @@ def log_tail(path: pathlib.Path, lines: int = 20) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except FileNotFoundError:
         return "(no log)"
+    except OSError as exc:
+        return f"(log unreadable: {exc})"
 
 
 @dataclasses.dataclass
@@ -98,7 +87,7 @@ def start(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509 - only prctl, no locks taken
+            preexec_fn=parentdeath.die_with_parent(),  # noqa: PLW1509 - only prctl in the child
         )
     return Managed(name=name, popen=popen, log=log)
 
@@ -133,35 +122,29 @@ def stop_all(children: Sequence[Managed], *, grace: float = 10.0) -> None:
                 child.popen.wait(timeout=10)
 
 
-def under(directory: str, args: Sequence[str], cwd: str) -> bool:
-    """True when a process (command line ``args``, working directory ``cwd``) is in ``directory``.
-
-    In: it works there or names the directory or a path below it.
-    """
-    inside = re.compile(re.escape(directory.rstrip("/")) + r"(/|$)")
-    return bool(inside.match(cwd)) or any(inside.search(arg) for arg in args)
-
-
 def strays(directory: pathlib.Path) -> dict[int, str]:
-    """Live processes other than this one that are :func:`under` ``directory``: PID → command.
+    """Live processes that carry :data:`CLUSTER_ENV` = ``directory``: PID → command line.
 
-    A cluster's processes all do (their kubeconfigs, host trees and pod folders lie there), so
-    after a stop these are the ones that escaped it.
+    Every process of a cluster does (the control plane sets it, the simulated kubelet hands it
+    to each container, and what those start inherits it), so after a stop these are the ones
+    that escaped it. A user's shell or ``tail`` in the cluster's folder does not.
     """
+    marker = f"{CLUSTER_ENV}={directory}".encode()
     found = {}
     for entry in pathlib.Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
             args = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
-            cwd = str((entry / "cwd").readlink())
         except OSError:  # gone meanwhile, or not ours to read
             continue
-        if under(str(directory), args, cwd) and pid_alive(int(entry.name)):
+        if marker in environ and pid_alive(int(entry.name)):
             found[int(entry.name)] = " ".join(args).strip()
     return found
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError):
+    # PermissionError: the PID went to another user's process meanwhile; not ours to stop.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)

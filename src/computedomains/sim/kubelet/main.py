@@ -46,7 +46,7 @@ TOKEN_SECONDS = 3607
 """For the Service proxy the API server's webhook calls go through."""
 _TICK = 0.25
 _SHUTDOWN_GRACE = 3.0
-_PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG")
+_PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG", processes.CLUSTER_ENV)
 _LOG = logging.getLogger(__name__)
 
 
