@@ -7,10 +7,12 @@ simulated kubelet runs pods tagged 0.1.0 with that release's Python). Hooks real
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from kubernetes import client
 
+from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
@@ -47,8 +49,17 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         # Nothing the workload sees moved: same pods, no restarts, same slots.
         after = lifecycle.observe(api, namespace, ns, domain, version=V2)
         assert after == before
-        current = domains.get_domain(api, namespace, domain["metadata"]["name"], version=V2)
-        assert lifecycle.condition(current, "Ready").get("status") == "True"
+        name = domain["metadata"]["name"]
+
+        def ready_at_v2() -> dict[str, Any] | None:
+            found = domains.get_domain(api, namespace, name, version=V2)
+            return found if lifecycle.condition(found, "Ready").get("status") == "True" else None
+
+        # The old status has no conditions: they come with the new controller's first round,
+        # which Helm does not wait for (the new controller is ready once its caches are synced).
+        current = waiting.until(
+            "the new controller's Ready condition on the upgraded domain", ready_at_v2, timeout=60
+        )
         assert current["metadata"]["annotations"]["computedomains.io/num-nodes"] == "3"
         # Every object is stored at v1beta2 and the CRDs say so.
         for crd in lifecycle.CRD_NAMES:
