@@ -1,14 +1,21 @@
-"""Pods in their wire form: the collection path an informer follows, patches of annotations."""
+"""Pods in their wire form: the collection path an informer follows, readiness, annotations."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from computedomains.api import resources
 from computedomains.kube import client
 
 PATH = resources.PODS.path()
 """Every pod in every namespace (for :class:`computedomains.kube.informer.Informer`)."""
+
+
+def is_ready(pod: Mapping[str, Any]) -> bool:
+    """True when the pod's ``Ready`` condition is True."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def annotate(

@@ -30,6 +30,7 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.kube import apply as kube_apply
 from computedomains.kube import client as kube_client
+from computedomains.kube import pods as kube_pods
 from computedomains.sim import cluster, processes, tools, topology
 from computedomains.sim.kubelet import main as kubelet_main
 
@@ -122,11 +123,7 @@ def _unready_pods(
     shown = 0
     for pod in pods:
         meta, status = pod["metadata"], pod.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )
-        if ready or status.get("phase") == "Succeeded":
+        if kube_pods.is_ready(pod) or status.get("phase") == "Succeeded":
             continue
         shown += 1
         if shown > most:

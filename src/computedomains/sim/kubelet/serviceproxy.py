@@ -24,6 +24,8 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from computedomains.kube import pods as kube_pods
+
 SOCKET_NAME = "service-proxy.sock"
 """The proxy's socket, in the cluster's folder."""
 _CONNECT_TIMEOUT = 10.0
@@ -66,12 +68,10 @@ def _split(address: str) -> tuple[str, int]:
 
 
 def _ready(pod: Mapping[str, Any]) -> bool:
-    status = pod.get("status", {})
-    conditions = status.get("conditions") or []
     return (
         "deletionTimestamp" not in pod.get("metadata", {})
-        and bool(status.get("podIP"))
-        and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        and bool(pod.get("status", {}).get("podIP"))
+        and kube_pods.is_ready(pod)
     )
 
 
