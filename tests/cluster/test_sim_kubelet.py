@@ -412,6 +412,8 @@ def test_a_chart_job_runs_its_process_and_succeeds_or_fails_by_its_exit_code(
     failed = _finished_pod(api, namespace, "exits-3")
     assert failed.status.phase == "Failed"
     (status,) = failed.status.container_statuses or []
-    assert (status.state.terminated.exit_code, status.state.terminated.reason) == (3, "Error")
+    assert (status.state.terminated.exit_code, status.state.terminated.reason) == (3, "Error"), (
+        kube.pod_log(cluster, namespace, failed.metadata.name, "main")
+    )
     assert kube.job_log(cluster, namespace, "exits-3", "main") == "giving up\n"
     assert batch.read_namespaced_job_status("exits-3", namespace).status.failed == 1

@@ -55,6 +55,22 @@ def pod_condition(pod: Any, kind: str) -> Any | None:
     return None
 
 
+def pod_ready(pod: Any) -> bool:
+    """Whether the pod's ``Ready`` condition is True."""
+    condition = pod_condition(pod, "Ready")
+    return condition is not None and condition.status == "True"
+
+
+def events_for(
+    api: client.ApiClient, namespace: str, kind: str, name: str, *, reason: str
+) -> list[Any]:
+    """The Events ``reason`` about object ``kind/name`` in ``namespace``."""
+    selector = f"involvedObject.kind={kind},involvedObject.name={name},reason={reason}"
+    return list(
+        client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=selector).items
+    )
+
+
 def wait_for_pod(
     api: client.ApiClient,
     namespace: str,

@@ -12,15 +12,21 @@ from typing import Any
 import pytest
 
 from computedomains import waiting
-from computedomains.sim.kubelet import podspec, runner
+from computedomains.sim.kubelet import podspec, probes, runner
 
-KWOK = [{"name": "main", "image": "busybox", "ready": True, "restartCount": 0,
-         "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]  # fmt: skip
-"""What kwok reported once, when the pod started, and never corrects."""
+IMAGES = {"main": "busybox", "init": "busybox"}
+
+
+def _status(pod: runner.PodRunner) -> dict[str, Any]:
+    return pod.status(images=IMAGES, gates=[], conditions=[])
+
+
+def _condition(status: dict[str, Any], kind: str) -> str:
+    return str(next(c["status"] for c in status["conditions"] if c["type"] == kind))
 
 
 def test_a_killed_container_is_reported_down_while_held_and_running_once_restarted(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, prober: probes.Prober
 ) -> None:
     out = tmp_path / "pids"
     script = (
@@ -37,7 +43,9 @@ def test_a_killed_container_is_reported_down_while_held_and_running_once_restart
         restart_policy="Always",
     )  # fmt: skip
     hold = tmp_path / runner.HOLD_DIR
-    pod = runner.PodRunner(label="ns/p", plan=plan, log_dir=tmp_path / "log", hold_dir=hold)
+    pod = runner.PodRunner(
+        label="ns/p", plan=plan, log_dir=tmp_path / "log", prober=prober, hold_dir=hold
+    )
 
     def ticked(check: Any) -> Any:
         def step() -> Any:
@@ -50,19 +58,28 @@ def test_a_killed_container_is_reported_down_while_held_and_running_once_restart
         return [int(line) for line in out.read_text().split()] if out.exists() else []
 
     waiting.until("the container to start", ticked(started), timeout=30, interval=0.05)
-    assert pod.version == 0 and pod.container_statuses(KWOK) == KWOK, "kwok's word stands"
+    status = _status(pod)
+    (main,) = status["containerStatuses"]
+    assert set(main["state"]) == {"running"} and (main["ready"], main["started"]) == (True, True)
+    assert (status["phase"], _condition(status, "Ready")) == ("Running", "True")
 
     hold.mkdir()
     (hold / "main").touch()
     os.kill(started()[0], signal.SIGKILL)
-    waiting.until("the exit to be seen", ticked(lambda: pod.version == 1), timeout=30)
-    (status,) = pod.container_statuses(KWOK)
-    assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
-    assert status["lastState"]["terminated"]["exitCode"] == 137
-    assert (status["ready"], status["restartCount"], status["image"]) == (False, 0, "busybox")
-    # That nothing happens takes time to show: tick past the 1 s restart backoff, so that only
-    # the hold keeps the container down.
-    deadline = time.monotonic() + 3
+
+    def down() -> bool:
+        return not _status(pod)["containerStatuses"][0]["ready"]
+
+    waiting.until("the exit to be seen", ticked(down), timeout=30)
+    status = _status(pod)
+    (main,) = status["containerStatuses"]
+    assert main["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert main["lastState"]["terminated"]["exitCode"] == 137
+    assert (main["ready"], main["restartCount"], main["image"]) == (False, 0, "busybox")
+    assert (status["phase"], _condition(status, "Ready")) == ("Running", "False")
+    # That nothing happens takes time to show: a first exit restarts at once, so only the
+    # hold keeps the container down.
+    deadline = time.monotonic() + 2
     while time.monotonic() < deadline:
         pod.tick(time.monotonic())
         assert len(started()) == 1 and pod.pids() == [], "held: not restarted"
@@ -70,13 +87,10 @@ def test_a_killed_container_is_reported_down_while_held_and_running_once_restart
 
     (hold / "main").unlink()
     waiting.until("the restart", ticked(lambda: len(started()) == 2), timeout=30, interval=0.05)
-    (status,) = pod.container_statuses(KWOK)
-    assert pod.version == 2
-    assert (
-        set(status["state"]) == {"running"}
-        and status["state"]["running"]["startedAt"] > (KWOK[0]["state"]["running"]["startedAt"])
-    )
-    assert (status["ready"], status["restartCount"]) == (True, 1)
+    (main,) = _status(pod)["containerStatuses"]
+    assert set(main["state"]) == {"running"}
+    assert main["lastState"]["terminated"]["exitCode"] == 137
+    assert (main["ready"], main["restartCount"]) == (True, 1)
     pod.terminate(time.monotonic(), grace=5)
     waiting.until("the pod to stop", ticked(lambda: pod.finished), timeout=30)
 
@@ -101,7 +115,9 @@ def test_final_phase_follows_the_exit_codes(
     assert runner.final_phase(exits, init_failed=init_failed, pod_policy=policy) == phase
 
 
-def _job_pod(tmp_path: pathlib.Path, code: int, *, init_code: int = 0) -> runner.PodRunner:
+def _job_pod(
+    tmp_path: pathlib.Path, code: int, prober: probes.Prober, *, init_code: int = 0
+) -> runner.PodRunner:
     def container(name: str, exit_code: int) -> podspec.ContainerPlan:
         argv = (sys.executable, "-c", f"print('{name} says bye'); raise SystemExit({exit_code})")
         return podspec.ContainerPlan(name=name, argv=argv, env={}, cwd=tmp_path, mounts=())
@@ -111,7 +127,7 @@ def _job_pod(tmp_path: pathlib.Path, code: int, *, init_code: int = 0) -> runner
         containers=(container("main", code),),
         restart_policy="Never",
     )
-    return runner.PodRunner(label="ns/job", plan=plan, log_dir=tmp_path / "log")
+    return runner.PodRunner(label="ns/job", plan=plan, log_dir=tmp_path / "log", prober=prober)
 
 
 def _until_phase(pod: runner.PodRunner) -> str:
@@ -125,22 +141,32 @@ def _until_phase(pod: runner.PodRunner) -> str:
 @pytest.mark.parametrize(("code", "phase", "reason"), [(0, "Succeeded", "Completed"),
                                                         (3, "Failed", "Error")])  # fmt: skip
 def test_a_job_container_that_exits_decides_the_pod_phase(
-    tmp_path: pathlib.Path, code: int, phase: str, reason: str
+    tmp_path: pathlib.Path, prober: probes.Prober, code: int, phase: str, reason: str
 ) -> None:
-    pod = _job_pod(tmp_path, code)
+    pod = _job_pod(tmp_path, code, prober)
     assert _until_phase(pod) == phase
-    (status,) = pod.container_statuses(KWOK)
-    terminated = status["state"]["terminated"]
+    status = _status(pod)
+    (main,) = status["containerStatuses"]
+    terminated = main["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (code, reason)
-    assert (status["ready"], status["started"], status["lastState"]) == (False, False, {})
+    assert (main["ready"], main["started"], main["lastState"]) == (False, False, {})
+    (init,) = status["initContainerStatuses"]
+    assert (init["state"]["terminated"]["exitCode"], init["ready"]) == (0, True)
+    assert status["phase"] == phase
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "PodCompleted")
     assert (tmp_path / "log" / "main.log").read_text() == "main says bye\n"
-    assert pod.pids() == [] and pod.version >= 1
+    assert pod.pids() == []
 
 
-def test_a_failed_init_container_fails_a_never_restarting_pod(tmp_path: pathlib.Path) -> None:
-    pod = _job_pod(tmp_path, 0, init_code=2)
+def test_a_failed_init_container_fails_a_never_restarting_pod(
+    tmp_path: pathlib.Path, prober: probes.Prober
+) -> None:
+    pod = _job_pod(tmp_path, 0, prober, init_code=2)
     assert _until_phase(pod) == "Failed"
-    kwok_init = [{**KWOK[0], "name": "init"}]
-    (status,) = pod.container_statuses(kwok_init, init=True)
-    assert status["state"]["terminated"]["exitCode"] == 2
+    status = _status(pod)
+    (init,) = status["initContainerStatuses"]
+    assert init["state"]["terminated"]["exitCode"] == 2
+    assert _condition(status, "Initialized") == "False"
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
     assert not (tmp_path / "log" / "main.log").exists(), "containers never started"

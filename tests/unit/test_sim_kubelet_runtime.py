@@ -15,7 +15,7 @@ import pytest
 
 from computedomains import waiting
 from computedomains.sim import hosttree, processes
-from computedomains.sim.kubelet import backoff, dra, node, plugins, podspec, runner
+from computedomains.sim.kubelet import backoff, dra, node, plugins, podspec, probes, runner
 from tests.support import fakedra
 
 
@@ -25,6 +25,11 @@ def test_backoff_doubles_up_to_the_cap_and_resets() -> None:
     assert not retry.ready(104.9) and retry.ready(105.0)
     retry.reset()
     assert retry.ready(0.0) and retry.failed(0.0) == 1
+
+
+def test_crash_backoff_restarts_at_once_then_waits_as_the_kubelet() -> None:
+    retry = backoff.Backoff(initial=10, cap=300, first_free=True)
+    assert [retry.failed(0.0) for _ in range(8)] == [0, 10, 20, 40, 80, 160, 300, 300]
 
 
 @pytest.mark.parametrize(
@@ -152,7 +157,7 @@ def _process(name: str, script: str, out: pathlib.Path) -> podspec.ContainerPlan
 
 
 def test_init_containers_run_to_completion_before_containers_which_restart_and_stop(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, prober: probes.Prober
 ) -> None:
     log = tmp_path / "log"
     append = "import os, sys; open(sys.argv[1], 'a').write(f'{os.getpid()}\\n')"
@@ -163,7 +168,7 @@ def test_init_containers_run_to_completion_before_containers_which_restart_and_s
         ),
         restart_policy="Always",
     )
-    pod = runner.PodRunner(label="ns/p", plan=plan, log_dir=log)
+    pod = runner.PodRunner(label="ns/p", plan=plan, log_dir=log, prober=prober)
 
     def lines(name: str) -> list[str]:
         path = tmp_path / name

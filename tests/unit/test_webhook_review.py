@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from computedomains.webhook import review
+from computedomains.api import constants
+from computedomains.webhook import review, service
 
 CONVERSION = {
     "apiVersion": "apiextensions.k8s.io/v1",
@@ -124,3 +125,29 @@ def test_the_decision_sees_the_request() -> None:
 
     review.admission(ADMISSION, decide)
     assert seen == [ADMISSION["request"]]
+
+
+def test_before_the_cache_syncs_conversion_answers_and_admission_says_not_ready() -> None:
+    def not_synced() -> list[Any]:
+        raise review.NotReady("the webhook's ComputeDomain cache has not synced yet")
+
+    routes = service.routes(not_synced)
+    v1beta1 = {
+        "apiVersion": constants.API_VERSION, "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": "cd", "namespace": "ns"},
+        "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "t"}}},
+    }  # fmt: skip
+    request = {"uid": "u-2", "desiredAPIVersion": constants.API_VERSION_V1BETA2}
+    converting = {**CONVERSION, "request": {**request, "objects": [v1beta1]}}
+    answer = routes[constants.CONVERSION_PATH](converting)
+    assert answer.outcome is review.Outcome.OK
+    (converted,) = answer.body["response"]["convertedObjects"]
+    assert converted["apiVersion"] == constants.API_VERSION_V1BETA2
+    admission = {
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "u-3", "operation": "CREATE", "object": v1beta1,
+                    "namespace": "ns", "kind": {"kind": constants.COMPUTE_DOMAIN_KIND}},
+    }  # fmt: skip
+    for path in ("/validate/computedomains", "/mutate/pods"):
+        with pytest.raises(review.NotReady, match="not synced"):
+            routes[path](admission)

@@ -7,7 +7,7 @@ every TypedDict is ``total=False`` and readers use ``.get``.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class OwnerReference(TypedDict, total=False):
@@ -77,6 +77,39 @@ class ContainerResources(TypedDict, total=False):
     claims: list[ContainerClaim]
 
 
+class ContainerPort(TypedDict, total=False):
+    """``containers[].ports[]``."""
+
+    name: str
+    containerPort: int
+    protocol: str
+
+
+class ExecAction(TypedDict, total=False):
+    """A probe's ``exec``."""
+
+    command: list[str]
+
+
+class Probe(TypedDict, total=False):
+    """``startupProbe``, ``livenessProbe`` or ``readinessProbe`` of a container.
+
+    ``httpGet``, ``tcpSocket`` and ``grpc`` stay loose dicts: only the simulated kubelet
+    reads them (:mod:`computedomains.sim.kubelet.probes`).
+    """
+
+    exec: ExecAction
+    httpGet: dict[str, Any]
+    tcpSocket: dict[str, Any]
+    grpc: dict[str, Any]
+    initialDelaySeconds: int
+    periodSeconds: int
+    timeoutSeconds: int
+    successThreshold: int
+    failureThreshold: int
+    terminationGracePeriodSeconds: int
+
+
 class Container(TypedDict, total=False):
     """``spec.containers[]`` and ``spec.initContainers[]``."""
 
@@ -90,6 +123,10 @@ class Container(TypedDict, total=False):
     resources: ContainerResources
     restartPolicy: str
     """Only on init containers: ``Always`` makes it a sidecar."""
+    ports: list[ContainerPort]
+    startupProbe: Probe
+    livenessProbe: Probe
+    readinessProbe: Probe
 
 
 class HostPathVolumeSource(TypedDict, total=False):
@@ -127,6 +164,7 @@ class PodSpec(TypedDict, total=False):
     initContainers: list[Container]
     volumes: list[Volume]
     resourceClaims: list[PodResourceClaim]
+    readinessGates: list[dict[str, str]]
 
 
 class PodResourceClaimStatus(TypedDict, total=False):

@@ -12,9 +12,10 @@ from prometheus_client.registry import Collector
 
 _PREFIX = "computedomains_webhook"
 PATHS = ("/convert", "/validate/computedomains", "/mutate/pods")
-OUTCOMES = ("ok", "rejected", "error")
+OUTCOMES = ("ok", "rejected", "error", "not-ready")
 """ok: converted, allowed or mutated; rejected: conversion Failed or admission denied;
-error: not a review (HTTP 400) or a failure of the webhook itself (HTTP 500)."""
+error: not a review (HTTP 400) or a failure of the webhook itself (HTTP 500); not-ready: an
+admission review before the ComputeDomain cache synced (HTTP 503: the failurePolicy applies)."""
 OTHER_PATH = "other"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 

@@ -25,6 +25,14 @@ class BadReview(ValueError):
     """The body is not a review of the expected kind (answered with HTTP 400)."""
 
 
+class NotReady(RuntimeError):
+    """The webhook cannot decide yet (answered with HTTP 503).
+
+    The API server then applies the webhook configuration's ``failurePolicy``: a validation
+    that must not be skipped refuses the request, a placement that may be skipped lets it pass.
+    """
+
+
 class Outcome(enum.StrEnum):
     """How a review ended, for metrics."""
 

@@ -124,6 +124,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.stats.answered(path, "error")
                 self._send(400, {"error": str(exc)})
                 return
+            except review.NotReady as exc:
+                self.stats.answered(path, "not-ready")
+                self._send(503, {"error": str(exc)})
+                return
             except Exception:
                 log.exception("%s failed", path)
                 self.stats.answered(path, "error")

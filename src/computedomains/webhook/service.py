@@ -3,8 +3,14 @@
 Start-up: the cache starts listing; the TLS round gets a certificate (self-managed: creates
 or rotates the Secret; cert-manager: waits for it) and injects the caBundle; then the HTTPS
 endpoint opens. The round repeats every ``resync_interval``: a rotated Secret is served from
-the next connection on, a caBundle that Helm or Argo CD removed is put back. Ready means a
-certificate is loaded and the cache is synced; validation and placement read that cache.
+the next connection on, a caBundle that Helm or Argo CD removed is put back.
+
+Ready means a certificate is served: from then on ``/convert`` answers, which needs nothing
+else. Validation and placement read the ComputeDomain cache and answer 503 until it has
+synced, so the API server applies their ``failurePolicy``. Waiting for the cache before Ready
+would deadlock: the cache lists at v1beta2, and objects still stored at v1beta1 (after an
+upgrade or an adoption) are converted by this webhook, through its Service, which routes only
+to ready pods.
 """
 
 from __future__ import annotations
@@ -85,8 +91,20 @@ class Webhook:
         self.https: http.server.ThreadingHTTPServer | None = None
         self._round = threading.Thread(target=self._rounds, name="tls-round", daemon=True)
 
+    def synced(self) -> bool:
+        """Whether the ComputeDomain cache has listed once."""
+        try:
+            self.cache.wait_synced(0)
+        except waiting.WaitTimeout:
+            return False
+        return True
+
     def known(self) -> list[domains.Domain]:
-        """Every cached ComputeDomain."""
+        """Every cached ComputeDomain; :class:`review.NotReady` before the cache has synced."""
+        if not self.synced():
+            raise review.NotReady(
+                "the webhook's ComputeDomain cache has not synced yet; retry in a few seconds"
+            )
         return [domains.Domain.from_object(o) for o in self.cache.items()]
 
     def tls_round(self) -> None:
@@ -148,15 +166,14 @@ class Webhook:
             return False, f"HTTPS endpoint {target}:{port}: {exc}"
 
     def readyz(self) -> tuple[bool, str]:
-        """Ready once a certificate is served and the ComputeDomain cache is synced."""
+        """Ready once a certificate is served (conversion needs nothing more), until draining.
+
+        The cache is reported, not required: see the module's docstring.
+        """
         serving = self.https is not None and self.certificates.context() is not None
-        try:
-            self.cache.wait_synced(0)
-            synced = True
-        except waiting.WaitTimeout:
-            synced = False
-        ok = serving and synced and not self.draining.is_set()
-        return ok, f"certificate served: {serving}, ComputeDomains synced: {synced}"
+        ok = serving and not self.draining.is_set()
+        detail = f"certificate served: {serving}, ComputeDomains synced: {self.synced()}"
+        return ok, detail + (", draining" if self.draining.is_set() else "")
 
     def shutdown(self) -> None:
         """Close the endpoint and stop the cache."""

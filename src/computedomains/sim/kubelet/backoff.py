@@ -7,10 +7,15 @@ import dataclasses
 
 @dataclasses.dataclass
 class Backoff:
-    """Delays of ``initial``, doubling per failure up to ``cap``; :meth:`reset` on success."""
+    """Delays of ``initial``, doubling per failure up to ``cap``; :meth:`reset` on success.
+
+    With ``first_free`` the first failure costs no delay: the kubelet restarts a container
+    that exited for the first time at once and backs off from the second exit on.
+    """
 
     initial: float = 1.0
     cap: float = 30.0
+    first_free: bool = False
     failures: int = 0
     not_before: float = 0.0
     """Monotonic time before which the next attempt waits."""
@@ -18,7 +23,8 @@ class Backoff:
     def failed(self, now: float) -> float:
         """Record a failure at ``now``; returns the delay until the next attempt."""
         self.failures += 1
-        delay = min(self.cap, self.initial * 2.0 ** (self.failures - 1))
+        counted = self.failures - 1 if self.first_free else self.failures
+        delay = 0.0 if counted == 0 else min(self.cap, self.initial * 2.0 ** (counted - 1))
         self.not_before = now + delay
         return delay
 

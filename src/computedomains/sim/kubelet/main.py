@@ -3,13 +3,15 @@
 Pods come from an informer (list+watch). The loop hands each node's pods to that node's DRA
 thread (:class:`node.NodeDra`) and runs chart pods (label
 ``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
-pod its "sandbox") and, with claims, once those are prepared. kwok owns pod status, except
-for the container statuses of a chart pod once one of its processes exited: those say what
-the processes really do, as the controller reads the IMEX agent's container state. A chart
-pod whose containers are done for good (``restartPolicy`` Never or OnFailure: a Job's, a Helm
-hook's) gets its phase from their exit codes here, Succeeded or Failed, so the Job controller
-completes or fails the Job as on a real cluster. The process also serves the API server's
-Service proxy (:mod:`serviceproxy`), from the same pod cache.
+pod its "sandbox") and, with claims, once those are prepared. From then on this loop owns the
+chart pod's status as a kubelet does: phase, ``Initialized``/``ContainersReady``/``Ready``
+from the containers' processes and the probes it runs (:mod:`runner`, :mod:`probes`), and
+every container's state, ``ready``, ``started`` and restarts. A chart pod whose containers are
+done for good (``restartPolicy`` Never or OnFailure: a Job's, a Helm hook's) gets its phase from
+their exit codes, so the Job controller completes or fails the Job as on a real cluster. A
+deleted chart pod stays Terminating while its processes stop (SIGTERM, SIGKILL after the grace
+period), then this loop removes it, as the kubelet does. The process also serves the API
+server's Service proxy (:mod:`serviceproxy`), from the same pod cache, by readiness.
 Every process starts from this loop's thread: the parent-death signal fires when the thread
 that forked a child ends, and this thread lives as long as the process.
 """
@@ -18,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import logging
 import os
 import pathlib
@@ -35,9 +36,9 @@ from typing import Any, cast
 from computedomains import nodefiles
 from computedomains.api import resources
 from computedomains.kube import client as kube_client
-from computedomains.kube import informer, kubeconfig, pods, wire
+from computedomains.kube import events, informer, kubeconfig, pods, wire
 from computedomains.sim import processes
-from computedomains.sim.kubelet import dra, images, node, podspec, runner, serviceproxy
+from computedomains.sim.kubelet import dra, images, node, podspec, probes, runner, serviceproxy
 
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
@@ -90,16 +91,6 @@ def _is_chart_pod(pod: wire.Pod) -> bool:
     return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
 
 
-def _finished_status(phase: str) -> dict[str, Any]:
-    """What the kubelet writes besides the container statuses when a pod has finished."""
-    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    conditions = [
-        {"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
-        for kind in ("Ready", "ContainersReady")
-    ]
-    return {"phase": phase, "conditions": conditions}
-
-
 def _write(path: pathlib.Path, text: str) -> None:
     """Replace ``path`` atomically: a process reading its token never sees half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,8 +105,34 @@ class _Running:
     runner: runner.PodRunner
     token_at: float | None
     """When to renew the ServiceAccount token (None: the pod has none)."""
-    reported: int = 0
-    """The runner's :attr:`runner.PodRunner.version` the pod's container statuses show."""
+    reported: dict[str, Any] | None = None
+    """The status last written for the pod (None: none yet)."""
+
+
+def _conditions_known(pod: wire.Pod, reported: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The pod's conditions, with those this kubelet last wrote in their place.
+
+    The informer may not have seen that write yet.
+    """
+    known = {str(c.get("type")): dict(c) for c in pod.get("status", {}).get("conditions", [])}
+    for condition in (reported or {}).get("conditions", []):
+        known[str(condition["type"])] = dict(condition)
+    return list(known.values())
+
+
+def _images(pod: wire.Pod) -> dict[str, str]:
+    spec = pod.get("spec", {})
+    return {
+        c.get("name", ""): c.get("image", "")
+        for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
+    }
+
+
+def _grace(pod: wire.Pod) -> float:
+    """Seconds from SIGTERM to SIGKILL for a deleted pod: what the deletion asked for."""
+    meta, spec = pod.get("metadata", {}), pod.get("spec", {})
+    grace = cast(Mapping[str, Any], meta).get("deletionGracePeriodSeconds")
+    return float(grace if grace is not None else spec.get("terminationGracePeriodSeconds", 30))
 
 
 class SimKubelet:
@@ -136,9 +153,13 @@ class SimKubelet:
             lambda: (self._services.items(), self._pods.items()),
         )
         self._nodes: dict[str, node.NodeDra] = {}
+        self._events: dict[str, events.BackgroundRecorder] = {}
         self._fingerprints: dict[str, frozenset[tuple[str, str]]] = {}
         self._running: dict[str, _Running] = {}
         self._unrunnable: set[str] = set()
+        self._removed: set[str] = set()
+        """UIDs of deleted chart pods this kubelet has removed (their last delete sent)."""
+        self._prober = probes.Prober()
 
     def run(self, stop: threading.Event) -> None:
         """Work until ``stop`` is set, then stop every process and thread."""
@@ -182,18 +203,21 @@ class SimKubelet:
                 dra_node = node.NodeDra(self._api, node=name, root=self._nodes_dir / name)
                 dra_node.start()
                 self._nodes[name] = dra_node
+                recorder = events.BackgroundRecorder(
+                    events.Recorder(self._api, component="kubelet", host=name)
+                )
+                recorder.start()
+                self._events[name] = recorder
 
     def _sync_processes(self, by_node: Mapping[str, list[wire.Pod]], now: float) -> None:
-        wanted = {
-            p["metadata"]["uid"]: p
-            for node_pods in by_node.values()
-            for p in node_pods
-            if _is_chart_pod(p) and dra.is_active(p)
+        chart = {
+            p["metadata"]["uid"]: p for pods_ in by_node.values() for p in pods_ if _is_chart_pod(p)
         }
+        wanted = {uid: p for uid, p in chart.items() if dra.is_active(p)}
         for uid, running in list(self._running.items()):
             if uid not in wanted:
-                spec = running.pod.get("spec", {})
-                running.runner.terminate(now, grace=spec.get("terminationGracePeriodSeconds", 30))
+                current = chart.get(uid, running.pod)
+                running.runner.terminate(now, grace=_grace(current))
             running.runner.tick(now)
             if running.runner.finished:
                 del self._running[uid]
@@ -201,12 +225,36 @@ class SimKubelet:
                 continue
             if running.token_at is not None and now >= running.token_at:
                 running.token_at = self._write_token(running.pod, now)
-            if uid in wanted and running.reported != running.runner.version:
-                self._report_containers(running, wanted[uid])
+            if uid in wanted:
+                running.pod = wanted[uid]
+                self._report(running)
         self._unrunnable &= set(wanted)
+        for uid, pod in chart.items():
+            if "deletionTimestamp" in pod["metadata"] and uid not in self._running:
+                self._remove(pod)
+        self._removed &= set(chart)
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
                 self._maybe_start(pod, now)
+
+    def _remove(self, pod: wire.Pod) -> None:
+        """The kubelet's last word on a deleted pod whose processes have all ended."""
+        meta = pod["metadata"]
+        if meta["uid"] in self._removed:
+            return
+        try:
+            self._api.delete(
+                resources.PODS.path(meta["name"], namespace=meta["namespace"]),
+                body={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}},
+            )
+        except kube_client.ApiError as exc:
+            if exc.status != kube_client.NOT_FOUND:
+                _LOG.warning("removing %s/%s: %s (retrying)", meta["namespace"], meta["name"], exc)
+                return
+        except kube_client.API_ERRORS as exc:
+            _LOG.warning("removing %s/%s: %s (retrying)", meta["namespace"], meta["name"], exc)
+            return
+        self._removed.add(meta["uid"])
 
     def _maybe_start(self, pod: wire.Pod, now: float) -> None:
         meta, spec = pod["metadata"], pod.get("spec", {})
@@ -233,14 +281,24 @@ class SimKubelet:
         log_dir = pod_log_dir(
             self._cluster_dir, namespace=meta["namespace"], name=meta["name"], uid=meta["uid"]
         )
+        recorder = self._events[spec["nodeName"]]
+        ref = events.ObjectRef("Pod", meta["name"], meta["namespace"], meta["uid"])
+
+        def on_event(reason: str, message: str, warning: bool) -> None:
+            recorder.emit(ref, reason=reason, message=message, warning=warning)
+
         pod_runner = runner.PodRunner(
             label=label,
             plan=plan,
             log_dir=log_dir,
+            prober=self._prober,
             hold_dir=node.pod_dir(root, meta["uid"]) / runner.HOLD_DIR,
+            on_event=on_event,
         )
-        self._running[meta["uid"]] = _Running(pod, pod_runner, token_at)
+        running = _Running(pod, pod_runner, token_at)
+        self._running[meta["uid"]] = running
         pod_runner.tick(now)
+        self._report(running)
 
     def _context(
         self, pod: wire.Pod, root: pathlib.Path, injections: Mapping[str, podspec.Injection]
@@ -272,39 +330,31 @@ class SimKubelet:
             _LOG.error("ignoring %s", exc)
             return {}
 
-    def _report_containers(self, running: _Running, pod: wire.Pod) -> None:
-        """Show the pod's processes as its container statuses, and its final phase once set.
+    def _report(self, running: _Running) -> None:
+        """Write the pod's status when it differs from what was last written.
 
-        A Job's pod thus succeeds or fails by its exit codes. Retried next tick on failure.
+        Retried next tick on failure. A Job's pod thus succeeds or fails by its exit codes.
         """
+        pod = running.pod
         meta = pod["metadata"]
-        reported = cast(dict[str, Any], pod).get("status", {})
-        version = running.runner.version
-        # containerStatuses has no merge key: the whole list is replaced.
-        status: dict[str, Any] = {
-            "containerStatuses": running.runner.container_statuses(
-                reported.get("containerStatuses") or []
-            )
-        }
-        phase = running.runner.phase
-        if phase is not None:
-            status.update(_finished_status(phase))
-            if reported.get("initContainerStatuses"):
-                status["initContainerStatuses"] = running.runner.container_statuses(
-                    reported["initContainerStatuses"], init=True
-                )
+        gates = [g.get("conditionType", "") for g in pod.get("spec", {}).get("readinessGates", [])]
+        status = running.runner.status(
+            images=_images(pod), gates=gates, conditions=_conditions_known(pod, running.reported)
+        )
+        if status == running.reported:
+            return
         try:
             self._api.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
                 {"status": status},
-                strategic=True,
+                strategic=True,  # conditions merge by type; container statuses are replaced
             )
         except kube_client.API_ERRORS as exc:
-            _LOG.warning("container statuses of %s/%s: %s", meta["namespace"], meta["name"], exc)
+            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
             return
-        if phase is not None:
-            _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], phase)
-        running.reported = version
+        if status["phase"] != (running.reported or {}).get("phase"):
+            _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], status["phase"])
+        running.reported = status
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:
         """Mint a pod-bound token and write the ServiceAccount folder; returns when to renew."""
@@ -336,6 +386,9 @@ class SimKubelet:
 
     def _shutdown(self) -> None:
         self._proxy.stop()
+        self._prober.close()
+        for recorder in self._events.values():
+            recorder.close(timeout=1.0)
         self._services.stop()
         self._pods.stop()
         for dra_node in self._nodes.values():

@@ -13,8 +13,10 @@ import dataclasses
 import pathlib
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from computedomains.kube import wire
+from computedomains.sim.kubelet import probes
 
 IMAGE_ENTRYPOINT = "computedomains"
 """The image's ENTRYPOINT (see the Dockerfile); run as this Python's ``-m computedomains``."""
@@ -218,6 +220,8 @@ class ContainerPlan:
     mounts: tuple[Mount, ...]
     sidecar: bool = False
     """An init container with ``restartPolicy: Always``: started, then kept running."""
+    probes: tuple[probes.Probe, ...] = ()
+    """Its startup, liveness and readiness probes, as far as it has them."""
 
 
 def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) -> ContainerPlan:
@@ -254,6 +258,28 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
     }
     working = rewrite(container.get("workingDir", ""), mounts)
     cwd = pathlib.Path(working) if working.startswith(str(ctx.node_root)) else ctx.pod_dir
+
+    def in_container(command: Sequence[str]) -> probes.Exec:
+        """An exec probe's command, mapped into the host tree like the container's own."""
+        argv = entrypoint(
+            [rewrite(expand(a, mapping), mounts) for a in command], [], python=python or ctx.python
+        )
+        return probes.Exec(tuple(argv), env, str(cwd))
+
+    pod_ip = pod.get("status", {}).get("podIP", "")
+    planned = []
+    for kind in probes.ProbeKind:
+        spec = cast(Mapping[str, Any], container).get(kind.field)
+        if spec:
+            exec_action = in_container(spec["exec"].get("command", [])) if "exec" in spec else None
+            try:
+                planned.append(
+                    probes.parse(
+                        kind, spec, container=container, pod_ip=pod_ip, exec_action=exec_action
+                    )
+                )
+            except probes.ProbeSpecError as exc:
+                raise PodSpecError(str(exc)) from exc
     return ContainerPlan(
         name=name,
         argv=tuple(argv),
@@ -261,6 +287,7 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
         cwd=cwd,
         mounts=tuple(mounts),
         sidecar=container.get("restartPolicy") == "Always",
+        probes=tuple(planned),
     )
 
 
@@ -272,6 +299,8 @@ class PodPlan:
     containers: tuple[ContainerPlan, ...]
     restart_policy: str
     """``Always``, ``OnFailure`` or ``Never``."""
+    termination_grace: float = 30.0
+    """``terminationGracePeriodSeconds``: SIGTERM to SIGKILL when a probe kills a container."""
 
 
 def plan_pod(pod: wire.Pod, ctx: PodContext) -> PodPlan:
@@ -281,4 +310,5 @@ def plan_pod(pod: wire.Pod, ctx: PodContext) -> PodPlan:
         init=tuple(plan_container(c, pod, ctx) for c in spec.get("initContainers", [])),
         containers=tuple(plan_container(c, pod, ctx) for c in spec.get("containers", [])),
         restart_policy=spec.get("restartPolicy", "Always"),
+        termination_grace=float(spec.get("terminationGracePeriodSeconds", 30)),
     )

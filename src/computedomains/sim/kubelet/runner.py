@@ -1,18 +1,20 @@
 """Keep one pod's containers running as processes, as the kubelet keeps containers running.
 
-Init containers run in order, each to completion (retried with capped backoff when they
-fail), then every container starts and is restarted per the pod's ``restartPolicy`` with
-capped backoff. :meth:`PodRunner.tick` never blocks: the caller drives every pod of every
-node from one loop, and stopping is SIGTERM now, SIGKILL once the grace period has passed.
-Once a container has exited, :meth:`PodRunner.container_statuses` says what the kubelet would
-report of it (kwok reports every container running from the start and never looks again), and
-once no container will run again (``restartPolicy`` Never or OnFailure), :attr:`PodRunner.phase`
-is the pod's final phase, decided by the exit codes as the kubelet decides it: so a Job's pod
-succeeds or fails by what its process did.
+Init containers run in order, each to completion (retried with the kubelet's crash-loop
+backoff when they fail), then every container starts and is restarted per the pod's
+``restartPolicy`` with that backoff: the first restart at once, then 10 s doubling to 300 s,
+forgotten once a container ran for 10 minutes. Each running container's startup, liveness and
+readiness probes run as the kubelet runs them (:mod:`probes`): a container is started once
+its startup probe passed, ready while its readiness probe passes, and killed (SIGTERM, then
+SIGKILL after the grace period) and restarted by its policy when its startup or liveness
+probe fails. :meth:`PodRunner.tick` never blocks: checks run on the :class:`probes.Prober`'s
+threads and are collected on a later tick. :meth:`PodRunner.status` is the pod status the
+kubelet would write (:mod:`status`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import enum
@@ -20,19 +22,28 @@ import logging
 import os
 import pathlib
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from computedomains.sim import processes
-from computedomains.sim.kubelet import backoff, podspec
+from computedomains.sim.kubelet import backoff, podspec, probes
+from computedomains.sim.kubelet import status as pod_status
 
-_STABLE_SECONDS = 60.0
+CRASH_BACKOFF_INITIAL = 10.0
+"""The kubelet's first crash-loop delay (seconds); it doubles per crash."""
+CRASH_BACKOFF_CAP = 300.0
+"""The kubelet's longest crash-loop delay."""
+_STABLE_SECONDS = 2 * CRASH_BACKOFF_CAP
 """A container that ran this long before exiting restarts without the accumulated delay."""
 _LOG = logging.getLogger(__name__)
 HOLD_DIR = "hold"
 """A folder of the pod's own (:func:`node.pod_dir`): a file in it named after a container keeps
 that container from starting, as a crash-loop backoff would; removing the file lets it start
 at the next tick. Tests use it to keep a killed process down."""
+
+ProbeEvent = Callable[[str, str, bool], None]
+"""``(reason, message, warning)``: what the runner reports as a pod Event (``Unhealthy``,
+``Killing``)."""
 
 
 class _Phase(enum.Enum):
@@ -43,12 +54,16 @@ class _Phase(enum.Enum):
     TERMINATING = "terminating"
 
 
+def _crash_backoff() -> backoff.Backoff:
+    return backoff.Backoff(initial=CRASH_BACKOFF_INITIAL, cap=CRASH_BACKOFF_CAP, first_free=True)
+
+
 @dataclasses.dataclass
 class _Container:
     plan: podspec.ContainerPlan
     init: bool
     """An init container that must complete (sidecars are not)."""
-    retry: backoff.Backoff = dataclasses.field(default_factory=backoff.Backoff)
+    retry: backoff.Backoff = dataclasses.field(default_factory=_crash_backoff)
     child: processes.Managed | None = None
     started_at: float = 0.0
     completed: bool = False
@@ -60,11 +75,30 @@ class _Container:
     """The ``terminated`` state of the latest exit, once there was one."""
     previous_exit: dict[str, Any] | None = None
     """The ``terminated`` state of the exit before that (the kubelet's ``lastState``)."""
+    trackers: dict[probes.ProbeKind, probes.Tracker] = dataclasses.field(default_factory=dict)
+    """The probes of the running process (new ones at each start)."""
+    checks: dict[probes.ProbeKind, concurrent.futures.Future[probes.Result]] = dataclasses.field(
+        default_factory=dict
+    )
+    """Checks in flight."""
+    kill_at: float | None = None
+    """A probe failed: SIGTERM was sent and SIGKILL follows at this time."""
 
+    @property
+    def started(self) -> bool:
+        """Running, and past its startup probe if it has one."""
+        if self.child is None:
+            return False
+        startup = self.trackers.get(probes.ProbeKind.STARTUP)
+        return startup is None or bool(startup.result)
 
-def _stamp(moment: datetime.datetime) -> str:
-    """A time as the kubelet writes it: RFC 3339, whole seconds (rounded down)."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    @property
+    def ready(self) -> bool:
+        """Started, and passing its readiness probe if it has one (not while being killed)."""
+        if not self.started or self.kill_at is not None:
+            return False
+        readiness = self.trackers.get(probes.ProbeKind.READINESS)
+        return readiness is None or readiness.passing
 
 
 def restarts(code: int, *, init: bool, sidecar: bool, pod_policy: str) -> bool:
@@ -105,7 +139,7 @@ def _prepare_mounts(mounts: Sequence[podspec.Mount]) -> None:
 
 
 class PodRunner:
-    """The processes of one pod."""
+    """The processes of one pod, and their probes."""
 
     def __init__(
         self,
@@ -113,15 +147,16 @@ class PodRunner:
         label: str,
         plan: podspec.PodPlan,
         log_dir: pathlib.Path,
+        prober: probes.Prober,
         hold_dir: pathlib.Path | None = None,
+        on_event: ProbeEvent | None = None,
     ) -> None:
         self.label = label
         self._plan = plan
         self._log_dir = log_dir
+        self._prober = prober
         self._hold_dir = hold_dir
-        self.version = 0
-        """Grows whenever a container exits or restarts: what :meth:`container_statuses`
-        says has changed."""
+        self._on_event = on_event or (lambda reason, message, warning: None)
         self._init = [_Container(p, init=not p.sidecar) for p in plan.init]
         self._containers = [_Container(p, init=False) for p in plan.containers]
         self._phase = _Phase.INIT
@@ -131,36 +166,79 @@ class PodRunner:
         """PIDs of the processes running now."""
         return [c.child.pid for c in self._init + self._containers if c.child is not None]
 
-    def container_statuses(
-        self, reported: Sequence[Mapping[str, Any]], *, init: bool = False
-    ) -> list[dict[str, Any]]:
-        """``reported`` (the pod's ``containerStatuses``), corrected for every container.
+    # -- status ---------------------------------------------------------------------------
 
-        With ``init``, ``reported`` is ``initContainerStatuses``. A container that has exited
-        at least once is shown as it is: running again, backing off, or done.
+    def _view(self, container: _Container, *, before_start: str) -> pod_status.ContainerView:
+        view = pod_status.ContainerView(
+            name=container.plan.name,
+            state=pod_status.State.WAITING,
+            reason=before_start,
+            exit=container.last_exit,
+            previous_exit=container.previous_exit,
+            restarts=max(0, container.starts - 1),
+        )
+        if container.child is not None and container.started_wall is not None:
+            return dataclasses.replace(
+                view,
+                state=pod_status.State.RUNNING,
+                reason="",
+                started_at=pod_status.stamp(container.started_wall),
+                ready=container.ready,
+                started=container.started,
+            )
+        if container.completed:
+            # A completed init container is ready, as the kubelet reports it.
+            succeeded = (container.last_exit or {}).get("exitCode") == 0
+            return dataclasses.replace(
+                view,
+                state=pod_status.State.TERMINATED,
+                reason="",
+                ready=container.init and succeeded,
+            )
+        if container.last_exit is None:
+            return view
+        message = f"back-off restarting failed container {container.plan.name}"
+        return dataclasses.replace(view, reason="CrashLoopBackOff", message=message)
+
+    def status(
+        self,
+        *,
+        images: Mapping[str, str],
+        gates: Sequence[str],
+        conditions: Sequence[Mapping[str, Any]],
+    ) -> dict[str, Any]:
+        """The pod status the kubelet would write now: phase, conditions, container statuses.
+
+        ``images`` maps container names to their images; ``gates`` are the pod's readiness
+        gates and ``conditions`` its conditions now (for their transition times and gates).
         """
-        mine = {c.plan.name: c for c in (self._init if init else self._containers)}
-        out = []
-        for entry in reported:
-            container = mine.get(str(entry.get("name")))
-            if container is None or container.last_exit is None:
-                out.append(dict(entry))
-                continue
-            last: dict[str, Any] = {"terminated": container.last_exit}
-            if container.child is not None and container.started_wall is not None:
-                state: dict[str, Any] = {"running": {"startedAt": _stamp(container.started_wall)}}
-            elif container.completed:
-                state = last
-                last = {"terminated": container.previous_exit} if container.previous_exit else {}
-            else:
-                message = f"back-off restarting failed container {container.plan.name}"
-                state = {"waiting": {"reason": "CrashLoopBackOff", "message": message}}
-            out.append({
-                **entry, "state": state, "lastState": last,
-                "ready": container.child is not None, "started": container.child is not None,
-                "restartCount": max(0, container.starts - 1),
-            })  # fmt: skip
-        return out
+        now = pod_status.stamp(datetime.datetime.now(datetime.UTC))
+        initializing = self._phase in (_Phase.INIT, _Phase.FAILED)
+        init_views = [self._view(c, before_start="PodInitializing") for c in self._init]
+        main_views = [
+            self._view(c, before_start="PodInitializing" if initializing else "ContainerCreating")
+            for c in self._containers
+        ]
+        final = self.phase
+        init_only = [v for v, c in zip(init_views, self._init, strict=True) if c.init]
+        sidecars = [v for v, c in zip(init_views, self._init, strict=True) if not c.init]
+        pod_conditions = pod_status.conditions(
+            init=init_only, sidecars=sidecars, containers=main_views, finished=final is not None,
+            gates=gates, previous=conditions, now=now,
+        )  # fmt: skip
+        initialized = not initializing
+        body: dict[str, Any] = {
+            "phase": pod_status.phase(initialized=initialized, containers=main_views, final=final),
+            "conditions": pod_conditions,
+            "containerStatuses": [
+                pod_status.container_status(v, images.get(v.name, "")) for v in main_views
+            ],
+        }
+        if init_views:
+            body["initContainerStatuses"] = [
+                pod_status.container_status(v, images.get(v.name, "")) for v in init_views
+            ]
+        return body
 
     @property
     def phase(self) -> str | None:
@@ -180,6 +258,8 @@ class PodRunner:
         """True once stopping has ended with every process reaped."""
         return self._phase is _Phase.TERMINATING and not self.pids()
 
+    # -- lifecycle ------------------------------------------------------------------------
+
     def terminate(self, now: float, grace: float) -> None:
         """SIGTERM every process; SIGKILL follows after ``grace`` seconds (see :meth:`tick`)."""
         if self._phase is _Phase.TERMINATING:
@@ -187,21 +267,26 @@ class PodRunner:
         self._phase = _Phase.TERMINATING
         self._kill_at = now + grace
         _LOG.info("%s: stopping %s (SIGKILL after %gs)", self.label, self.pids(), grace)
-        self._signal(signal.SIGTERM)
-
-    def _signal(self, sig: signal.Signals) -> None:
         for container in self._init + self._containers:
-            if container.child is not None and container.child.popen.poll() is None:
-                container.child.popen.send_signal(sig)
+            self._signal(container, signal.SIGTERM)
+
+    @staticmethod
+    def _signal(container: _Container, sig: signal.Signals) -> None:
+        if container.child is not None and container.child.popen.poll() is None:
+            container.child.popen.send_signal(sig)
 
     def tick(self, now: float) -> None:
-        """Reap exits, start or restart what is due, escalate a slow stop to SIGKILL."""
+        """Reap exits, run probes, start or restart what is due, escalate a slow stop."""
         for container in self._init + self._containers:
             self._reap(container, now)
         if self._phase is _Phase.TERMINATING:
             if now >= self._kill_at:
-                self._signal(signal.SIGKILL)
+                for container in self._init + self._containers:
+                    self._signal(container, signal.SIGKILL)
             return
+        for container in self._init + self._containers:
+            if container.child is not None:
+                self._probe(container, now)
         if self._phase is _Phase.INIT:
             self._tick_init(now)
         if self._phase is _Phase.RUNNING:
@@ -211,12 +296,61 @@ class PodRunner:
 
     def _tick_init(self, now: float) -> None:
         for container in self._init:
-            if container.completed or (container.plan.sidecar and container.child is not None):
+            if container.completed:
                 continue
+            if container.plan.sidecar and container.child is not None:
+                if container.started:
+                    continue  # a sidecar must have started before the next init container
+                return
             if container.child is None:
                 self._start(container, now)
             return  # the next init container waits for this one
         self._phase = _Phase.RUNNING
+
+    # -- probes ---------------------------------------------------------------------------
+
+    def _probe(self, container: _Container, now: float) -> None:
+        if container.kill_at is not None:
+            if now >= container.kill_at:
+                self._signal(container, signal.SIGKILL)
+            return
+        for kind, tracker in container.trackers.items():
+            check = container.checks.get(kind)
+            if check is not None and check.done():
+                del container.checks[kind]
+                self._record(container, tracker, check.result(), now)
+                if container.kill_at is not None:
+                    return
+        for kind, tracker in container.trackers.items():
+            if kind in container.checks or not tracker.due(now):
+                continue
+            if kind is not probes.ProbeKind.STARTUP and not container.started:
+                continue  # liveness and readiness wait for the startup probe
+            tracker.scheduled(now)
+            container.checks[kind] = self._prober.submit(tracker.probe)
+
+    def _record(
+        self, container: _Container, tracker: probes.Tracker, result: probes.Result, now: float
+    ) -> None:
+        probe = tracker.probe
+        name = container.plan.name
+        if not result.ok:
+            self._on_event("Unhealthy", f"{probe.what} failed: {result.message}", True)
+        change = tracker.record(result)
+        if change is probes.Change.NONE:
+            return
+        _LOG.info("%s: %s %s of %s", self.label, probe.what, change.value, name)
+        if change is probes.Change.FAILED and probe.kind is not probes.ProbeKind.READINESS:
+            grace = probe.termination_grace
+            if grace is None:
+                grace = self._plan.termination_grace
+            message = f"Container {name} failed {probe.kind.value} probe, will be restarted"
+            self._on_event("Killing", message, False)
+            _LOG.info("%s: %s (SIGKILL after %gs)", self.label, message, grace)
+            container.kill_at = now + grace
+            self._signal(container, signal.SIGTERM)
+
+    # -- processes ------------------------------------------------------------------------
 
     def _reap(self, container: _Container, now: float) -> None:
         if container.child is None:
@@ -225,6 +359,11 @@ class PodRunner:
         if code is None:
             return
         container.child = None
+        for check in container.checks.values():
+            check.cancel()
+        container.checks.clear()
+        container.trackers.clear()
+        container.kill_at = None
         if self._phase is _Phase.TERMINATING:
             return
         _LOG.info("%s: container %s exited with %s", self.label, container.plan.name, code)
@@ -233,16 +372,15 @@ class PodRunner:
         container.previous_exit = container.last_exit
         container.last_exit = {
             "exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
-            "startedAt": _stamp(container.started_wall or finished), "finishedAt": _stamp(finished),
+            "startedAt": pod_status.stamp(container.started_wall or finished),
+            "finishedAt": pod_status.stamp(finished),
         }  # fmt: skip
         if not restarts(code, init=container.init, sidecar=container.plan.sidecar,
                         pod_policy=self._plan.restart_policy):  # fmt: skip
             container.completed = True
             if container.init and code != 0:
                 self._phase = _Phase.FAILED  # restartPolicy Never: the pod has failed
-            self._changed(container)
             return
-        self._changed(container)
         if now - container.started_at >= _STABLE_SECONDS:
             container.retry.reset()
         delay = container.retry.failed(now)
@@ -272,10 +410,4 @@ class PodRunner:
             return
         _LOG.info("%s: started %s (pid %d)", self.label, plan.name, container.child.pid)
         container.starts += 1
-        if container.last_exit is not None:
-            self._changed(container)
-
-    def _changed(self, container: _Container) -> None:
-        """Count a change of what :meth:`container_statuses` or :attr:`phase` reports."""
-        if any(c is container for c in self._containers) or self._phase is _Phase.FAILED:
-            self.version += 1
+        container.trackers = {p.kind: probes.Tracker(p, started_at=now) for p in plan.probes}

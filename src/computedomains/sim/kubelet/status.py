@@ -1,0 +1,161 @@
+"""A pod's status as the kubelet writes it, from what its containers are doing (pure).
+
+The runner (:mod:`runner`) knows each container's state, restarts and probe results; this
+module turns them into ``containerStatuses``, ``initContainerStatuses``, the pod's phase and
+its ``Initialized``, ``ContainersReady`` and ``Ready`` conditions, with the kubelet's reasons.
+``Ready`` also needs every readiness gate's condition True, which others write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def stamp(moment: datetime.datetime) -> str:
+    """A time as the kubelet writes it: RFC 3339, whole seconds (rounded down)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class State(enum.Enum):
+    """A container's state, as ``containerStatuses[].state`` has one of three."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    TERMINATED = "terminated"
+
+
+@dataclasses.dataclass(frozen=True)
+class ContainerView:
+    """What the kubelet knows of one container at one moment."""
+
+    name: str
+    state: State
+    reason: str = ""
+    """Why it waits (``ContainerCreating``, ``PodInitializing``, ``CrashLoopBackOff``)."""
+    message: str = ""
+    started_at: str = ""
+    """``startedAt`` of the running process."""
+    exit: Mapping[str, Any] | None = None
+    """The latest ``terminated`` record, once the container exited."""
+    previous_exit: Mapping[str, Any] | None = None
+    """The one before it."""
+    ready: bool = False
+    started: bool = False
+    restarts: int = 0
+
+
+def container_status(view: ContainerView, image: str) -> dict[str, Any]:
+    """One entry of ``containerStatuses`` (or ``initContainerStatuses``)."""
+    last: dict[str, Any] = {}
+    if view.state is State.RUNNING:
+        state: dict[str, Any] = {"running": {"startedAt": view.started_at}}
+        if view.exit:
+            last = {"terminated": dict(view.exit)}
+    elif view.state is State.TERMINATED:
+        state = {"terminated": dict(view.exit or {})}
+        if view.previous_exit:
+            last = {"terminated": dict(view.previous_exit)}
+    else:
+        state = {
+            "waiting": {
+                "reason": view.reason,
+                **({"message": view.message} if view.message else {}),
+            }
+        }
+        if view.exit:
+            last = {"terminated": dict(view.exit)}
+    return {
+        "name": view.name,
+        "image": image,
+        "imageID": "",
+        "ready": view.ready,
+        "started": view.started,
+        "restartCount": view.restarts,
+        "state": state,
+        "lastState": last,
+    }
+
+
+def _names(views: Sequence[ContainerView]) -> str:
+    return "[" + " ".join(v.name for v in views) + "]"
+
+
+def conditions(
+    *,
+    init: Sequence[ContainerView],
+    sidecars: Sequence[ContainerView],
+    containers: Sequence[ContainerView],
+    finished: bool,
+    gates: Sequence[str],
+    previous: Sequence[Mapping[str, Any]],
+    now: str,
+) -> list[dict[str, Any]]:
+    """``PodReadyToStartContainers``, ``Initialized``, ``ContainersReady`` and ``Ready``.
+
+    ``init`` are the init containers that must complete, ``sidecars`` those that keep
+    running; ``gates`` the pod's readiness gate condition types, read from ``previous`` (the
+    pod's conditions now, which also keep each ``lastTransitionTime`` while a status stays).
+    A finished pod is not ready, with reason ``PodCompleted``.
+    """
+    before = {str(c.get("type")): c for c in previous}
+
+    def condition(kind: str, ok: bool, reason: str = "", message: str = "") -> dict[str, Any]:
+        status = "True" if ok else "False"
+        known = before.get(kind) or {}
+        since = known.get("lastTransitionTime") if known.get("status") == status else None
+        made: dict[str, Any] = {"type": kind, "status": status, "lastTransitionTime": since or now}
+        if not ok:
+            made["reason"] = reason
+            if message:
+                made["message"] = message
+        return made
+
+    incomplete = [
+        v for v in init if v.state is not State.TERMINATED or (v.exit or {}).get("exitCode") != 0
+    ] + [v for v in sidecars if not v.started]
+    initialized = condition(
+        "Initialized",
+        not incomplete,
+        "ContainersNotInitialized",
+        f"containers with incomplete status: {_names(incomplete)}",
+    )
+    if finished:
+        return [
+            condition("PodReadyToStartContainers", True),
+            initialized,
+            condition("ContainersReady", False, "PodCompleted"),
+            condition("Ready", False, "PodCompleted"),
+        ]
+    unready = [v for v in [*sidecars, *containers] if not v.ready]
+    gates_down = [g for g in gates if (before.get(g) or {}).get("status") != "True"]
+    message = f"containers with unready status: {_names(unready)}"
+    if unready:
+        ready = condition("Ready", False, "ContainersNotReady", message)
+    elif gates_down:
+        gate_message = f"corresponding condition of pod readiness gate {gates_down} is not True"
+        ready = condition("Ready", False, "ReadinessGatesNotReady", gate_message)
+    else:
+        ready = condition("Ready", True)
+    return [
+        condition("PodReadyToStartContainers", True),
+        initialized,
+        condition("ContainersReady", not unready, "ContainersNotReady", message),
+        ready,
+    ]
+
+
+def phase(*, initialized: bool, containers: Sequence[ContainerView], final: str | None) -> str:
+    """The pod's phase.
+
+    ``Pending`` until the init containers are done and a container has started, then
+    ``Running``; ``final`` (``Succeeded``/``Failed``) once no container runs again.
+    """
+    if final is not None:
+        return final
+    if initialized and any(v.state is State.RUNNING or v.exit for v in containers):
+        return "Running"
+    return "Pending"
