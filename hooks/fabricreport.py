@@ -94,6 +94,15 @@ def check_verdicts(nodes: Sequence[NodeFabric], *, waited: float) -> Finding:
 
 
 @dataclasses.dataclass(frozen=True)
+class PodVersion:
+    """One ready pod of an ``OnDelete`` DaemonSet still on an older pod template."""
+
+    node: str
+    version: str
+    """Its ``app.kubernetes.io/version`` (the chart's appVersion it was made by)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Component:
     """One of our DaemonSets or Deployments and how many of its pods are ready and current."""
 
@@ -102,10 +111,79 @@ class Component:
     wanted: int
     ready: int
     updated: int
+    on_delete: bool = False
+    """A DaemonSet with ``updateStrategy: OnDelete``: a pod takes a new template only once
+    deleted, so after an upgrade older pods are expected until someone rolls them."""
+    previous: tuple[PodVersion, ...] = ()
+    """Its ready pods still on an older template (``on_delete`` only)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether verify need wait no longer for this component."""
+        if self.on_delete:
+            return self.ready >= self.wanted
+        return min(self.ready, self.updated) >= self.wanted
 
 
-def check_components(components: Sequence[Component]) -> list[Finding]:
-    """Each component has all its pods ready at the current version."""
+def supported_skew(version: str, current: str) -> bool:
+    """Whether a pod of ``version`` may run beside components of ``current``.
+
+    The controller and the kubelet plugin of one release work with IMEX agents of the same
+    release line and of the one before it (``0.1.x`` beside ``0.2.y``), never with newer ones.
+    """
+
+    def line(text: str) -> tuple[int, int] | None:
+        parts = text.lstrip("v").split(".")
+        if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+            return None
+        return int(parts[0]), int(parts[1])
+
+    old, new = line(version), line(current)
+    if old is None or new is None or old[0] != new[0]:
+        return False
+    return 0 <= new[1] - old[1] <= 1
+
+
+def _listed(names: Sequence[str], limit: int = 8) -> str:
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
+
+
+def _check_on_delete(c: Component, *, current: str, roll_hint: str) -> Finding:
+    what = f"{c.kind} {c.name}: {c.ready}/{c.wanted} ready, {c.updated} updated"
+    if c.ready < c.wanted:
+        return Finding(
+            Severity.FAIL, what, fix=f"kubectl describe daemonset {c.name} (and its pods' Events)"
+        )
+    unsupported = sorted(f"{p.node} ({p.version or 'unknown'})" for p in c.previous
+                         if not supported_skew(p.version, current))  # fmt: skip
+    if unsupported:
+        return Finding(
+            Severity.FAIL,
+            f"{what}; pods of a version {current} cannot work beside: {_listed(unsupported)}",
+            fix=f"delete those pods (updateStrategy OnDelete), one clique at a time: {roll_hint}",
+        )
+    if not c.previous:
+        return Finding(Severity.OK, what)
+    versions = ", ".join(sorted({p.version for p in c.previous}))
+    nodes = sorted(p.node for p in c.previous)
+    return Finding(
+        Severity.WARN,
+        f"{what}; {len(nodes)} node(s) still run version {versions} (updateStrategy OnDelete; "
+        f"supported beside {current}): {_listed(nodes)}",
+        fix=f"roll the nodes no ComputeDomain holds: {roll_hint}; held ones follow once idle",
+    )
+
+
+def check_components(
+    components: Sequence[Component], *, current: str = "", roll_hint: str = ""
+) -> list[Finding]:
+    """Each component has all its pods ready at the current version.
+
+    An ``OnDelete`` DaemonSet passes with pods of the previous version (``current``: this
+    chart's appVersion) as long as all are ready; the finding names the nodes still on it
+    and ``roll_hint`` says how to roll them.
+    """
     if not components:
         return [
             Finding(
@@ -116,8 +194,11 @@ def check_components(components: Sequence[Component]) -> list[Finding]:
         ]
     findings = []
     for c in components:
+        if c.on_delete:
+            findings.append(_check_on_delete(c, current=current, roll_hint=roll_hint))
+            continue
         what = f"{c.kind} {c.name}: {c.ready}/{c.wanted} ready, {c.updated} updated"
-        if c.ready >= c.wanted and c.updated >= c.wanted:
+        if c.settled:
             findings.append(Finding(Severity.OK, what))
         else:
             findings.append(

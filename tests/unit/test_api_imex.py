@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import pathlib
 from typing import Any
@@ -66,13 +67,16 @@ def test_the_status_file_round_trips(tmp_path: pathlib.Path) -> None:
     assert imex.read_status(tmp_path / "absent.json") is None
 
 
-def test_a_status_from_before_heartbeats_parses_and_is_stale(tmp_path: pathlib.Path) -> None:
+def test_a_legacy_agents_status_parses_and_is_believed_as_it_stands(
+    tmp_path: pathlib.Path,
+) -> None:
+    """An agent from before heartbeats (chart 0.1.0) writes no heartbeat and no identity."""
     path = tmp_path / "status.json"
     old = {"node": "n1", "domainUID": "d1", "state": "READY", "message": "", "updatedAt": ""}
     nodefiles.write_json(path, nodefiles.document(constants.IMEX_STATUS_KIND, old))
     status = imex.read_status(path)
     assert status is not None and status.heartbeat_at is None and status.agent is None
-    assert "no heartbeat" in imex.staleness(status, now=T0, max_age=30)
+    assert imex.staleness(status, now=T0, max_age=30) == ""
 
 
 def test_an_unknown_state_makes_the_file_corrupt(tmp_path: pathlib.Path) -> None:
@@ -91,7 +95,7 @@ def test_an_unknown_state_makes_the_file_corrupt(tmp_path: pathlib.Path) -> None
         pytest.param(T0, T0 + _seconds(600), "600s ago", id="long dead"),
         pytest.param(T0 + _seconds(5), T0, "", id="a little ahead (a clock step)"),
         pytest.param(T0 + _seconds(60), T0, "60s in the future", id="far in the future"),
-        pytest.param(None, T0, "no heartbeat", id="no heartbeat"),
+        pytest.param(None, T0, "names its agent but has no heartbeat", id="no heartbeat"),
     ],
 )  # fmt: skip
 def test_freshness_rule(
@@ -131,7 +135,9 @@ def test_one_patch_carries_condition_domain_and_run_and_reads_back_the_same() ->
         imex.START_ANNOTATION: RUN.annotation(),
     }
     applied = _applied(patch, pod)
-    assert imex.pod_report(applied) == REPORT
+    assert imex.pod_report(applied) == dataclasses.replace(
+        REPORT, probed_at=T0.replace(microsecond=0)
+    )
     assert [c["type"] for c in applied["status"]["conditions"]] == [
         "Ready",
         constants.IMEX_READY_CONDITION,
@@ -218,3 +224,31 @@ def test_a_report_is_current_only_from_the_run_in_the_running_container(
     )
     assert imex.current(report, since=since) is current
     assert not imex.current(imex.PodReport(True, "Ready", "", "d1", None), since=CONTAINER)
+
+
+@pytest.mark.parametrize(
+    ("probed", "since", "current"),
+    [
+        pytest.param(CONTAINER, CONTAINER, True, id="probed as the container started"),
+        pytest.param(CONTAINER + _seconds(9), CONTAINER, True, id="probed by this run"),
+        pytest.param(CONTAINER - _seconds(1), CONTAINER, False, id="probed by an earlier run"),
+        pytest.param(None, CONTAINER, False, id="never probed"),
+        pytest.param(CONTAINER, None, False, id="the container is not running"),
+    ],
+)  # fmt: skip
+def test_a_legacy_report_is_current_when_probed_by_the_running_container(
+    probed: datetime.datetime | None, since: datetime.datetime | None, current: bool
+) -> None:
+    report = imex.PodReport(True, "Ready", "", "", None, probed_at=probed, legacy=True)
+    assert imex.current(report, since=since) is current
+
+
+def test_a_pod_without_the_domain_annotation_is_a_legacy_report() -> None:
+    condition = {"type": constants.IMEX_READY_CONDITION, "status": "True", "reason": "Ready",
+                 "message": "domain d1: READY", "lastProbeTime": "2026-03-01T12:00:05Z"}  # fmt: skip
+    report = imex.pod_report({"metadata": {}, "status": {"conditions": [condition]}})
+    assert report is not None and report.legacy and report.domain_uid == ""
+    assert report.probed_at == CONTAINER + _seconds(5)
+    patch = imex.status_patch(REPORT, uid="", conditions=[], now=T0)
+    current = imex.pod_report(_applied(patch, {"metadata": {}, "status": {}}))
+    assert current is not None and not current.legacy and current.domain_uid == "d1"

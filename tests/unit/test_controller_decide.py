@@ -280,6 +280,30 @@ def test_the_domain_comes_from_the_annotation_never_from_the_message() -> None:
     assert not agent_of({"spec": {"nodeName": "a"}}).ready_for(UID)
 
 
+def _legacy_pod(reason: str, probed: str) -> dict[str, Any]:
+    """An agent pod of chart 0.1.0 from before the annotations: a condition, nothing else."""
+    pod = _agent_pod(status="True" if reason == "Ready" else "False", reason=reason, domain=None,
+                     run=None)  # fmt: skip
+    pod["status"]["conditions"][1]["lastProbeTime"] = probed
+    return pod
+
+
+def test_a_legacy_agent_is_read_against_its_nodes_label_and_releases_only_when_stopped() -> None:
+    after_start, before_start = "2026-01-01T00:00:19Z", "2026-01-01T00:00:01Z"
+    ready = agent_of(cast(wire.Pod, _legacy_pod("Ready", after_start)), node_domain=UID)
+    assert ready.legacy and ready.domain == UID and ready.ready_for(UID)
+    assert not ready.released(UID)
+    stale = agent_of(cast(wire.Pod, _legacy_pod("Ready", before_start)), node_domain=UID)
+    assert not stale.ready_for(UID), "probed before the running container started"
+    moved = agent_of(cast(wire.Pod, _legacy_pod("Ready", after_start)), node_domain="other")
+    assert not moved.ready_for(UID) and not moved.released(UID), "may still serve UID"
+    for reason in ("Stopped", "Idle"):
+        stopped = agent_of(cast(wire.Pod, _legacy_pod(reason, after_start)), node_domain=UID)
+        assert stopped.released(UID) and stopped.domain == ""
+    failed = agent_of(cast(wire.Pod, _legacy_pod("Failed", after_start)), node_domain=UID)
+    assert failed.failed_for(UID) and not failed.released(UID)
+
+
 def test_the_agent_cache_keeps_what_the_agent_view_reads() -> None:
     pod = _agent_pod()
     pod["metadata"]["annotations"]["someone.else/big"] = "x" * 1000

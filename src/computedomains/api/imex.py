@@ -19,6 +19,15 @@ Two things the contract rules out:
   subresource of a pod accepts metadata changes): the API server applies it as one update, so
   every reader sees the three from the same report. When the domain changes, the first report
   for the new domain is ``Starting`` (IMEX restarts), so True never carries over either.
+
+**Agents from before this contract** (chart 0.1.0 builds that predate heartbeats and the two
+annotations) still run on nodes after an upgrade when the agent DaemonSet is ``OnDelete``, until
+each node's agent pod is rolled. Their reports are read here too, marked ``legacy``, with what
+they do carry and nothing taken out of message text: a status file without a heartbeat and
+without an agent identity is believed as it stands (such an agent rewrites it on every change
+and when it stops); a condition counts as current when it was probed after the running
+container started; its domain is unknown, so the controller reads it against the node's own
+label and frees a slot only once the agent says ``Stopped`` or ``Idle``.
 """
 
 from __future__ import annotations
@@ -213,7 +222,9 @@ def staleness(status: ImexStatus, *, now: datetime.datetime, max_age: float) -> 
     counts as stale too: the clock was set back, and the file proves nothing about now.
     """
     if status.heartbeat_at is None:
-        return "the IMEX status has no heartbeat (an IMEX agent from before heartbeats wrote it)"
+        if status.agent is None:
+            return ""  # a legacy agent's file (see the module docstring): no heartbeat to check
+        return "the IMEX status names its agent but has no heartbeat: it is not one to believe"
     age = (now - status.heartbeat_at).total_seconds()
     if age < -max_age:
         return f"the IMEX status is stale: its heartbeat lies {-age:.0f}s in the future"
@@ -239,8 +250,13 @@ class PodReport:
     message: str
     """For people; nothing is parsed out of it."""
     domain_uid: str
+    """The domain the report speaks of; "" when idle, and for a legacy agent (unknown)."""
     agent: AgentStart | None
     """The run that wrote it; None when the annotation is missing or unreadable."""
+    probed_at: datetime.datetime | None = None
+    """The condition's ``lastProbeTime``: when the agent last wrote it."""
+    legacy: bool = False
+    """Written by an agent from before the two annotations (see the module docstring)."""
 
 
 def status_patch(
@@ -298,6 +314,8 @@ def pod_report(pod: Mapping[str, Any]) -> PodReport | None:
         message=str(condition.get("message") or ""),
         domain_uid=str(annotations.get(DOMAIN_ANNOTATION) or ""),
         agent=AgentStart.from_annotation(start) if isinstance(start, str) else None,
+        probed_at=_parse_time(condition.get("lastProbeTime")),
+        legacy=DOMAIN_ANNOTATION not in annotations and START_ANNOTATION not in annotations,
     )
 
 
@@ -320,5 +338,11 @@ def current(report: PodReport, *, since: datetime.datetime | None) -> bool:
     The kubelet starts the container before the agent process records its start, both by the
     node's clock, and writes ``startedAt`` in whole seconds (rounded down): a report from this
     run has a start at or after ``since``, one from an earlier run (before a crash) is older.
+    A legacy report has no start: it counts when it was probed at or after ``since``, which
+    such an agent does at least once per run.
     """
-    return since is not None and report.agent is not None and report.agent.started_at >= since
+    if since is None:
+        return False
+    if report.legacy:
+        return report.probed_at is not None and report.probed_at >= since
+    return report.agent is not None and report.agent.started_at >= since

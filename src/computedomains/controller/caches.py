@@ -336,7 +336,11 @@ class Caches:
                     info, claim=claims.get(info.name, Claim.NONE)
                 )
         pods = [cast(wire.Pod, p) for name in nodes for p in self.agents.by_index("node", name)]
-        agents = {n: agent_of(p) for n, p in pick_agent_pods(pods).items() if n in nodes}
+        agents = {
+            n: agent_of(p, node_domain=nodes[n].domain)
+            for n, p in pick_agent_pods(pods).items()
+            if n in nodes
+        }
         return Snapshot(
             domain=domain,
             nodes=nodes,

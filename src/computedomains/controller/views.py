@@ -125,34 +125,44 @@ class Agent:
     report from before a crash, or while the container is down, is not believed."""
     detail: str
     """The condition's message, for Events."""
+    legacy: bool = False
+    """An agent from before the domain annotation (``api/imex.py``): ``domain`` is the node's
+    label, the domain such an agent follows, not one it reported."""
 
     def ready_for(self, uid: str) -> bool:
         """IMEX answers READY for domain ``uid``."""
         return self.ready and self.domain == uid
 
     def released(self, uid: str) -> bool:
-        """The agent no longer serves ``uid``: stopped it, idles, or serves another domain."""
-        return self.domain != uid or self.reason in (imex.Reason.STOPPED, imex.Reason.IDLE)
+        """The agent no longer serves ``uid``: stopped it, idles, or serves another domain.
+
+        A legacy agent never said which domain it serves: only its own ``Stopped`` or
+        ``Idle`` releases a slot (safe; a slot it left for another domain waits until then).
+        """
+        stopped = self.reason in (imex.Reason.STOPPED, imex.Reason.IDLE)
+        return stopped if self.legacy else self.domain != uid or stopped
 
     def failed_for(self, uid: str) -> bool:
         """IMEX failed for ``uid`` (the detail carries its error)."""
         return self.domain == uid and self.reason == imex.Reason.FAILED
 
 
-def agent_of(pod: wire.Pod) -> Agent:
-    """The agent view of an IMEX agent pod."""
+def agent_of(pod: wire.Pod, *, node_domain: str = "") -> Agent:
+    """The agent view of an IMEX agent pod; ``node_domain`` is its node's domain label."""
     report = imex.pod_report(pod)
     node = NodeName(pod.get("spec", {}).get("nodeName", ""))
     ip = pod.get("status", {}).get("podIP", "")
     if report is None:
         return Agent(node=node, ip=ip, domain="", reason="", ready=False, detail="")
+    idle = report.reason in (imex.Reason.STOPPED, imex.Reason.IDLE)
     return Agent(
         node=node,
         ip=ip,
-        domain=report.domain_uid,
+        domain=("" if idle else node_domain) if report.legacy else report.domain_uid,
         reason=report.reason,
         ready=report.ready and imex.current(report, since=imex.running_since(pod)),
         detail=report.message,
+        legacy=report.legacy,
     )
 
 
