@@ -12,8 +12,10 @@ HOOKS: dict[str, str] = {
     "uninstall": "before uninstall: refuse while domains run; remove finalizers, labels",
     "migrate": "snapshot, validate and rewrite ComputeDomains at the storage version; adoption",
     "restore": "restore ComputeDomains and cliques from a migration snapshot",
+    "roll-agents": "after upgrade: new IMEX agents on the nodes no ComputeDomain holds",
 }
-"""Hook name → one-line help. Each is the module ``computedomains.hooks.<name>``, with
+"""Hook name → one-line help. Each is the module ``computedomains.hooks.<name>`` (without
+hyphens), with
 ``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
 
 
@@ -30,7 +32,7 @@ def add_parsers(subparsers: Any) -> None:
 def _module(name: str) -> Any:
     # The CLI registers `hooks` only when it is the command, so importing every hook (and the
     # Kubernetes client with it) costs no component's start-up.
-    return importlib.import_module(f"computedomains.hooks.{name}")
+    return importlib.import_module(f"computedomains.hooks.{name.replace('-', '')}")
 
 
 def _runner(name: str) -> Any:

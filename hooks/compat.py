@@ -11,6 +11,7 @@ import dataclasses
 import enum
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from computedomains.api import constants
 
@@ -26,6 +27,12 @@ RELEASE_NAMESPACE_ANNOTATION = "meta.helm.sh/release-namespace"
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 NAME_LABEL = "app.kubernetes.io/name"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+VERSION_LABEL = "app.kubernetes.io/version"
+"""On every object and pod of the chart: the appVersion of the chart that made it."""
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+"""On a DaemonSet: the generation of its pod template (the apps/v1 API keeps it up to date)."""
+TEMPLATE_GENERATION_LABEL = "pod-template-generation"
+"""On a DaemonSet's pod: the template generation it was made from (its controller sets it)."""
 CRD_NAMES = (
     f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}",
     f"{constants.CLIQUE_PLURAL}.{constants.GROUP}",
@@ -502,3 +509,20 @@ def check_clique_labels(nodes: Sequence[GpuNode]) -> list[Finding]:
             ),
         )
     ]
+
+
+# -- DaemonSet pods -----------------------------------------------------------------------
+
+
+def match_labels(workload: Mapping[str, Any]) -> str:
+    """A workload's ``spec.selector.matchLabels`` as a label selector string."""
+    selector = ((workload.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
+def current_template(pod: Mapping[str, Any], daemonset: Mapping[str, Any]) -> bool:
+    """Whether a DaemonSet's pod was made from its current pod template."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    annotations = (daemonset.get("metadata") or {}).get("annotations") or {}
+    current = annotations.get(TEMPLATE_GENERATION_ANNOTATION)
+    return current is not None and labels.get(TEMPLATE_GENERATION_LABEL) == current

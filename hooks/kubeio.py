@@ -150,10 +150,15 @@ class Api:
         """A strategic merge patch (lists merge by their key, e.g. conditions by type)."""
         return self._request("PATCH", path, body=dict(patch), content_type=STRATEGIC_PATCH)
 
-    def delete(self, path: str, *, propagation: str = "Background") -> bool:
-        """Delete the object at ``path``; whether it was there (gone already counts as done)."""
+    def delete(self, path: str, *, propagation: str = "Background", uid: str = "") -> bool:
+        """Delete the object at ``path``; whether it was there (gone already counts as done).
+
+        With ``uid``, only that very object: a newer one of the same name is a
+        :class:`Conflict`.
+        """
+        body = {"preconditions": {"uid": uid}} if uid else None
         try:
-            self._request("DELETE", path, propagation_policy=propagation)
+            self._request("DELETE", path, body, propagation_policy=propagation)
         except NotFound:
             return False
         return True

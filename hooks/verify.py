@@ -17,7 +17,7 @@ from computedomains import settings as flags
 from computedomains.api import constants, resources
 
 from . import client, compat, fabricreport, kubeio
-from .fabricreport import Component, NodeFabric
+from .fabricreport import Component, NodeFabric, PodVersion
 from .report import Finding, Report, Severity
 
 HOOK = "verify"
@@ -42,6 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="Fail",
         choices=("Fail", "Warn"),
         help="Fail: exit non-zero on a failed check; Warn: only print it",
+    )
+    flags.add(
+        parser,
+        "--app-version",
+        default="",
+        help="this chart's appVersion: pods of an OnDelete DaemonSet may run it or the one before",
     )
     flags.add(
         parser,
@@ -83,7 +89,7 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
         nodes = _nodes(api, args.gpu_node_selector, args.namespace, selector)
         components = _components(api, args.namespace, selector)
         pending = fabricreport.unjudged(nodes)
-        unready = [c.name for c in components if min(c.ready, c.updated) < c.wanted]
+        unready = [c.name for c in components if not c.settled]
         if (not pending and not unready and components) or time.monotonic() >= deadline:
             break
         report.step(
@@ -94,7 +100,9 @@ def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[F
     for line in fabricreport.fabric_lines(nodes):
         report.step(line)
     findings = [fabricreport.check_verdicts(nodes, waited=time.monotonic() - started)]
-    findings += fabricreport.check_components(components)
+    findings += fabricreport.check_components(
+        components, current=args.app_version, roll_hint=roll_hint(args.namespace, args.release)
+    )
     findings += fabricreport.check_crds(
         {
             name: _established(api.get_or_none(resources.CRDS.path(name)))
@@ -146,12 +154,43 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
     return found
 
 
+def roll_hint(namespace: str, release: str) -> str:
+    """How to replace the agents of idle nodes after an upgrade (docs/upgrade.md)."""
+    return (
+        f"helm upgrade {release} <chart> -n {namespace} --reuse-values (its post-upgrade hook "
+        "replaces the agents of nodes no ComputeDomain holds, one clique at a time)"
+    )
+
+
+def _previous_pods(api: kubeio.Api, ds: kubeio.Obj) -> tuple[PodVersion, ...]:
+    """The DaemonSet's pods on an older pod template: (node, version) each."""
+    namespace = str(ds["metadata"]["namespace"])
+    pods = api.list_items(
+        resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
+    )
+    return tuple(
+        sorted(
+            (
+                PodVersion(
+                    node=str((pod.get("spec") or {}).get("nodeName") or kubeio.name(pod)),
+                    version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
+                )
+                for pod in pods
+                if not compat.current_template(pod, ds)
+            ),
+            key=lambda p: p.node,
+        )
+    )
+
+
 def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Component]:
     found = []
     for ds in api.list_items(
         resources.DAEMON_SETS.path(namespace=namespace), label_selector=selector
     ):
         status = ds.get("status") or {}
+        strategy = ((ds.get("spec") or {}).get("updateStrategy") or {}).get("type")
+        on_delete = strategy == "OnDelete"
         found.append(
             Component(
                 "DaemonSet",
@@ -159,6 +198,8 @@ def _components(api: kubeio.Api, namespace: str, selector: str) -> Sequence[Comp
                 wanted=int(status.get("desiredNumberScheduled", 0)),
                 ready=int(status.get("numberReady", 0)),
                 updated=int(status.get("updatedNumberScheduled", 0)),
+                on_delete=on_delete,
+                previous=_previous_pods(api, ds) if on_delete else (),
             )
         )
     for d in api.list_items(

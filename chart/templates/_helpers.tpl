@@ -847,6 +847,38 @@ compute-domains.hook.migrateAdoptRules
 {{- end -}}
 
 {{/*
+compute-domains.hook.rollAgentsClusterRules
+  Takes: the root context.
+  Returns: the roll-agents hook's ClusterRole rules (templates/hook-roll-agents.yaml): which
+  domain labels and cliques the nodes carry.
+*/}}
+{{- define "compute-domains.hook.rollAgentsClusterRules" -}}
+- apiGroups: [""]
+  resources: [nodes]
+  verbs: [list]
+{{- end -}}
+
+{{/*
+compute-domains.hook.rollAgentsRules
+  Takes: the root context.
+  Returns: the roll-agents hook's Role rules in the release namespace: the agent DaemonSet
+  (read), pods (list, delete: the program deletes only that DaemonSet's outdated pods on idle
+  nodes) and the clique objects (which nodes domains hold).
+*/}}
+{{- define "compute-domains.hook.rollAgentsRules" -}}
+- apiGroups: [apps]
+  resources: [daemonsets]
+  resourceNames: [{{ include "compute-domains.imexAgent.name" . }}]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [list, delete]
+- apiGroups: [resource.nvidia.com]
+  resources: [computedomaincliques]
+  verbs: [list]
+{{- end -}}
+
+{{/*
 compute-domains.hook.uninstallClusterRules
   Takes: the root context.
   Returns: the uninstall hook's ClusterRole rules (templates/hook-uninstall.yaml).
@@ -887,7 +919,7 @@ compute-domains.hook.uninstallRules
 - apiGroups: [batch]
   resources: [jobs]
   resourceNames:
-  {{- range $other := list "preflight" "migrate" "verify" }}
+  {{- range $other := list "preflight" "migrate" "roll-agents" "verify" }}
     - {{ include "compute-domains.hook.name" (dict "root" $ "hook" $other) }}
   {{- end }}
   verbs: [delete]

@@ -45,8 +45,7 @@ def chart_cluster(
             "-n",
             DRIVER_NAMESPACE,
             "--create-namespace",
-            "-f",
-            str(rendering.PROFILES["sim"]),
+            *rendering.sim_values(),
             # The shipped intervals, not the test profile's 5 s: a benchmark measures the load
             # a real install puts on the API server and the nodes.
             "--set",

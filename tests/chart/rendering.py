@@ -16,7 +16,16 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPO / "chart"
 PROFILES = {path.stem: path for path in sorted((REPO / "values").glob("*.yaml"))}
 """The value profiles in values/, by name (host-driver, gpu-operator, gb200-nvl72, gke, eks,
-openshift, sim)."""
+openshift), and sim, the simulation's overlay."""
+PRODUCTION_PROFILE = "gb200-nvl72"
+"""The profile the cluster tests install, under the simulation's overlay."""
+
+
+def sim_values(profile: str = PRODUCTION_PROFILE) -> list[str]:
+    """Helm arguments for ``profile`` with the simulation's overlay (values/sim.yaml) on top."""
+    return ["--values", str(PROFILES[profile]), "--values", str(PROFILES["sim"])]
+
+
 MAJORS = ("helm3", "helm4")
 UNPRIVILEGED_CONTAINER = {
     "privileged": False,
@@ -45,28 +54,28 @@ STANDARD_LABELS = (
 Obj = dict[str, Any]
 
 BASE_KINDS = {
-    "ClusterRole": 8,
-    "ClusterRoleBinding": 8,
+    "ClusterRole": 9,
+    "ClusterRoleBinding": 9,
     "CustomResourceDefinition": 2,
     "DaemonSet": 2,
     "Deployment": 2,
     "DeviceClass": 2,
-    "Job": 4,
+    "Job": 5,
     "MutatingWebhookConfiguration": 1,
     "PodDisruptionBudget": 2,
     "ResourceClaimTemplate": 1,
-    "Role": 7,
-    "RoleBinding": 7,
+    "Role": 8,
+    "RoleBinding": 8,
     "Service": 4,
-    "ServiceAccount": 8,
+    "ServiceAccount": 9,
     "ValidatingAdmissionPolicy": 6,
     "ValidatingAdmissionPolicyBinding": 6,
     "ValidatingWebhookConfiguration": 1,
 }
 """What the default values render: plugin, controller, agent and webhook, with their RBAC and
 policies, the webhook's configurations, the policy that keeps the daemon DeviceClass to the
-agent, and the four hook Jobs with their ServiceAccounts and RBAC (a ClusterRole each; migrate,
-verify and uninstall also a Role)."""
+agent, and the five hook Jobs with their ServiceAccounts and RBAC (a ClusterRole each; migrate,
+roll-agents, verify and uninstall also a Role)."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},

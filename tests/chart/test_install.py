@@ -453,16 +453,16 @@ def test_helm_install_wait_check_and_uninstall(
     h = r.helm_for(major, tmp_path / "helm", kubeconfig=cluster.kubeconfig)
     release = f"cd-{major}"
     chart = chart_path or r.CHART
-    values = values_file_path or r.PROFILES["sim"]
+    values = ["--values", str(values_file_path)] if values_file_path else r.sim_values()
     kept_before = {name for name in CRDS if _crd_exists(api, name)}
-    args = ["--namespace", namespace, "--values", str(values), "--wait", "--timeout", "5m"]
+    args = ["--namespace", namespace, *values, "--wait", "--timeout", "10m"]
     if chart_version:
         args += ["--version", chart_version]
     if kept_before:
         args += ["--set", "crds.enabled=false"]
 
     try:
-        h.run("install", release, str(chart), *args, timeout=400)
+        h.run("install", release, str(chart), *args, timeout=700)
         ds = _check_daemonset_covers_gpu_nodes(cluster, api, namespace, release)
         sa = ds.spec.template.spec.service_account_name
         _check_rbac_and_device_classes(api, namespace, release, sa)

@@ -12,6 +12,7 @@ import os
 import pathlib
 import re
 import shutil
+from typing import Any
 
 import pytest
 import yaml
@@ -57,6 +58,53 @@ def test_rendering_is_deterministic(h: helm.Helm) -> None:
     """Argo CD compares renders: no random values, no lookups, no timestamps."""
     args = ["--values", str(r.PROFILES["sim"])]
     assert r.template(h, *args) == r.template(h, *args)
+
+
+PRODUCTION_BEHAVIOUR = re.compile(
+    r"updatestrategy|probe|timeout|replicas|deadline|disruption|minavailable|maxunavailable",
+    re.IGNORECASE,
+)
+"""Value names the simulation's overlay must leave to the production profiles."""
+
+
+def _leaves(values: Any, path: str = "") -> list[str]:
+    if isinstance(values, dict):
+        return [leaf for k, v in values.items() for leaf in _leaves(v, f"{path}.{k}".lstrip("."))]
+    return [path]
+
+
+def _justified(lines: list[str], index: int) -> bool:
+    """A comment at the key's own indentation opens the block of siblings it stands in."""
+    indent = len(lines[index]) - len(lines[index].lstrip())
+    for line in reversed(lines[:index]):
+        lead = len(line) - len(line.lstrip())
+        if not line.strip() or lead < indent:
+            return False
+        if lead == indent and line.lstrip().startswith("#"):
+            return True
+    return False
+
+
+def test_the_simulation_overlay_changes_only_what_the_simulation_needs() -> None:
+    """values/sim.yaml goes on a production profile: no update strategy, probe, timeout,
+    replica count or disruption budget of its own, and every value it sets says why."""
+    text = r.PROFILES["sim"].read_text()
+    overriding = [p for p in _leaves(yaml.safe_load(text)) if PRODUCTION_BEHAVIOUR.search(p)]
+    assert not overriding, f"values/sim.yaml overrides production behaviour: {overriding}"
+    lines = text.splitlines()
+    keys = [i for i, line in enumerate(lines) if re.match(r"^  [A-Za-z][\w-]*:", line)]
+    assert keys, "the overlay sets values below the top-level sections"
+    unexplained = [lines[i].strip() for i in keys if not _justified(lines, i)]
+    assert not unexplained, (
+        f"values/sim.yaml sets these without a comment saying why: {unexplained}"
+    )
+
+
+def test_the_overlay_check_catches_an_override() -> None:
+    strategy = {"imexAgent": {"updateStrategy": {"type": "RollingUpdate"}}}
+    assert [p for p in _leaves(strategy) if PRODUCTION_BEHAVIOUR.search(p)]
+    lines = ["imexAgent:", "  # why", "  hostsFile: x", "", "  extra: y"]
+    assert _justified(lines, 2) and not _justified(lines, 4)
 
 
 SNAPSHOT = pathlib.Path(__file__).with_name("snapshots") / "default.yaml"
@@ -386,8 +434,12 @@ def test_pod_and_service_account_annotations(h4: helm.Helm) -> None:
 
 
 def test_update_strategy(h4: helm.Helm) -> None:
-    ds = r.workload(r.template(h4, "--values", str(r.PROFILES["sim"])))
-    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "100%"
+    ds = r.workload(r.template(h4))
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    simulated = r.template(h4, *r.sim_values())
+    assert r.workload(simulated)["spec"]["updateStrategy"] == ds["spec"]["updateStrategy"]
+    agent = r.workload(simulated, "imex-agent")
+    assert agent["spec"]["updateStrategy"] == {"type": "OnDelete"}, "the production profile's"
     ds = r.workload(
         r.rendered(
             h4,

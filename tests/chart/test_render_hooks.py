@@ -159,7 +159,7 @@ def test_uninstall_may_delete_only_the_three_writers_and_the_other_hooks(h4: hel
     objects = r.template(h4)
     rules = r.find(objects, "Role", _name("uninstall"))["rules"]
     deleting = [rule for rule in rules if "delete" in rule["verbs"]]
-    hooks = sorted(_name(h) for h in ("preflight", "migrate", "verify"))
+    hooks = sorted(_name(h) for h in ("preflight", "migrate", "roll-agents", "verify"))
     assert [(rule["resources"], sorted(rule["resourceNames"])) for rule in deleting] == [
         (
             ["daemonsets", "deployments"],
@@ -170,7 +170,7 @@ def test_uninstall_may_delete_only_the_three_writers_and_the_other_hooks(h4: hel
         ),
         (["jobs"], hooks),
     ]
-    in_order = ",".join(_name(h) for h in ("preflight", "migrate", "verify"))
+    in_order = ",".join(_name(h) for h in ("preflight", "migrate", "roll-agents", "verify"))
     assert f"--hook-jobs={in_order}" in _args(objects, "uninstall")
 
 

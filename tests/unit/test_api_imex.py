@@ -244,8 +244,10 @@ def test_a_legacy_report_is_current_when_probed_by_the_running_container(
 
 
 def test_a_pod_without_the_domain_annotation_is_a_legacy_report() -> None:
-    condition = {"type": constants.IMEX_READY_CONDITION, "status": "True", "reason": "Ready",
-                 "message": "domain d1: READY", "lastProbeTime": "2026-03-01T12:00:05Z"}  # fmt: skip
+    condition = {
+        "type": constants.IMEX_READY_CONDITION, "status": "True", "reason": "Ready",
+        "message": "domain d1: READY", "lastProbeTime": "2026-03-01T12:00:05Z",
+    }  # fmt: skip
     report = imex.pod_report({"metadata": {}, "status": {"conditions": [condition]}})
     assert report is not None and report.legacy and report.domain_uid == ""
     assert report.probed_at == CONTAINER + _seconds(5)

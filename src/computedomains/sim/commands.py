@@ -77,7 +77,13 @@ def add_parsers(subparsers: Any) -> None:
     demo.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
     demo.add_argument("--examples", type=pathlib.Path, default=pathlib.Path("examples"))
     demo.add_argument("--chart", type=pathlib.Path, default=pathlib.Path("chart"))
-    demo.add_argument("--values", type=pathlib.Path, default=pathlib.Path("values/sim.yaml"))
+    demo.add_argument(
+        "--values",
+        type=pathlib.Path,
+        action="append",
+        help="values files, in order (default: values/gb200-nvl72.yaml, then the simulation's "
+        "overlay values/sim.yaml)",
+    )
     demo.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
     demo.set_defaults(func=_demo)
 
@@ -326,7 +332,7 @@ def _demo(args: argparse.Namespace) -> int:
     run = demo.Demo(
         examples=args.examples,
         chart=args.chart,
-        values=args.values,
+        values=tuple(args.values or demo.DEFAULT_VALUES),
         racks=args.racks,
         out=lambda line: print(line, flush=True),
         interactive=sys.stdout.isatty(),

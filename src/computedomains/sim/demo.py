@@ -1,9 +1,10 @@
 """``computedomains demo``: a simulated GB200 cluster, the chart, and a ComputeDomain forming.
 
 Steps, each timed and printed: build the tools if needed, start a 2-rack simulated cluster,
-``helm install`` the chart (values/sim.yaml), wait for every node's kubelet plugin, apply the
-manifests in ``examples/`` (the same ones a real cluster takes), then follow the workload and
-the domain live until the domain is Ready. Without a terminal it prints only changes, so the
+``helm install`` the chart (the gb200-nvl72 profile under the simulation's overlay
+values/sim.yaml), wait for every node's kubelet plugin, apply the manifests in ``examples/``
+(the same ones a real cluster takes), then follow the workload and the domain live until the
+domain is Ready. Without a terminal it prints only changes, so the
 output reads well in a log file.
 
 Each run names its cluster after its own process (``demo-<pid>``), so demos, ``make test`` and
@@ -37,6 +38,8 @@ from computedomains.sim.kubelet import main as kubelet_main
 DEMO_NAMESPACE = "demo"
 DRIVER_NAMESPACE = "compute-domains"
 RELEASE = "compute-domains"
+DEFAULT_VALUES = (pathlib.Path("values/gb200-nvl72.yaml"), pathlib.Path("values/sim.yaml"))
+"""What a real NVL72 cluster installs, then the simulation's overlay (only what it needs)."""
 
 
 def cluster_name() -> str:
@@ -150,7 +153,8 @@ class Demo:
 
     examples: pathlib.Path
     chart: pathlib.Path
-    values: pathlib.Path
+    values: tuple[pathlib.Path, ...]
+    """Values files, in order."""
     out: Callable[[str], None]
     interactive: bool
     racks: int = 2
@@ -204,9 +208,8 @@ class Demo:
         self, box: tools.ToolBox, kubeconfig: str, api: kube_client.Client, directory: pathlib.Path
     ) -> None:
         mark = time.monotonic()
-        self.out(
-            f"helm install {RELEASE} {self.chart} -f {self.values} (namespace {DRIVER_NAMESPACE})"
-        )
+        files = " ".join(f"-f {v}" for v in self.values)
+        self.out(f"helm install {RELEASE} {self.chart} {files} (namespace {DRIVER_NAMESPACE})")
         helm = box.path("helm3")
         done = subprocess.run(
             [
@@ -217,8 +220,7 @@ class Demo:
                 "--namespace",
                 DRIVER_NAMESPACE,
                 "--create-namespace",
-                "--values",
-                str(self.values),
+                *(arg for v in self.values for arg in ("--values", str(v))),
                 "--wait",
                 # Helm bounds each step by this: the wait for the resources, then each hook.
                 # The verify hook waits up to verify.timeoutSeconds (300 s) for the components

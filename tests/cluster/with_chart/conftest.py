@@ -26,7 +26,8 @@ def chart(
     sim: sim_cluster.SimCluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
-    """The chart (values/sim.yaml) installed once for the cluster tests that need it.
+    """The chart (gb200-nvl72 under the simulation's overlay) installed once for the cluster
+    tests that need it.
 
     The simulated kubelet runs node-init, the kubelet plugin, the IMEX agent and the controller
     as real processes with their own tokens and the chart's arguments. Yields the release
@@ -43,16 +44,15 @@ def chart(
     args = [
         "--namespace",
         namespace,
-        "--values",
-        str(rendering.PROFILES["sim"]),
+        *rendering.sim_values(),
         # Teardown must not be refused by a domain a failed test left running.
         "--set",
         "uninstall.force=true",
         "--wait",
         "--timeout",
-        "5m",
+        "10m",
     ]
-    h.run("install", RELEASE, str(rendering.CHART), *args, timeout=400)
+    h.run("install", RELEASE, str(rendering.CHART), *args, timeout=700)
     try:
         wanted = {n.name for n in sim.nodes}
         waiting.until(

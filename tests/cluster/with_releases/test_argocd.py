@@ -33,8 +33,7 @@ def test_argo_sync_in_waves_with_hooks_twice_then_delete(
     objects = rendering.template(
         app.helm,
         "--include-crds",
-        "--values",
-        str(rendering.PROFILES["sim"]),
+        *rendering.sim_values(),
         release=app.name,
         namespace=app.namespace,
     )

@@ -23,8 +23,8 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
     releases: lifecycle.Releases,
 ) -> None:
     release = releases.new("cd-rm", major="helm4")  # helm 4: server-side apply, kstatus waits
-    profile = str(rendering.PROFILES["sim"])
-    release.install(str(rendering.CHART), "--values", profile)
+    # The host-driver profile (the chart's defaults) once, where the others use gb200-nvl72.
+    release.install(str(rendering.CHART), *rendering.sim_values("host-driver"))
     lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
     domain = domains.create_domain(api, namespace)
     pods = domains.workers(api, namespace, domain, NODES)

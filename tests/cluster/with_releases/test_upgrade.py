@@ -40,7 +40,7 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         assert sorted(before.slots) == NODES
 
         started = time.monotonic()
-        release.upgrade(str(rendering.CHART), "--values", str(rendering.PROFILES["sim"]))
+        release.upgrade(str(rendering.CHART), *rendering.sim_values())
         upgrade_seconds = time.monotonic() - started
         print(
             f"helm upgrade 0.1.0 -> 0.2.0 with 36 nodes and a live domain: {upgrade_seconds:.1f} s"

@@ -1,0 +1,173 @@
+"""``computedomains hooks roll-agents``: new IMEX agents on the nodes no ComputeDomain holds.
+
+The agent DaemonSet's ``OnDelete`` strategy leaves every agent of the previous version running
+after an upgrade, since replacing one restarts IMEX under the jobs on its node. This program
+replaces those that can go now: it deletes the outdated agent pods on idle nodes, one clique at
+a time, and waits for the DaemonSet's new pods there to be Ready before the next clique; a node
+that a domain takes meanwhile is skipped. Nodes that domains hold keep their agent and are
+listed; run it again once their jobs ended (it is the chart's post-upgrade hook, so
+``helm upgrade --reuse-values`` does). The decisions are :mod:`rollplan`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping
+
+from computedomains import settings as flags
+from computedomains.api import constants, models, resources
+from computedomains.kube import pods as kube_pods
+
+from . import client, compat, kubeio, rollplan
+from .report import Finding, Report, Severity
+
+HOOK = "roll-agents"
+POLL_SECONDS = 2.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The agent DaemonSet, the wait per clique, and a dry run."""
+    client.add_arguments(parser)
+    flags.add(parser, "--daemonset", default=None, required=True,
+              help="the IMEX agent DaemonSet (in --namespace)")  # fmt: skip
+    flags.add(
+        parser,
+        "--timeout-seconds",
+        default="300",
+        type=float,
+        help="how long to wait for one clique's new agents to be Ready",
+    )
+    flags.add_switch(parser, "--dry-run", default=False, help="print the plan, delete nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Roll what may go; 0 when done (held nodes are no failure), 1 when a wave did not settle."""
+    report = Report(HOOK)
+    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
+    try:
+        return _roll(api, args, report)
+    except (kubeio.ApiError, TimeoutError) as exc:
+        report.finding(
+            Finding(
+                Severity.FAIL,
+                f"rolling stopped: {exc}",
+                fix="fix the cause and run it again: it only replaces what is still outdated",
+            )
+        )
+        return 1
+
+
+def _roll(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
+    path = resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace)
+    ds = api.get_or_none(path)
+    if ds is None:
+        report.step(f"DaemonSet {args.namespace}/{args.daemonset} not found: nothing to roll")
+        return 0
+    pods = _agent_pods(api, ds)
+    the_plan = rollplan.plan(pods, _holds(api, args.namespace, {p.node for p in pods}))
+    report.step(
+        f"{len(pods)} agent pod(s): {the_plan.current} current, {the_plan.outdated} outdated; "
+        f"{sum(len(w.pods) for w in the_plan.waves)} on idle nodes in "
+        f"{len(the_plan.waves)} clique(s), {len(the_plan.held)} on nodes a domain holds"
+    )
+    for pod, domain in the_plan.held:
+        report.step(f"kept: {pod.node} (version {pod.version or '?'}): domain {domain} holds it")
+    if args.dry_run:
+        for wave in the_plan.waves:
+            report.step(f"would roll clique {wave.clique or '-'}: "
+                        f"{', '.join(p.node for p in wave.pods)}")  # fmt: skip
+        return 0
+    for wave in the_plan.waves:
+        holds = _holds(api, args.namespace, {p.node for p in wave.pods})
+        going = [p for p in wave.pods if rollplan.still_idle(p, holds)]
+        for pod in wave.pods:
+            if pod not in going:
+                report.step(f"kept: {pod.node}: a domain took it meanwhile")
+        if not going:
+            continue
+        report.step(f"clique {wave.clique or '-'}: replacing the agents of "
+                    f"{', '.join(p.node for p in going)}")  # fmt: skip
+        for pod in going:
+            api.delete(resources.PODS.path(pod.name, namespace=args.namespace), uid=pod.uid)
+        _wait_current(api, args, ds, {p.node for p in going}, report)
+    if the_plan.held:
+        report.step(
+            f"done; {len(the_plan.held)} node(s) keep the previous agent until their domains "
+            "end: run this again then (helm upgrade --reuse-values runs it)"
+        )
+    else:
+        report.step("done: every agent runs the current version")
+    return 0
+
+
+def _agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
+    namespace = str(ds["metadata"]["namespace"])
+    found = []
+    for pod in api.list_items(
+        resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
+    ):
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        found.append(
+            rollplan.AgentPod(
+                name=kubeio.name(pod),
+                uid=str(pod["metadata"].get("uid", "")),
+                node=str((pod.get("spec") or {}).get("nodeName") or ""),
+                outdated=not compat.current_template(pod, ds),
+                version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
+            )
+        )
+    return found
+
+
+def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rollplan.NodeHold]:
+    reserved: dict[str, str] = {}
+    slotted: dict[str, str] = {}
+    for obj in api.list_items(resources.CLIQUES.path(namespace=namespace)):
+        domain = kubeio.name(obj).split(".", 1)[0]
+        for member in models.clique_members(obj) or ():
+            reserved.setdefault(member, domain)
+        for daemon in obj.get("daemons") or []:
+            slotted.setdefault(str(daemon.get("nodeName")), domain)
+    holds = {}
+    for node in api.list_items(resources.NODES.path()):
+        name = kubeio.name(node)
+        if name not in nodes:
+            continue
+        labels = kubeio.labels(node)
+        holds[name] = rollplan.NodeHold(
+            node=name,
+            clique=labels.get(constants.CLIQUE_LABEL, ""),
+            domain=labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
+            reserved_by=reserved.get(name, ""),
+            slotted_in=slotted.get(name, ""),
+        )
+    return holds
+
+
+def _wait_current(
+    api: kubeio.Api, args: argparse.Namespace, ds: kubeio.Obj, nodes: set[str], report: Report
+) -> None:
+    """Until each of ``nodes`` has a Ready agent on the current template."""
+    deadline = time.monotonic() + args.timeout_seconds
+    while True:
+        pods = api.list_items(
+            resources.PODS.path(namespace=args.namespace), label_selector=compat.match_labels(ds)
+        )
+        done = {
+            str((p.get("spec") or {}).get("nodeName"))
+            for p in pods
+            if compat.current_template(p, ds) and kube_pods.is_ready(p)
+        }
+        waiting = sorted(nodes - done)
+        if not waiting:
+            report.step(f"ready: {', '.join(sorted(nodes))}")
+            return
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"no Ready agent of the current version after {args.timeout_seconds:g}s on "
+                f"{', '.join(waiting)} (kubectl -n {args.namespace} describe pods on them)"
+            )
+        report.step(f"waiting for the new agents on {', '.join(waiting)}")
+        time.sleep(POLL_SECONDS)

@@ -1,0 +1,101 @@
+"""Roll-agents' decisions: which outdated IMEX agent pods may be replaced now, clique by clique.
+
+The agent DaemonSet's ``OnDelete`` strategy keeps a running agent, and the IMEX daemon it
+supervises, until its pod is deleted: replacing it breaks the jobs of the ComputeDomain on
+that node. A pod may go only where no domain holds the node: no domain label, no reservation
+in a clique object, no slot left in one (a node that just left a domain keeps its slot until
+its agent confirmed IMEX stopped). Pure: :mod:`computedomains.hooks.rollagents` reads the
+facts and acts (``tests/unit/test_hooks_roll_agents.py``).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentPod:
+    """One pod of the agent DaemonSet."""
+
+    name: str
+    uid: str
+    node: str
+    outdated: bool
+    """Made from an older pod template than the DaemonSet's."""
+    version: str = ""
+    """Its ``app.kubernetes.io/version``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeHold:
+    """What a node is to the ComputeDomains."""
+
+    node: str
+    clique: str
+    """``nvidia.com/gpu.clique`` ("" when none)."""
+    domain: str = ""
+    """The domain in its ``resource.nvidia.com/computeDomain`` label ("" when none)."""
+    reserved_by: str = ""
+    """The domain whose clique object names it a member before any label."""
+    slotted_in: str = ""
+    """A domain whose clique object still gives it a slot."""
+
+    @property
+    def holder(self) -> str:
+        """The domain holding the node ("" when it is idle)."""
+        return self.domain or self.reserved_by or self.slotted_in
+
+
+@dataclasses.dataclass(frozen=True)
+class Wave:
+    """The outdated agent pods of one clique's idle nodes: deleted together."""
+
+    clique: str
+    pods: tuple[AgentPod, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class RollPlan:
+    """What one run does, and what it leaves."""
+
+    waves: tuple[Wave, ...]
+    held: tuple[tuple[AgentPod, str], ...]
+    """Outdated pods on nodes a domain holds, with that domain: left running."""
+    current: int
+    """Pods already on the current template."""
+
+    @property
+    def outdated(self) -> int:
+        """Outdated pods, rolled now or left."""
+        return sum(len(w.pods) for w in self.waves) + len(self.held)
+
+
+def plan(pods: Sequence[AgentPod], holds: Mapping[str, NodeHold]) -> RollPlan:
+    """One wave per clique of the outdated pods on idle nodes, cliques in name order.
+
+    A pod whose node is unknown (deleted meanwhile) is left alone: its DaemonSet removes it.
+    """
+    by_clique: dict[str, list[AgentPod]] = collections.defaultdict(list)
+    held: list[tuple[AgentPod, str]] = []
+    current = 0
+    for pod in sorted(pods, key=lambda p: p.node):
+        if not pod.outdated:
+            current += 1
+            continue
+        hold = holds.get(pod.node)
+        if hold is None:
+            continue
+        if hold.holder:
+            held.append((pod, hold.holder))
+        else:
+            by_clique[hold.clique].append(pod)
+    waves = tuple(Wave(clique, tuple(by_clique[clique])) for clique in sorted(by_clique))
+    return RollPlan(waves=waves, held=tuple(held), current=current)
+
+
+def still_idle(pod: AgentPod, holds: Mapping[str, NodeHold]) -> bool:
+    """Whether ``pod``'s node is still idle on a fresh look, just before its wave."""
+    hold = holds.get(pod.node)
+    return hold is not None and not hold.holder
