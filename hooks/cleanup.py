@@ -150,3 +150,37 @@ def node_cleanup(node: NodeState) -> NodeCleanup:
         condition=node.has_condition,
         taints=kept if len(kept) != len(node.taints) else None,
     )
+
+
+# -- is this an uninstall at all? ------------------------------------------------------------
+
+ARGO_TRACKING = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
+"""What Argo CD sets on every object it applies (annotation tracking; the label variant)."""
+
+
+def uninstalling(*, helm_record: bool, argo_tracked: bool, required: bool) -> Finding:
+    """Whether the hook runs because its release is being uninstalled; nothing else may run it.
+
+    Helm runs the pre-delete hook only from the release's record (which exists for the
+    revision the hook was rendered in); Argo CD runs PreDelete hooks only while deleting the
+    Application, and marks what it creates as its own. A Job of a rendered chart applied as
+    plain objects (``helm template | kubectl apply``, kustomize's helmCharts) has neither:
+    it must change nothing. ``required`` False (value uninstall.requireOwner) skips the check.
+    """
+    if not required:
+        return Finding(Severity.INFO, "uninstall.requireOwner=false: not checking who runs this")
+    if helm_record:
+        return Finding(Severity.OK, "Helm is uninstalling the release (its record is here)")
+    if argo_tracked:
+        return Finding(Severity.OK, "Argo CD is deleting the Application (it created this Job)")
+    return Finding(
+        Severity.WARN,
+        "not an uninstall: no Helm release record of this revision, and this Job was not "
+        "created by Argo CD; a rendered chart applied as plain objects ran it, so it changes "
+        "nothing",
+        fix=(
+            "render without hooks (--set hooks.enabled=false; migration then runs as an ordinary "
+            "Job) or with helm template --no-hooks; to clean up for real, helm uninstall or "
+            "delete the Argo CD Application (docs/upgrade.md)"
+        ),
+    )

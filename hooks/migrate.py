@@ -52,6 +52,8 @@ class Settings:
     method: str
     timeout: float
     """Seconds to wait for each StorageVersionMigration."""
+    readable_timeout: float
+    """Seconds to wait until the objects read at the storage version."""
     fail_on_invalid: bool
     crds: tuple[str, ...]
     adopt: adopt.Settings | None
@@ -66,6 +68,7 @@ class Settings:
             workers=args.workers,
             method=args.method,
             timeout=args.svm_timeout,
+            readable_timeout=args.readable_timeout,
             fail_on_invalid=args.invalid == "fail",
             crds=tuple(c.strip() for c in args.crds.split(",") if c.strip()),
             adopt=adopt.Settings.from_args(args) if args.adopt else None,
@@ -112,6 +115,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--crds",
         default=",".join(r.name for r in api_crds.RESOURCES),
         help="comma-separated CRDs whose objects to migrate",
+    )
+    flags.add(
+        parser,
+        "--readable-timeout",
+        default="300",
+        type=float,
+        help="seconds to wait until every object reads at the storage version (the conversion "
+        "webhook may still be starting: applied as plain objects, everything starts at once)",
     )
     adopt.add_arguments(parser)
 
@@ -166,6 +177,7 @@ def migrate(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
             f"{crd.name}: storage version {crd.storage_version}, stored versions "
             f"{','.join(crd.stored_versions) or '-'}"
         )
+        wait_readable(api, crd, timeout=settings.readable_timeout, out=out)
     taken = snapshots.take(
         api,
         crds,
@@ -182,6 +194,29 @@ def migrate(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
         adopted = adopt.adopt(api, settings.adopt, namespace=settings.namespace, out=out)
     out.step(f"finished in {time.monotonic() - began:.1f}s")
     return _verdict(out, problems, failures, adopted=adopted, settings=settings)
+
+
+def wait_readable(
+    api: kubeio.Api, crd: crdview.CRDView, *, timeout: float, out: report.Report
+) -> None:
+    """Until the CRD's objects list at its storage version (conversion works), bounded."""
+    said: list[str] = []
+
+    def readable() -> bool:
+        try:
+            api.list_page(crd.resource.path(), limit=1)
+        except kubeio.ApiError as exc:
+            if not said:
+                out.step(f"waiting up to {timeout:g}s to read {crd.name} at "
+                         f"{crd.storage_version}: {exc}")  # fmt: skip
+                said.append(str(exc))
+            raise
+        return True
+
+    waiting.until(
+        f"{crd.name} to read at {crd.storage_version} (the conversion webhook serving)",
+        readable, timeout=timeout, interval=2.0, retry_on=(kubeio.ApiError,),
+    )  # fmt: skip
 
 
 def validate(

@@ -1,10 +1,11 @@
-"""``computedomains hooks preflight``: whether this release may be installed or upgraded here.
+"""``computedomains hooks preflight``: whether this release may go onto this cluster now.
 
-Helm runs it before install and upgrade, Argo CD before every sync (PreSync), so it changes
-nothing unless asked to adopt, and it must work before any of our objects exist. It gathers
-the facts and leaves every decision to :mod:`computedomains.hooks.compat`: ``/version``,
-discovery, a server-side dry-run ResourceSlice, the objects this chart would take over and
-the GPU nodes.
+Helm runs it before install, upgrade and rollback (the hooks of the revision rolled back to),
+Argo CD before every sync (PreSync), so it changes nothing unless asked to adopt, and it must
+work before any of our objects exist. It gathers the facts and leaves every decision to
+:mod:`computedomains.hooks.compat` and :mod:`computedomains.hooks.crdversions`:
+``/version``, discovery, a server-side dry-run ResourceSlice, the objects this chart would take
+over, our CRDs' versions and the GPU nodes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from computedomains import settings as flags
 from computedomains.api import constants, resources
 
-from . import client, compat, kubeio
+from . import client, compat, crdversions, kubeio
 from .report import Finding, Report, Severity
 
 HOOK = "preflight"
@@ -49,6 +50,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--gpu-node-selector",
         default="nvidia.com/gpu.present=true",
         help="label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
+    )
+    flags.add(
+        parser,
+        "--storage-version",
+        default=constants.STORAGE_VERSION,
+        help="the version this release's CRDs store (value crds.storageVersion)",
+    )
+    flags.add_switch(
+        parser,
+        "--upgrade",
+        default=False,
+        help="Helm renders this release as an upgrade of an installed one",
+    )
+    flags.add_switch(
+        parser,
+        "--allow-one-way-upgrade",
+        default=False,
+        help="warn, not refuse, when the upgrade stores a version the CRDs do not serve yet",
     )
     flags.add_switch(
         parser,
@@ -100,6 +119,8 @@ def _checks(
         features, binding_conditions_value=args.binding_conditions, probe_error=error
     )
     findings += _owned(api, args, release, report)
+    if args.crds_enabled:
+        findings += _crd_versions(api, args, release)
     workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
     findings += compat.check_workloads(workloads, release, adopt=args.adopt)
     nodes = [
@@ -120,6 +141,35 @@ def _checks(
 
 
 _WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))
+
+
+def _crd_versions(
+    api: kubeio.Api, args: argparse.Namespace, release: compat.Release
+) -> list[Finding]:
+    """What the API server would refuse of our CRDs half-way (:mod:`crdversions`)."""
+    live = []
+    for name in compat.CRD_NAMES:
+        crd = api.get_or_none(resources.CRDS.path(name))
+        if crd is None:
+            continue
+        live.append(
+            crdversions.LiveCRD(
+                name=name,
+                served=tuple(
+                    str(v["name"]) for v in (crd.get("spec") or {}).get("versions") or []
+                    if v.get("served")
+                ),
+                stored=tuple((crd.get("status") or {}).get("storedVersions") or ()),
+            )
+        )  # fmt: skip
+    where = {"release": release.name, "namespace": release.namespace}
+    return [
+        *crdversions.check_stored(live, **where),
+        *crdversions.check_one_way(
+            live, storage=args.storage_version, upgrade=args.upgrade,
+            allowed=args.allow_one_way_upgrade, **where,
+        ),
+    ]  # fmt: skip
 
 
 def _workload(obj: kubeio.Obj, kind: str) -> compat.Workload:

@@ -1,6 +1,8 @@
 """``computedomains hooks uninstall``: leave the cluster clean before Helm deletes the release.
 
-Helm runs it before ``helm uninstall`` (Argo CD: PreDelete). It refuses while ComputeDomains
+Helm runs it before ``helm uninstall`` (Argo CD: PreDelete). It first makes sure that is what
+runs it (:func:`cleanup.uninstalling`): a chart rendered with its hooks and applied as plain
+objects starts this Job at once, and then it changes nothing. It refuses while ComputeDomains
 have running workload pods, unless ``--force``. Then it stops the components that would put
 back what it removes (the controller re-adds its finalizer, node-init its condition and label),
 removes our finalizer from every ComputeDomain and our labels, condition and taint from every
@@ -39,6 +41,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     flags.add(
         parser,
+        "--release-record",
+        default="",
+        help="the Helm release record (Secret or ConfigMap) of the revision this hook is from",
+    )
+    flags.add(parser, "--job", default="", help="this hook's own Job (Argo CD marks it)")
+    flags.add_switch(
+        parser,
+        "--require-owner",
+        default=True,
+        negatable=True,
+        help="act only when Helm or Argo CD runs this hook (value uninstall.requireOwner)",
+    )
+    flags.add(
+        parser,
         "--timeout-seconds",
         default="120",
         type=float,
@@ -64,6 +80,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
+    owner = cleanup.uninstalling(
+        helm_record=_helm_record(api, args), argo_tracked=_argo_tracked(api, args),
+        required=args.require_owner,
+    )  # fmt: skip
+    report.finding(owner)
+    if owner.severity is Severity.WARN:
+        return 0
     collection = _domains_path(api)
     domains = [_domain(o) for o in api.list_items(collection)] if collection else []
     pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
@@ -110,6 +133,27 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
         f"ComputeDomain with them): {cleanup.CRD_DELETE_COMMAND}"
     )
     return 0
+
+
+def _helm_record(api: kubeio.Api, args: argparse.Namespace) -> bool:
+    """Whether Helm's record of this hook's revision exists (storage driver secret or configmap)."""
+    if not args.release_record:
+        return False
+    return any(
+        api.get_or_none(resource.path(args.release_record, namespace=args.namespace)) is not None
+        for resource in (resources.SECRETS, resources.CONFIG_MAPS)
+    )
+
+
+def _argo_tracked(api: kubeio.Api, args: argparse.Namespace) -> bool:
+    """Whether Argo CD applied this hook's Job (it marks every object it applies)."""
+    if not args.job:
+        return False
+    job = api.get_or_none(resources.JOBS.path(args.job, namespace=args.namespace))
+    if job is None:
+        return False
+    marks = {**kubeio.labels(job), **kubeio.annotations_of(job)}
+    return any(key in marks for key in cleanup.ARGO_TRACKING)
 
 
 def _namespaced(collection: str, namespace: str) -> str:

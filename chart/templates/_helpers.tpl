@@ -311,6 +311,46 @@ procRoot: /host/proc
 {{- end -}}
 
 {{/*
+compute-domains.networkPolicy
+  Takes: (dict "root" $ "component" "controller" "labels" "<labels YAML>" "selector" "<selector
+  labels YAML>" "ports" (list 8080)).
+  Returns: the component's NetworkPolicy: ingress only to its own TCP ports (metrics and
+  probes, and the webhook's HTTPS endpoint, from anywhere: scrapers and the API server have no
+  fixed address), egress only to the API server's ports (networkPolicy.apiServerPorts, any
+  address). The components resolve no names: they reach the API server by the IP in their
+  environment.
+*/}}
+{{- define "compute-domains.networkPolicy" -}}
+{{- $root := required "compute-domains.networkPolicy: argument \"root\" (the root context) is missing" .root -}}
+{{- $component := required "compute-domains.networkPolicy: argument \"component\" is missing" .component -}}
+{{- $ports := required "compute-domains.networkPolicy: argument \"ports\" is missing" .ports -}}
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: {{ include "compute-domains.componentName" (dict "root" $root "suffix" $component) }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- .labels | nindent 4 }}
+spec:
+  podSelector:
+    matchLabels:
+      {{- .selector | nindent 6 }}
+  policyTypes: [Ingress, Egress]
+  ingress:
+    - ports:
+        {{- range $ports }}
+        - protocol: TCP
+          port: {{ . }}
+        {{- end }}
+  egress:
+    - ports:
+        {{- range $root.Values.networkPolicy.apiServerPorts }}
+        - protocol: TCP
+          port: {{ . }}
+        {{- end }}
+{{- end -}}
+
+{{/*
 compute-domains.containerSecurityContext
   Takes: the root context.
   Returns: the securityContext of every container in the node-side pods (kubelet plugin,
@@ -554,12 +594,16 @@ compute-domains.hook.rbac
   Role + RoleBinding in the release namespace with rules and one in otherNamespace with
   otherRules, each rendered only when its rules are not empty. They are hooks themselves, at `weight` (below the Job's), deleted before the next
   run and once every hook of the event succeeded (STYLE.md 22), so no grant outlives the hook.
+  With "plain" true (hooks.enabled=false) they are ordinary objects of the release instead.
 */}}
 {{- define "compute-domains.hook.rbac" -}}
 {{- $root := required "compute-domains.hook.rbac: argument \"root\" (the root context) is missing" .root -}}
 {{- $name := include "compute-domains.hook.name" . -}}
 {{- $labels := include "compute-domains.labels" (dict "root" $root "component" (printf "hook-%s" .hook)) -}}
-{{- $annotations := include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" "before-hook-creation,hook-succeeded") -}}
+{{- $annotations := "" -}}
+{{- if not .plain -}}
+{{- $annotations = include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" "before-hook-creation,hook-succeeded") -}}
+{{- end -}}
 apiVersion: v1
 kind: ServiceAccount
 metadata:
@@ -567,8 +611,10 @@ metadata:
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- with $annotations }}
   annotations:
-    {{- $annotations | nindent 4 }}
+    {{- . | nindent 4 }}
+  {{- end }}
 automountServiceAccountToken: true
 {{- $scopes := list (list "" .clusterRules) (list $root.Release.Namespace .rules) -}}
 {{- with .otherNamespace }}
@@ -588,8 +634,10 @@ metadata:
   {{- end }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- with $annotations }}
   annotations:
-    {{- $annotations | nindent 4 }}
+    {{- . | nindent 4 }}
+  {{- end }}
 rules:
   {{- $rules | nindent 2 }}
 ---
@@ -602,8 +650,10 @@ metadata:
   {{- end }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- with $annotations }}
   annotations:
-    {{- $annotations | nindent 4 }}
+    {{- . | nindent 4 }}
+  {{- end }}
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: {{ ternary "Role" "ClusterRole" (ne $namespace "") }}
@@ -626,23 +676,32 @@ compute-domains.hook.job
   bounded by .Values.hooks.activeDeadlineSeconds, not root, read-only root filesystem, no
   capabilities. Its pod carries the chart's standard labels (component `hook-<hook>`).
   deletePolicy `before-hook-creation` keeps a finished Job, and its log, until the next run.
+  With "plain" true (hooks.enabled=false) it is an ordinary Job of the release instead:
+  `<fullname>-<hook>-<chart version>` (a Job's pod template cannot change, so each chart
+  version gets its own), retried (backoffLimit 6) while what it needs comes up beside it.
 */}}
 {{- define "compute-domains.hook.job" -}}
 {{- $root := required "compute-domains.hook.job: argument \"root\" (the root context) is missing" .root -}}
 {{- $hook := required "compute-domains.hook.job: argument \"hook\" is missing" .hook -}}
 {{- $name := include "compute-domains.hook.name" . -}}
+{{- $jobName := $name -}}
+{{- if .plain -}}
+{{- $jobName = include "compute-domains.componentName" (dict "root" $root "suffix" (printf "%s-%s" $hook ($root.Chart.Version | replace "." "-" | replace "+" "-"))) -}}
+{{- end -}}
 {{- $labels := include "compute-domains.labels" (dict "root" $root "component" (printf "hook-%s" $hook)) -}}
 apiVersion: batch/v1
 kind: Job
 metadata:
-  name: {{ $name }}
+  name: {{ $jobName }}
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- $labels | nindent 4 }}
+  {{- if not .plain }}
   annotations:
     {{- include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" .deletePolicy) | nindent 4 }}
+  {{- end }}
 spec:
-  backoffLimit: 0
+  backoffLimit: {{ ternary 6 0 (.plain | default false) }}
   activeDeadlineSeconds: {{ $root.Values.hooks.activeDeadlineSeconds }}
   template:
     metadata:
@@ -651,6 +710,9 @@ spec:
     spec:
       serviceAccountName: {{ $name }}
       restartPolicy: Never
+      {{- with $root.Values.hooks.priorityClassName }}
+      priorityClassName: {{ . }}
+      {{- end }}
       {{- with $root.Values.imagePullSecrets }}
       imagePullSecrets:
         {{- toYaml . | nindent 8 }}
@@ -879,6 +941,16 @@ compute-domains.hook.rollAgentsRules
 {{- end -}}
 
 {{/*
+compute-domains.hook.releaseRecord
+  Takes: the root context.
+  Returns: the name of Helm's record of this revision (its storage driver's Secret or
+  ConfigMap): the uninstall hook checks that Helm runs it.
+*/}}
+{{- define "compute-domains.hook.releaseRecord" -}}
+{{- printf "sh.helm.release.v1.%s.v%d" .Release.Name (int .Release.Revision) -}}
+{{- end -}}
+
+{{/*
 compute-domains.hook.uninstallClusterRules
   Takes: the root context.
   Returns: the uninstall hook's ClusterRole rules (templates/hook-uninstall.yaml).
@@ -902,10 +974,18 @@ compute-domains.hook.uninstallClusterRules
 compute-domains.hook.uninstallRules
   Takes: the root context.
   Returns: the uninstall hook's Role rules in the release namespace (templates/hook-uninstall.yaml):
-  it may delete only the controller Deployment, the plugin and agent DaemonSets and the other
-  hooks' Jobs.
+  read Helm's record of this revision and its own Job (who runs it), delete only the controller
+  Deployment, the plugin and agent DaemonSets and the other hooks' Jobs.
 */}}
 {{- define "compute-domains.hook.uninstallRules" -}}
+- apiGroups: [""]
+  resources: [secrets, configmaps]
+  resourceNames: [{{ include "compute-domains.hook.releaseRecord" . }}]
+  verbs: [get]
+- apiGroups: [batch]
+  resources: [jobs]
+  resourceNames: [{{ include "compute-domains.hook.name" (dict "root" . "hook" "uninstall") }}]
+  verbs: [get]
 - apiGroups: [apps]
   resources: [daemonsets, deployments]
   verbs: [list]

@@ -68,6 +68,14 @@ compute-domains.validate
 {{- end -}}
 {{- end -}}
 
+{{- /* verify judges after verify.timeoutSeconds; Kubernetes stops a hook at its deadline. */ -}}
+{{- if and .Values.hooks.enabled .Values.verify.enabled (ge (float64 .Values.verify.timeoutSeconds) (float64 .Values.hooks.activeDeadlineSeconds)) -}}
+{{- $errors = append $errors (printf "verify.timeoutSeconds=%v is not below hooks.activeDeadlineSeconds=%v: Kubernetes would stop the verify hook before it reports what it waited for; raise hooks.activeDeadlineSeconds (e.g. to %v) or lower verify.timeoutSeconds, and give helm a --timeout longer than both" .Values.verify.timeoutSeconds .Values.hooks.activeDeadlineSeconds (add (int .Values.verify.timeoutSeconds) 300)) -}}
+{{- end -}}
+{{- if hasKey (.Values.webhook.podDisruptionBudget | default dict) "minAvailable" -}}
+{{- $errors = append $errors "webhook.podDisruptionBudget.minAvailable is retired: with one replica it blocked every drain; set webhook.podDisruptionBudget.maxUnavailable (default 1) instead" -}}
+{{- end -}}
+
 {{- /* Optional objects that would come out empty. */ -}}
 {{- if .Values.criticalPodsQuota.enabled -}}
 {{- $classes := list .Values.kubeletPlugin.priorityClassName -}}

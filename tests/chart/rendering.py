@@ -21,6 +21,14 @@ PRODUCTION_PROFILE = "gb200-nvl72"
 """The profile the cluster tests install, under the simulation's overlay."""
 
 
+def profile_value(path: str, profile: str = PRODUCTION_PROFILE) -> Any:
+    """A value the profile sets (dotted path), e.g. ``kubeletPlugin.channelSlots``."""
+    node: Any = yaml.safe_load(PROFILES[profile].read_text())
+    for key in path.split("."):
+        node = node[key]
+    return node
+
+
 def sim_values(profile: str = PRODUCTION_PROFILE) -> list[str]:
     """Helm arguments for ``profile`` with the simulation's overlay (values/sim.yaml) on top."""
     return ["--values", str(PROFILES[profile]), "--values", str(PROFILES["sim"])]
@@ -62,6 +70,7 @@ BASE_KINDS = {
     "DeviceClass": 2,
     "Job": 5,
     "MutatingWebhookConfiguration": 1,
+    "NetworkPolicy": 3,
     "PodDisruptionBudget": 2,
     "ResourceClaimTemplate": 1,
     "Role": 8,
@@ -72,10 +81,10 @@ BASE_KINDS = {
     "ValidatingAdmissionPolicyBinding": 6,
     "ValidatingWebhookConfiguration": 1,
 }
-"""What the default values render: plugin, controller, agent and webhook, with their RBAC and
-policies, the webhook's configurations, the policy that keeps the daemon DeviceClass to the
-agent, and the five hook Jobs with their ServiceAccounts and RBAC (a ClusterRole each; migrate,
-roll-agents, verify and uninstall also a Role)."""
+"""What the default values render: plugin, controller, agent and webhook, with their RBAC,
+admission and network policies, the webhook's configurations, the policy that keeps the daemon
+DeviceClass to the agent, and the five hook Jobs with their ServiceAccounts and RBAC (a
+ClusterRole each; migrate, roll-agents, verify and uninstall also a Role)."""
 PROFILE_EXTRA_KINDS = {
     "gke": {"ResourceQuota": 1},
     "openshift": {"Role": 1, "RoleBinding": 1},

@@ -819,3 +819,30 @@ def test_examples_name_the_same_claim_template_and_no_namespace() -> None:
     assert all({"name": claim} in c["resources"]["claims"] for c in spec["containers"])
     labels = workload["spec"]["template"]["metadata"]["labels"]
     assert labels.get("app.kubernetes.io/name") != "compute-domains", "not a chart pod"
+
+
+@pytest.mark.parametrize(
+    ("component", "ports"),
+    [("controller", [8080]), ("webhook", [9443, 8083]), ("kubelet-plugin", [8081])],
+)
+def test_network_policies_let_in_only_the_components_ports_and_out_only_the_api_server(
+    h4: helm.Helm, component: str, ports: list[int]
+) -> None:
+    policy = r.find(r.template(h4), "NetworkPolicy", f"{r.RELEASE}-compute-domains-{component}")
+    spec = policy["spec"]
+    assert spec["podSelector"]["matchLabels"][r.COMPONENT] == component
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+    assert spec["egress"] == [{"ports": [{"protocol": "TCP", "port": p} for p in (443, 6443)]}]
+
+
+def test_network_policies_can_be_turned_off(h4: helm.Helm) -> None:
+    assert r.of_kind(r.template(h4, "--set", "networkPolicy.enabled=false"), "NetworkPolicy") == []
+
+
+def test_the_webhook_budget_lets_a_drain_through_with_one_replica(h4: helm.Helm) -> None:
+    objects = r.template(h4, *r.set_args({"webhook.replicas": "1"}))
+    pdb = r.find(objects, "PodDisruptionBudget", f"{r.RELEASE}-compute-domains-webhook")
+    assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1} and "minAvailable" not in pdb["spec"]
+    error = r.rejected(h4, *r.set_args({"webhook.podDisruptionBudget.minAvailable": "1"}))
+    assert "webhook.podDisruptionBudget.minAvailable is retired" in error

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 
 import pytest
 
@@ -13,11 +12,14 @@ from tests.support import helm
 
 HOOKS = {
     # hook: (Helm events, Argo CD hook, Job weight)
-    "preflight": ("pre-install,pre-upgrade", "PreSync", 0),
+    "preflight": ("pre-install,pre-upgrade,pre-rollback", "PreSync", 0),
     "migrate": ("post-install,post-upgrade", "PostSync", 0),
+    "roll-agents": ("post-upgrade", "PostSync", 2),
     "verify": ("post-install,post-upgrade", "PostSync", 10),
     "uninstall": ("pre-delete", "PreDelete", 0),
 }
+SWITCH = {"roll-agents": "imexAgent.rollIdleNodes"}
+"""The value that turns a hook off, where it is not ``<hook>.enabled``."""
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 
 
@@ -87,6 +89,7 @@ def test_job_delete_policies_keep_logs_except_uninstall(h4: helm.Helm) -> None:
     assert policies == {
         "preflight": "before-hook-creation",
         "migrate": "before-hook-creation",
+        "roll-agents": "before-hook-creation",
         "verify": "before-hook-creation",
         "uninstall": "before-hook-creation,hook-succeeded",
     }
@@ -102,13 +105,12 @@ def test_every_rendered_hook_command_line_parses(h4: helm.Helm) -> None:
         "uninstall.force=true",
     )
     for hook in sorted(HOOKS):
-        if importlib.util.find_spec(f"computedomains.hooks.{hook}") is None:
-            continue  # a hook module another change brings
+        module = f"computedomains.hooks.{hook.replace('-', '')}"
         parser = argparse.ArgumentParser()
-        importlib.import_module(f"computedomains.hooks.{hook}").add_arguments(parser)
+        importlib.import_module(module).add_arguments(parser)
         args = parser.parse_args(_args(objects, hook)[2:])
         assert args.namespace == r.NAMESPACE
-        assert hook == "migrate" or args.release == r.RELEASE
+        assert hook in ("migrate", "roll-agents") or args.release == r.RELEASE
 
 
 def test_preflight_gets_the_values_it_checks(h4: helm.Helm) -> None:
@@ -211,7 +213,7 @@ def test_migrate_gets_the_snapshot_prefix(h4: helm.Helm) -> None:
 
 @pytest.mark.parametrize("hook", sorted(HOOKS))
 def test_a_disabled_hook_renders_nothing(h4: helm.Helm, hook: str) -> None:
-    objects = r.template(h4, "--set", f"{hook}.enabled=false")
+    objects = r.template(h4, "--set", f"{SWITCH.get(hook, f'{hook}.enabled')}=false")
     assert _hook_objects(objects, hook) == []
     assert all(_hook_objects(objects, other) for other in HOOKS if other != hook)
 
@@ -219,7 +221,8 @@ def test_a_disabled_hook_renders_nothing(h4: helm.Helm, hook: str) -> None:
 def test_hook_annotations_value_reaches_every_hook_object(h4: helm.Helm) -> None:
     objects = r.template(h4, "--set", "hooks.annotations.example\\.com/owner=platform")
     hook_objects = [o for hook in HOOKS for o in _hook_objects(objects, hook)]
-    assert len(hook_objects) == 4 + 4 * 3 + 3 * 2
+    # A Job, a ServiceAccount, a ClusterRole and binding each; a Role and binding but preflight.
+    assert len(hook_objects) == len(HOOKS) * 4 + (len(HOOKS) - 1) * 2
     for o in hook_objects:
         assert o["metadata"]["annotations"]["example.com/owner"] == "platform"
 
@@ -235,3 +238,66 @@ def test_hook_annotations_value_reaches_every_hook_object(h4: helm.Helm) -> None
 def test_schema_rejects_bad_hook_values(h4: helm.Helm, values: dict[str, str]) -> None:
     with pytest.raises(AssertionError):
         r.template(h4, *r.set_args(values))
+
+
+def test_preflight_runs_before_a_rollback_and_knows_the_storage_and_whether_it_upgrades(
+    h4: helm.Helm,
+) -> None:
+    args = _args(r.template(h4), "preflight")
+    assert "--storage-version=v1beta2" in args
+    assert "--upgrade" not in args and "--allow-one-way-upgrade" not in args
+    upgrade = _args(r.template(h4, "--is-upgrade", "--set", "crds.storageVersion=v1beta1"),
+                    "preflight")  # fmt: skip
+    assert {"--upgrade", "--storage-version=v1beta1"} <= set(upgrade)
+    allowed = _args(r.template(h4, "--set", "preflight.allowOneWayUpgrade=true"), "preflight")
+    assert "--allow-one-way-upgrade" in allowed
+
+
+def test_uninstall_checks_its_release_record_and_its_own_job(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    record = f"sh.helm.release.v1.{r.RELEASE}.v1"  # helm template renders revision 1
+    args = _args(objects, "uninstall")
+    assert {f"--release-record={record}", f"--job={_name('uninstall')}"} <= set(args)
+    rules = r.find(objects, "Role", _name("uninstall"))["rules"]
+    assert {"apiGroups": [""], "resources": ["secrets", "configmaps"],
+            "resourceNames": [record], "verbs": ["get"]} in rules  # fmt: skip
+    assert {"apiGroups": ["batch"], "resources": ["jobs"],
+            "resourceNames": [_name("uninstall")], "verbs": ["get"]} in rules  # fmt: skip
+    anyone = _args(r.template(h4, "--set", "uninstall.requireOwner=false"), "uninstall")
+    assert "--no-require-owner" in anyone
+
+
+def test_roll_agents_only_with_on_delete_agents_and_may_delete_only_pods(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    assert f"--daemonset={r.RELEASE}-compute-domains-imex-agent" in _args(objects, "roll-agents")
+    rules = r.find(objects, "Role", _name("roll-agents"))["rules"]
+    assert [rule["resources"] for rule in rules if "delete" in rule["verbs"]] == [["pods"]]
+    rolling = r.template(h4, "--set", "imexAgent.updateStrategy.type=RollingUpdate")
+    assert _hook_objects(rolling, "roll-agents") == []
+
+
+def test_hooks_disabled_leave_only_migrate_as_an_ordinary_job_per_version(h4: helm.Helm) -> None:
+    objects = r.template(h4, "--set", "hooks.enabled=false")
+    assert not [o for o in objects if "helm.sh/hook" in (o["metadata"].get("annotations") or {})]
+    (job,) = r.of_kind(objects, "Job")
+    assert job["metadata"]["name"] == f"{r.RELEASE}-compute-domains-migrate-0-2-0"
+    assert job["spec"]["backoffLimit"] == 6, "retried while the webhook comes up beside it"
+    assert job["spec"]["template"]["spec"]["serviceAccountName"] == _name("migrate")
+    assert r.find(objects, "ClusterRole", _name("migrate"))
+    for hook in ("preflight", "roll-agents", "verify", "uninstall"):
+        assert _hook_objects(objects, hook) == [], hook
+
+
+def test_hook_pods_get_the_priority_class(h4: helm.Helm) -> None:
+    spec = _job(r.template(h4), "verify")["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    spec = _job(r.template(h4, "--values", str(r.PROFILES["gke"])), "verify")["spec"]["template"]
+    assert "priorityClassName" not in spec["spec"]
+
+
+def test_verify_must_end_before_its_deadline(h4: helm.Helm) -> None:
+    error = r.rejected(h4, *r.set_args({"verify.timeoutSeconds": "600"}))
+    assert "verify.timeoutSeconds=600 is not below hooks.activeDeadlineSeconds=600" in error
+    r.template(
+        h4, *r.set_args({"verify.timeoutSeconds": "600", "hooks.activeDeadlineSeconds": "900"})
+    )

@@ -13,6 +13,8 @@ from kubernetes.client.exceptions import ApiException
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
+from computedomains.sim.fakeimex import install as fake_imex
+from tests.support import kube
 
 
 def create_domain(
@@ -208,6 +210,12 @@ def imex_nodes(sim: sim_cluster.SimCluster, node: str) -> dict[str, Any]:
     )
     answer: dict[str, Any] = json.loads(done.stdout)
     return answer
+
+
+def imex_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
+    """PID of the (fake) IMEX daemon running on ``node``, if one runs."""
+    config = sim.host_trees[node].root / "var/run/compute-domains/imex/imexd.cfg"
+    return kube.find_process(fake_imex.entry("daemon"), str(config))
 
 
 def delete_pods(api: client.ApiClient, namespace: str, domain: str) -> None:

@@ -172,13 +172,25 @@ def wait_plugins(api: client.ApiClient, nodes: set[str]) -> None:
     )
 
 
+def previous_values(old: Any) -> list[str]:
+    """Helm arguments for a previous release: its gb200-nvl72 profile under its own simulation
+    profile, with the update strategies put back to the production profile's (that simulation
+    profile rolled every node at once)."""
+    return [
+        "--values", str(old.profile("gb200-nvl72")), "--values", str(old.profile("sim")),
+        "--set", "imexAgent.updateStrategy.type=OnDelete",
+        "--set", "imexAgent.updateStrategy.rollingUpdate=null",
+        "--set", "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable=10%",
+    ]  # fmt: skip
+
+
 def install_previous(
     releases: Releases, sim: Any, api: client.ApiClient, old: Any, prefix: str
 ) -> Release:
-    """The previous release (``tests.support.previous``) installed with its own sim profile,
-    every plugin publishing. Call inside ``previous.running_in``."""
+    """A previous release (``tests.support.previous``) installed with its production profile
+    (:func:`previous_values`), every plugin publishing. Call inside ``previous.running_in``."""
     release = releases.new(prefix)
-    release.install(str(old.chart), "--values", str(old.profile("sim")))
+    release.install(str(old.chart), *previous_values(old))
     wait_plugins(api, {n.name for n in sim.nodes})
     return release
 

@@ -1,7 +1,9 @@
-"""The previous release (git tag v0.1.0): its code in a virtualenv, its chart, for upgrade tests.
+"""Previous releases: their code in a virtualenv, their chart, for upgrade tests.
 
-:func:`build` resolves the tag to a commit (or the commit it names, for a clone without the
-tag), then builds once, under the tools' cache root and keyed by that commit:
+Two are known: :data:`V0_1_0` (git tag v0.1.0) and :data:`EARLY_0_1_0`, a 0.1.0 build from
+before the IMEX agent's heartbeats and report annotations. :func:`build` resolves one to a
+commit (the tag, else the commit it names, for a clone without the tag), then builds once, under
+the tools' cache root and keyed by that commit:
 
 - ``<cache>/previous/<commit>/venv``: a virtualenv with the package as of that commit;
 - ``<cache>/previous/<commit>/source/chart`` and ``.../values``: that commit's chart and value
@@ -9,7 +11,8 @@ tag), then builds once, under the tools' cache root and keyed by that commit:
 
 :func:`running_in` tells the simulated kubelet to run pods whose image tag is the release's
 appVersion with that virtualenv's Python (:mod:`computedomains.sim.kubelet.images`), so the
-release's chart runs the release's code.
+release's chart runs the release's code. Both known releases say appVersion 0.1.0: one at a
+time.
 """
 
 from __future__ import annotations
@@ -31,10 +34,19 @@ from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import tools
 from computedomains.sim.kubelet import images
 
-TAG = "v0.1.0"
+
+@dataclasses.dataclass(frozen=True)
+class Ref:
+    """A previous release: its tag (when the clone has one) and the commit it names."""
+
+    tag: str | None
+    commit: str
+
+
+V0_1_0 = Ref("v0.1.0", "cf84093")
 """The previous release: the chart and code before the lifecycle work (API v1beta1 only)."""
-FALLBACK_COMMIT = "cf84093"
-"""The commit the tag names, for clones that lack the tag."""
+EARLY_0_1_0 = Ref(None, "6ac3ff58")
+"""An earlier 0.1.0 build: its IMEX agent writes no heartbeat and no report annotations."""
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 _STAMP = ".complete"
 
@@ -75,14 +87,16 @@ def _git(*args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(REPOSITORY), *args], capture_output=True, check=False)
 
 
-def resolve_commit() -> str:
-    """The full commit of :data:`TAG`, else of :data:`FALLBACK_COMMIT`; raises when neither."""
-    for ref in (TAG, FALLBACK_COMMIT):
-        found = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+def resolve_commit(ref: Ref = V0_1_0) -> str:
+    """The full commit of ``ref``'s tag, else of its commit; raises when neither is here."""
+    for name in (ref.tag, ref.commit):
+        if name is None:
+            continue
+        found = _git("rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
         if found.returncode == 0:
             return found.stdout.decode().strip()
     raise PreviousReleaseError(
-        f"this clone has neither tag {TAG} nor commit {FALLBACK_COMMIT} (the previous release), "
+        f"this clone has neither tag {ref.tag} nor commit {ref.commit} (a previous release), "
         "which the upgrade tests install; a shallow clone lacks them: run "
         "`git fetch --tags --unshallow` (or clone without --depth) and retry"
     )
@@ -105,9 +119,9 @@ def _run(argv: list[str], what: str) -> None:
         )
 
 
-def build(cache: pathlib.Path | None = None) -> PreviousRelease:
-    """The previous release, built on first use (minutes: a pip install) and cached after."""
-    commit = resolve_commit()
+def build(ref: Ref = V0_1_0, cache: pathlib.Path | None = None) -> PreviousRelease:
+    """A previous release, built on first use (minutes: a pip install) and cached after."""
+    commit = resolve_commit(ref)
     root = (cache or tools.cache_root()) / "previous"
     release = PreviousRelease(commit=commit, directory=root / commit)
     root.mkdir(parents=True, exist_ok=True)
@@ -120,12 +134,12 @@ def build(cache: pathlib.Path | None = None) -> PreviousRelease:
         shutil.rmtree(release.directory, ignore_errors=True)
         _extract(commit, release.directory / "source")
         venv = release.directory / "venv"
-        _run([sys.executable, "-m", "venv", str(venv)], f"creating a virtualenv for {TAG}")
+        _run([sys.executable, "-m", "venv", str(venv)], f"creating a virtualenv for {commit[:9]}")
         # Not editable: the virtualenv holds the release's code, whatever this checkout holds.
         source = str(release.directory / "source")
         _run(
             [str(release.python), "-m", "pip", "install", "--quiet", source],
-            f"installing compute-domains {TAG} ({commit[:7]}) into {venv}",
+            f"installing compute-domains {ref.tag or ''} ({commit[:9]}) into {venv}",
         )
         (release.directory / _STAMP).touch()
     return release

@@ -25,6 +25,10 @@ CACHE_ENV = "COMPUTE_DOMAINS_CACHE"
 _COMPLETE_STAMP = ".complete"
 
 
+KUBERNETES_MODULE = ("kubernetes", "kubectl")
+"""Tools built from k8s.io/kubernetes (its staging modules replaced, its version stamped)."""
+
+
 class ToolError(RuntimeError):
     """A tool could not be found or built; the message says which, which version and why."""
 
@@ -80,6 +84,9 @@ def tools_for(versions: Mapping[str, str]) -> dict[str, Tool]:
                 for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
             ),
         ),
+        # kubectl too, only to apply rendered manifests as a GitOps pipeline would: a tool of
+        # its own, so the control plane's cached build stays valid.
+        "kubectl": Tool("kubectl", kube, ("kubectl",), ("k8s.io/kubernetes/cmd/kubectl",)),
         "etcd": Tool("etcd", versions["etcd"], ("etcd",), ("go.etcd.io/etcd/server/v3",)),
         "kwok": Tool("kwok", versions["kwok"], ("kwok",), ("sigs.k8s.io/kwok/cmd/kwok",)),
         "helm3": Tool("helm3", versions["helm3"], ("helm",), ("helm.sh/helm/v3/cmd/helm",)),
@@ -217,7 +224,7 @@ class ToolBox:
 
     def _wrapper_gomod(self, tool: Tool) -> str:
         lines = ["module computedomains.local/toolbuild", "", "go 1.26", ""]
-        if tool.name == "kubernetes":
+        if tool.name in KUBERNETES_MODULE:
             # k8s.io/kubernetes points its staging modules at ./staging; a wrapper module must
             # replace each with the published v0.X.Y twin of v1.X.Y.
             staging_version = "v0." + tool.version.removeprefix("v1.")
@@ -238,7 +245,7 @@ class ToolBox:
     def _version_ldflags(self, tool: Tool, work: pathlib.Path) -> list[str]:
         """``-X`` flags so each binary reports its real version instead of a dev default."""
         v = tool.version
-        if tool.name == "kubernetes":
+        if tool.name in KUBERNETES_MODULE:
             major, minor = v.removeprefix("v").split(".")[:2]
             flags = []
             for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -273,7 +280,11 @@ class ToolBox:
         return match.group(1) if match else None
 
     def _check_version(self, tool: Tool, binary: pathlib.Path) -> None:
-        args = ["version", "--short"] if tool.name.startswith("helm") else ["--version"]
+        args = (
+            ["version", "--short"] if tool.name.startswith("helm")
+            else ["version", "--client"] if tool.name == "kubectl"
+            else ["--version"]
+        )  # fmt: skip
         out = subprocess.run(
             [str(binary), *args], capture_output=True, text=True, timeout=60, check=False
         )

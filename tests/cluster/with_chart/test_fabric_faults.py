@@ -19,7 +19,6 @@ from computedomains import nodefiles, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import topology
-from computedomains.sim.fakeimex import install as fake_imex
 from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster
@@ -36,11 +35,6 @@ def _log(sim: sim_cluster.SimCluster, pod: Any) -> pathlib.Path:
     return (
         sim.directory / "logs/pods" / f"{meta.namespace}_{meta.name}_{meta.uid}"
     ) / "kubelet-plugin.log"  # the plugin runs the re-check
-
-
-def _imex_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
-    config = sim.host_trees[node].root / "var/run/compute-domains/imex/imexd.cfg"
-    return kube.find_process(fake_imex.entry("daemon"), str(config))
 
 
 def _fabric(api: client.ApiClient, node: str) -> tuple[str | None, str | None]:
@@ -84,12 +78,14 @@ def test_a_passing_fault_keeps_imex_and_a_sustained_one_degrades_the_node(
     name = domain["metadata"]["name"]
     pods = domains.workers(api, namespace, domain, NODES)
     domains.wait_ready(api, namespace, domain, pods)
-    pid = waiting.until("nvidia-imex on the node", lambda: _imex_pid(sim, FAULTY), timeout=60)
+    pid = waiting.until(
+        "nvidia-imex on the node", lambda: domains.imex_pid(sim, FAULTY), timeout=60
+    )
     clique = next(n.clique for n in sim.nodes if n.name == FAULTY)
     healthy = (clique, "True/FabricHealthy")
 
     def holds() -> None:
-        assert _imex_pid(sim, FAULTY) == pid, "nvidia-imex was restarted or stopped"
+        assert domains.imex_pid(sim, FAULTY) == pid, "nvidia-imex was restarted or stopped"
         assert _fabric(api, FAULTY) == healthy
         status = domains.get_domain(api, namespace, name).get("status") or {}
         assert status.get("status") == "Ready", status

@@ -23,9 +23,12 @@ from computedomains import waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes, topology
+from tests.chart import rendering
 from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster
+DEVICES = rendering.profile_value("kubeletPlugin.channelSlots") + 1
+"""What each node's slice lists: the profile's channel slots and the daemon device."""
 
 CHANNEL_NODE, MULTI_NODE, DAEMON_NODE, KILL_NODE, ALL_NODE = (f"gb200-r0-n1{i}" for i in range(5))
 
@@ -161,7 +164,7 @@ def test_every_node_publishes_its_devices_and_clique(
     for node in sim.nodes:
         published = by_node[node.name]
         names = [d.name for d in published.spec.devices]
-        assert names[0] == "channel-0" and names[-1] == "daemon-0" and len(names) == 17
+        assert names[0] == "channel-0" and names[-1] == "daemon-0" and len(names) == DEVICES
         assert published.spec.pool.name == node.name
         assert published.metadata.owner_references[0].kind == "Node"
         attributes = published.spec.devices[1].attributes
@@ -415,7 +418,7 @@ def test_slice_follows_the_fabric_verdict(
         sim.set_fabric_profile(VERDICT_NODE, topology.FabricProfile.HEALTHY)
     waiting.until(
         "the devices to come back with a healthy fabric",
-        lambda: devices() == 17,
+        lambda: devices() == DEVICES,
         timeout=60,
         interval=0.5,
     )

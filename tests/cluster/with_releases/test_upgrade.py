@@ -39,11 +39,42 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         before = lifecycle.observe(api, namespace, ns, domain, version=V1)
         assert sorted(before.slots) == NODES
 
+        # One step to v1beta2 storage would leave no way back, not even for --atomic: preflight
+        # refuses it before anything is applied, and the atomic rollback finds nothing changed.
+        refused = release.helm.attempt(
+            "upgrade", release.name, str(rendering.CHART), *rendering.sim_values(),
+            "--namespace", ns, "--atomic", "--wait", "--timeout", "8m",
+        )  # fmt: skip
+        assert refused.returncode != 0
+        assert "rolled back due to atomic being set" in refused.stdout + refused.stderr
+        assert "storedVersions" not in refused.stdout + refused.stderr, "no CRD validation error"
+        fullname = f"{release.name}-compute-domains"
+        preflight_log = kube.job_log(cluster, ns, f"{fullname}-hook-preflight", "preflight")
+        assert "neither helm rollback nor --atomic could go back" in preflight_log
+        assert "upgrade in two steps" in preflight_log and "crds.storageVersion=v1beta1" in (
+            preflight_log
+        )
+        for crd in lifecycle.CRD_NAMES:
+            assert lifecycle.crd_versions(api, crd) == ([V1], [V1])
+        assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
+
+        # The two steps: v1beta2 served while v1beta1 is stored (the previous revision stays
+        # reachable), then v1beta2 stored.
         started = time.monotonic()
-        release.upgrade(str(rendering.CHART), *rendering.sim_values())
+        release.upgrade(
+            str(rendering.CHART), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
+            "--atomic",
+        )  # fmt: skip
+        for crd in lifecycle.CRD_NAMES:
+            assert lifecycle.crd_versions(api, crd) == ([V1, V2], [V1])
+        release.upgrade(
+            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
+            "--atomic",
+        )  # fmt: skip
         upgrade_seconds = time.monotonic() - started
         print(
-            f"helm upgrade 0.1.0 -> 0.2.0 with 36 nodes and a live domain: {upgrade_seconds:.1f} s"
+            f"helm upgrade 0.1.0 -> 0.2.0 in two steps with 36 nodes and a live domain: "
+            f"{upgrade_seconds:.1f} s"
         )
 
         # Nothing the workload sees moved: same pods, no restarts, same slots.
@@ -69,7 +100,6 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
             versions = {v for _, v in migration.stored(etcd, plural, group=constants.GROUP)}
             assert versions == {constants.API_VERSION_V1BETA2}, plural
         # The hooks ran and said what they did.
-        fullname = f"{release.name}-compute-domains"
         migrate_log = kube.job_log(cluster, ns, f"{fullname}-hook-migrate", "migrate")
         assert "storedVersions" in migrate_log, migrate_log
         verify_log = kube.job_log(cluster, ns, f"{fullname}-hook-verify", "verify")

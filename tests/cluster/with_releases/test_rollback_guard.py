@@ -1,0 +1,86 @@
+"""A rollback the API server would refuse half-way is refused before anything is applied.
+
+A newer chart (made here from this one: its clique CRD also serves v1beta3 and stores it) runs
+after this one; ``status.storedVersions`` then names v1beta3, which this chart's CRDs do not
+serve. ``helm rollback`` to this chart's revision runs that revision's pre-rollback hook
+(preflight), which refuses and prints the way back; done that way, the rollback succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+
+import pytest
+from kubernetes import client
+
+from computedomains.api import constants
+from computedomains.sim import cluster as sim_cluster
+from tests.chart import rendering
+from tests.support import clusters, kube, lifecycle
+
+pytestmark = [pytest.mark.cluster, pytest.mark.sim]
+
+CLIQUES = lifecycle.CRD_NAMES[1]
+V1, V2, V3 = constants.VERSION, constants.VERSION_V1BETA2, "v1beta3"
+CLIQUE_TEMPLATE = "charts/crds/templates/resource.nvidia.com_computedomaincliques.yaml"
+
+
+def _newer_chart(folder: pathlib.Path) -> pathlib.Path:
+    """This chart with a clique CRD that also serves v1beta3 (the same schema: cliques convert
+    without a webhook) and stores it by default, as a later release might."""
+    chart = folder / "chart"
+    shutil.copytree(rendering.CHART, chart)
+    template = chart / CLIQUE_TEMPLATE
+    text = template.read_text()
+    newest = text[text.index(f"  - name: {V2}") :]
+    template.write_text(text.rstrip("\n") + "\n" + newest.replace(f"name: {V2}", f"name: {V3}")
+                        .replace(f'"{V2}"', f'"{V3}"'))  # fmt: skip
+    for schema_file, path in (
+        (chart / "values.schema.json", ("properties", "crds", "properties", "storageVersion")),
+        (chart / "charts/crds/values.schema.json", ("properties", "storageVersion")),
+    ):
+        schema = json.loads(schema_file.read_text())
+        node = schema
+        for key in path:
+            node = node[key]
+        node["enum"].append(V3)
+        schema_file.write_text(json.dumps(schema, indent=2))
+    return chart
+
+
+def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_changes(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    api: client.ApiClient,
+    releases: lifecycle.Releases,
+    tmp_path: pathlib.Path,
+) -> None:
+    release = releases.new("cd-rb")
+    ns = release.namespace
+    release.install(str(rendering.CHART), *rendering.sim_values())
+    newer = _newer_chart(tmp_path)
+    # One step to v1beta3 storage: a one-way upgrade by preflight's rule, accepted here.
+    release.upgrade(
+        str(newer), "--reuse-values", "--set", f"crds.storageVersion={V3}",
+        "--set", "preflight.allowOneWayUpgrade=true",
+    )  # fmt: skip
+    assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3])
+
+    refused = release.helm.attempt(
+        "rollback", release.name, "1", "--namespace", ns, "--wait", "--timeout", "5m"
+    )
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0 and "pre-rollback hooks failed" in said, said
+    assert "must appear in spec.versions" not in said, "refused before the API server saw it"
+    log = kube.job_log(cluster, ns, f"{release.name}-compute-domains-hook-preflight", "preflight")
+    assert f"CRD {CLIQUES} holds objects stored at {V3}" in log, log
+    assert f"--set crds.storageVersion=<one of {V1}, {V2}>" in log
+    assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3]), "nothing was applied"
+
+    # The way it printed: storage back with the newer chart, then the rollback.
+    release.upgrade(str(newer), "--reuse-values", "--set", f"crds.storageVersion={V2}")
+    assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V2])
+    release.run("rollback", "1", "--wait", "--timeout", "5m")
+    assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2], [V2])

@@ -1,0 +1,107 @@
+"""An upgrade with the production profile's OnDelete IMEX agents, from an early 0.1.0 build.
+
+The early build's agents write no heartbeat and no report annotations (tests/support/previous.py
+EARLY_0_1_0). ``helm upgrade --wait --atomic`` must succeed with a live domain whose jobs keep
+their IMEX daemons: its nodes keep their old agents, which the new controller and kubelet plugin
+must still work with; the post-upgrade hook replaces the agents of idle nodes only; verify
+passes and names the nodes still on 0.1.0. Once the jobs end, the next upgrade rolls the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from computedomains import waiting
+from computedomains.api import constants
+from computedomains.hooks import compat
+from computedomains.sim import cluster as sim_cluster
+from tests.chart import rendering
+from tests.support import clusters, domains, kube, lifecycle, previous
+
+pytestmark = [pytest.mark.cluster, pytest.mark.sim]
+
+NODES = ["gb200-r1-n03", "gb200-r1-n04"]
+V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
+AGENT = "imex-agent"
+
+
+def _agents(api: client.ApiClient, namespace: str) -> dict[str, Any]:
+    """Node → the agent pod there (not terminating)."""
+    pods = client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"{constants.COMPONENT_LABEL}={AGENT}"
+    )
+    return {str(p.spec.node_name): p for p in pods.items if not p.metadata.deletion_timestamp}
+
+
+def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_nodes(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    api: client.ApiClient,
+    namespace: str,
+    releases: lifecycle.Releases,
+) -> None:
+    old = previous.build(previous.EARLY_0_1_0)
+    with previous.running_in(sim, old):
+        release = lifecycle.install_previous(releases, sim, api, old, "cd-od")
+        ns = release.namespace
+        domain, pods = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
+        before = lifecycle.observe(api, namespace, ns, domain, version=V1)
+        imex = {node: domains.imex_pid(sim, node) for node in NODES}
+        assert all(imex.values()), imex
+        agents = {node: pod.metadata.uid for node, pod in _agents(api, ns).items()}
+
+        # The first of the two steps from 0.1.x: v1beta2 served, v1beta1 still stored, so the
+        # previous revision stays reachable (preflight refuses the one-step way: test_upgrade).
+        release.upgrade(
+            str(rendering.CHART), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
+            "--atomic",
+        )  # fmt: skip
+
+        # The jobs kept everything: pods, slots, the agents on their nodes, IMEX itself.
+        assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before
+        now = _agents(api, ns)
+        assert {n: now[n].metadata.uid for n in NODES} == {n: agents[n] for n in NODES}
+        assert {node: domains.imex_pid(sim, node) for node in NODES} == imex
+        # Every idle node got the new agent from the roll-agents hook, clique by clique.
+        rolled = {n for n, p in now.items() if p.metadata.labels[compat.VERSION_LABEL] == "0.2.0"}
+        assert rolled == set(agents) - set(NODES)
+        fullname = f"{release.name}-compute-domains"
+        roll_log = kube.job_log(cluster, ns, f"{fullname}-hook-roll-agents", "roll-agents")
+        for node in NODES:
+            assert f"kept: {node} (version 0.1.0): domain {domain['metadata']['uid']}" in roll_log
+        verify_log = kube.job_log(cluster, ns, f"{fullname}-hook-verify", "verify")
+        assert "2 node(s) still run version 0.1.0" in verify_log, verify_log
+        assert f"{NODES[0]}, {NODES[1]}" in verify_log
+
+        # The new controller counts the old agents' reports: the domain stays Ready.
+        name = domain["metadata"]["name"]
+
+        def ready_at_v2() -> dict[str, Any] | None:
+            found = domains.get_domain(api, namespace, name, version=V2)
+            return found if lifecycle.condition(found, "Ready").get("status") == "True" else None
+
+        waiting.until("the upgraded domain's Ready condition", ready_at_v2, timeout=60)
+        # And the new plugin prepares beside an old agent: one more pod of the domain on its node.
+        extra = domains.create_pod(api, namespace, domain, f"{name}-extra", node=NODES[0])
+        domains.wait_ready(api, namespace, domain, [*pods, extra], version=V2)
+
+        # The jobs end; the next upgrade (same chart, same values) rolls the rest.
+        domains.delete_pods(api, namespace, name)
+        uid = domain["metadata"]["uid"]
+
+        def released() -> bool:
+            cliques = domains.cliques(api, ns, uid, version=V2)
+            return not any(d["nodeName"] in NODES for c in cliques for d in c.get("daemons") or [])
+
+        # The old agents say Stopped once the plugin took the label away: only then the slots go.
+        waiting.until("the domain's slots on its nodes to be freed", released, timeout=120)
+        # The second step (v1beta2 stored) rolls them, as any later upgrade does.
+        release.upgrade(
+            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
+            "--atomic",
+        )  # fmt: skip
+        versions = {p.metadata.labels[compat.VERSION_LABEL] for p in _agents(api, ns).values()}
+        assert versions == {"0.2.0"}
