@@ -6,8 +6,10 @@ hook annotations map onto phases only on resources without an Argo CD one), and 
 into waves by ``argocd.argoproj.io/sync-wave``, then by kind (Helm's install order) and name.
 Each wave is applied (here: server-side apply, Argo CD's ``ServerSideApply=true``) and must be
 healthy before the next starts; hooks are created fresh (``BeforeHookCreation``), awaited, and
-deleted once the whole sync succeeded (``HookSucceeded``). That is the documented behaviour
-this module reproduces (argo-cd docs: user-guide/helm.md, sync-waves.md, resource_hooks.md).
+deleted once the whole sync succeeded (``HookSucceeded``). Everything applied, hooks included,
+carries Argo CD's tracking annotation (``argocd.argoproj.io/tracking-id``, the default tracking
+method since Argo CD 3.0). That is the documented behaviour this module reproduces (argo-cd
+docs: user-guide/helm.md, sync-waves.md, resource_hooks.md, resource_tracking.md).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ HELM_HOOK = "helm.sh/hook"
 HELM_WEIGHT = "helm.sh/hook-weight"
 HELM_DELETE_POLICY = "helm.sh/hook-delete-policy"
 FIELD_MANAGER = "argocd-controller"
+TRACKING = "argocd.argoproj.io/tracking-id"
 PHASES = ("PreSync", "Sync", "PostSync")
 _HELM_PHASES = {
     "pre-install": "PreSync",
@@ -156,11 +159,13 @@ class ArgoSync:
         api: client.ApiClient,
         *,
         namespace: str,
+        app: str = "compute-domains",
         hook_log: Callable[[Obj], str] | None = None,
         timeout: float = 300,
     ) -> None:
         self._dyn = dynamic.DynamicClient(api)  # type: ignore[no-untyped-call]
         self._namespace = namespace
+        self._app = app
         self._hook_log = hook_log
         self._timeout = timeout
         self.hook_output: dict[str, str] = {}
@@ -223,9 +228,12 @@ class ArgoSync:
         if p.hook and before is not None and "BeforeHookCreation" in p.delete_policies:
             self._delete(obj)
             before = None
-        body = dict(obj)
+        group = obj["apiVersion"].rpartition("/")[0]
+        tracking = f"{self._app}:{group}/{obj['kind']}:{namespace or ''}/{name}"
+        annotations = {**(obj["metadata"].get("annotations") or {}), TRACKING: tracking}
+        body = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
         if namespace is not None:
-            body["metadata"] = {**obj["metadata"], "namespace": namespace}
+            body["metadata"]["namespace"] = namespace
         resource.server_side_apply(
             body=body,
             name=name,

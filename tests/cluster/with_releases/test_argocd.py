@@ -46,18 +46,19 @@ def test_argo_sync_in_waves_with_hooks_twice_then_delete(
     sync = argo.ArgoSync(
         api,
         namespace=app.namespace,
+        app=app.name,
         hook_log=lambda job: kube.job_log(
             cluster,
             app.namespace,
             job["metadata"]["name"],
-            job["metadata"]["name"].rsplit("-", 1)[-1],
+            job["metadata"]["name"].partition("-hook-")[2],
         ),
     )
     domain: dict[str, Any] | None = None
     try:
         first = sync.sync(objects)
-        hooks = [label.rsplit("-", 1)[-1] for label in first.hooks if label.startswith("Job/")]
-        assert hooks == ["preflight", "migrate", "verify"]
+        hooks = [label.partition("-hook-")[2] for label in first.hooks if label.startswith("Job/")]
+        assert hooks == ["preflight", "migrate", "roll-agents", "verify"]
         assert "passed" in sync.hook_output[f"{app.name}-compute-domains-hook-preflight"]
         lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
         # An incumbent-style manifest (v1beta1) works through the webhook's conversion.
@@ -74,3 +75,5 @@ def test_argo_sync_in_waves_with_hooks_twice_then_delete(
             domains.delete_pods(api, namespace, str(domain["metadata"]["name"]))
         deleted = sync.delete_application(objects)
     assert "CustomResourceDefinition/computedomains.resource.nvidia.com" not in deleted
+    uninstall = sync.hook_output[f"{app.name}-compute-domains-hook-uninstall"]
+    assert "Argo CD is deleting the Application" in uninstall, uninstall
