@@ -13,7 +13,7 @@ import http.client
 import pathlib
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -91,6 +91,25 @@ def _deployment(
     }
 
 
+@pytest.fixture
+def deployments(api: client.ApiClient, namespace: str) -> Iterator[list[str]]:
+    """Names of the chart-labelled Deployments a test makes; deleted, pods and all, after it.
+
+    Left behind they would pass for another release of the chart (preflight refuses those).
+    """
+    made: list[str] = []
+    yield made
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    for name in made:
+        apps.delete_namespaced_deployment(name, namespace, propagation_policy="Foreground")
+
+    def gone() -> bool:
+        names = {d.metadata.name for d in apps.list_namespaced_deployment(namespace).items}
+        return not names & set(made) and not core.list_namespaced_pod(namespace).items
+
+    waiting.until("the test's Deployments and their pods to be gone", gone, timeout=120)
+
+
 def _through_proxy(sim: sim_cluster.SimCluster, ip: str, port: int) -> str:
     """GET /whoami through the Service proxy, as the API server reaches a webhook."""
     assert sim.directory is not None
@@ -120,10 +139,11 @@ def _container(pod: Any) -> Any:
 
 
 def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_container(
-    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, deployments: list[str]
 ) -> None:
     node = sim.nodes[0].name
     name = f"probed-{uuid.uuid4().hex[:6]}"
+    deployments.append(name)
     labels = {"app.kubernetes.io/name": "compute-domains", "test": name}
     state = sim.host_trees[node].root / "var/lib" / name
     # Both pods start unready: nothing may route to them yet.
@@ -195,10 +215,11 @@ def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_conta
 
 
 def test_a_deleted_chart_pod_stays_terminating_until_its_process_has_stopped(
-    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, deployments: list[str]
 ) -> None:
     node = sim.nodes[1].name
     name = f"slowstop-{uuid.uuid4().hex[:6]}"
+    deployments.append(name)
     labels = {"app.kubernetes.io/name": "compute-domains", "test": name}
     deployment = _deployment(name, labels, node, stop_seconds=3)
     deployment["spec"]["replicas"] = 1

@@ -13,6 +13,7 @@ import pathlib
 import uuid
 from typing import Any
 
+import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -174,14 +175,14 @@ def wait_plugins(api: client.ApiClient, nodes: set[str]) -> None:
 
 def previous_values(old: Any) -> list[str]:
     """Helm arguments for a previous release: its gb200-nvl72 profile under its own simulation
-    profile, with the update strategies put back to the production profile's (that simulation
-    profile rolled every node at once)."""
-    return [
-        "--values", str(old.profile("gb200-nvl72")), "--values", str(old.profile("sim")),
-        "--set", "imexAgent.updateStrategy.type=OnDelete",
-        "--set", "imexAgent.updateStrategy.rollingUpdate=null",
-        "--set", "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable=10%",
-    ]  # fmt: skip
+    profile without the update strategies that profile set (it rolled every node at once), so
+    those of the production profile apply."""
+    overlay = yaml.safe_load(old.profile("sim").read_text())
+    for component in ("kubeletPlugin", "imexAgent"):
+        (overlay.get(component) or {}).pop("updateStrategy", None)
+    path = old.directory / "sim-production-strategies.yaml"
+    path.write_text(yaml.safe_dump(overlay))
+    return ["--values", str(old.profile("gb200-nvl72")), "--values", str(path)]
 
 
 def install_previous(

@@ -58,3 +58,14 @@ def test_node_cleanup_removes_ours_and_leaves_gfds_clique_label() -> None:
         cleanup.NodeState("n", {constants.CLIQUE_LABEL: "u.1"}, has_condition=False, taints=())
     )
     assert never_judged.empty
+
+
+def test_uninstall_acts_only_when_helm_or_argo_cd_runs_it() -> None:
+    helm = cleanup.uninstalling(helm_record=True, argo_tracked=False, required=True)
+    argo = cleanup.uninstalling(helm_record=False, argo_tracked=True, required=True)
+    assert helm.severity is argo.severity is Severity.OK
+    rendered = cleanup.uninstalling(helm_record=False, argo_tracked=False, required=True)
+    assert rendered.severity is Severity.WARN and rendered.message.startswith("not an uninstall")
+    assert "hooks.enabled=false" in rendered.fix
+    unchecked = cleanup.uninstalling(helm_record=False, argo_tracked=False, required=False)
+    assert unchecked.severity is Severity.INFO

@@ -29,23 +29,27 @@ CLIQUE_TEMPLATE = "charts/crds/templates/resource.nvidia.com_computedomainclique
 
 def _newer_chart(folder: pathlib.Path) -> pathlib.Path:
     """This chart with a clique CRD that also serves v1beta3 (the same schema: cliques convert
-    without a webhook) and stores it by default, as a later release might."""
+    without a webhook) and stores it by default (value crds.cliqueStorageVersion), as a later
+    release might."""
     chart = folder / "chart"
     shutil.copytree(rendering.CHART, chart)
     template = chart / CLIQUE_TEMPLATE
-    text = template.read_text()
+    text = template.read_text().replace(".Values.storageVersion", ".Values.cliqueStorageVersion")
     newest = text[text.index(f"  - name: {V2}") :]
-    template.write_text(text.rstrip("\n") + "\n" + newest.replace(f"name: {V2}", f"name: {V3}")
-                        .replace(f'"{V2}"', f'"{V3}"'))  # fmt: skip
+    newest = newest.replace(f"name: {V2}", f"name: {V3}").replace(f'"{V2}"', f'"{V3}"')
+    template.write_text(text.rstrip("\n") + "\n" + newest)
+    values = chart / "charts/crds/values.yaml"
+    values.write_text(values.read_text() + f"cliqueStorageVersion: {V3}\n")
+    knob = {"type": "string", "enum": [V1, V2, V3]}
     for schema_file, path in (
-        (chart / "values.schema.json", ("properties", "crds", "properties", "storageVersion")),
-        (chart / "charts/crds/values.schema.json", ("properties", "storageVersion")),
+        (chart / "values.schema.json", ("properties", "crds", "properties")),
+        (chart / "charts/crds/values.schema.json", ("properties",)),
     ):
         schema = json.loads(schema_file.read_text())
         node = schema
         for key in path:
             node = node[key]
-        node["enum"].append(V3)
+        node["cliqueStorageVersion"] = knob
         schema_file.write_text(json.dumps(schema, indent=2))
     return chart
 
@@ -61,11 +65,7 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
     ns = release.namespace
     release.install(str(rendering.CHART), *rendering.sim_values())
     newer = _newer_chart(tmp_path)
-    # One step to v1beta3 storage: a one-way upgrade by preflight's rule, accepted here.
-    release.upgrade(
-        str(newer), "--reuse-values", "--set", f"crds.storageVersion={V3}",
-        "--set", "preflight.allowOneWayUpgrade=true",
-    )  # fmt: skip
+    release.upgrade(str(newer), "--reuse-values")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3])
 
     refused = release.helm.attempt(
@@ -80,7 +80,7 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3]), "nothing was applied"
 
     # The way it printed: storage back with the newer chart, then the rollback.
-    release.upgrade(str(newer), "--reuse-values", "--set", f"crds.storageVersion={V2}")
+    release.upgrade(str(newer), "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V2])
     release.run("rollback", "1", "--wait", "--timeout", "5m")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2], [V2])

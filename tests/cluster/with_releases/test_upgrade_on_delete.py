@@ -19,7 +19,7 @@ from computedomains.api import constants
 from computedomains.hooks import compat
 from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
-from tests.support import clusters, domains, kube, lifecycle, previous
+from tests.support import clusters, domains, kube, lifecycle, migration, previous
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
@@ -34,6 +34,24 @@ def _agents(api: client.ApiClient, namespace: str) -> dict[str, Any]:
         namespace, label_selector=f"{constants.COMPONENT_LABEL}={AGENT}"
     )
     return {str(p.spec.node_name): p for p in pods.items if not p.metadata.deletion_timestamp}
+
+
+def _cold_start_webhook(api: client.ApiClient, namespace: str) -> None:
+    """Delete every webhook pod; their successors must be Ready within 30 s."""
+    core = client.CoreV1Api(api)
+    selector = f"{constants.COMPONENT_LABEL}=webhook"
+    old = {
+        p.metadata.uid for p in core.list_namespaced_pod(namespace, label_selector=selector).items
+    }
+    assert old
+    core.delete_collection_namespaced_pod(namespace, label_selector=selector)
+
+    def new_ready() -> bool:
+        pods = core.list_namespaced_pod(namespace, label_selector=selector).items
+        return any(p.metadata.uid not in old and kube.pod_ready(p) for p in pods)
+
+    waiting.until("a new webhook pod to be Ready (objects stored at v1beta1)", new_ready,
+                  timeout=30, interval=0.5)  # fmt: skip
 
 
 def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_nodes(
@@ -59,6 +77,24 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
             str(rendering.CHART), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
             "--atomic",
         )  # fmt: skip
+
+        # A cold start of the webhook while every object is still stored at v1beta1: Ready
+        # within 30 s with its probes executed, and every v1beta2 read served through it.
+        etcd = migration.etcd_url(sim)
+        for plural in (constants.COMPUTE_DOMAIN_PLURAL, constants.CLIQUE_PLURAL):
+            stored = {v for _, v in migration.stored(etcd, plural, group=constants.GROUP)}
+            assert stored == {constants.API_VERSION}, plural
+        _cold_start_webhook(api, ns)
+        custom = client.CustomObjectsApi(api)
+        for plural in (constants.COMPUTE_DOMAIN_PLURAL, constants.CLIQUE_PLURAL):
+            listed = custom.list_cluster_custom_object(constants.GROUP, V2, plural)["items"]
+            assert listed, plural
+            for obj in listed:
+                meta = obj["metadata"]
+                read = custom.get_namespaced_custom_object(
+                    constants.GROUP, V2, meta["namespace"], plural, meta["name"]
+                )
+                assert read["apiVersion"] == constants.API_VERSION_V1BETA2
 
         # The jobs kept everything: pods, slots, the agents on their nodes, IMEX itself.
         assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before
