@@ -33,6 +33,8 @@ TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
 """On a DaemonSet: the generation of its pod template (the apps/v1 API keeps it up to date)."""
 TEMPLATE_GENERATION_LABEL = "pod-template-generation"
 """On a DaemonSet's pod: the template generation it was made from (its controller sets it)."""
+REVISION_HASH_LABEL = "controller-revision-hash"
+"""On a DaemonSet's pod: the hash of the template revision it was made from."""
 CRD_NAMES = (
     f"{constants.COMPUTE_DOMAIN_PLURAL}.{constants.GROUP}",
     f"{constants.CLIQUE_PLURAL}.{constants.GROUP}",
@@ -520,9 +522,24 @@ def match_labels(workload: Mapping[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
 
 
-def current_template(pod: Mapping[str, Any], daemonset: Mapping[str, Any]) -> bool:
-    """Whether a DaemonSet's pod was made from its current pod template."""
-    labels = (pod.get("metadata") or {}).get("labels") or {}
+def current_pods(pods: Sequence[Mapping[str, Any]], daemonset: Mapping[str, Any]) -> set[str]:
+    """UIDs of the DaemonSet's pods made from its current pod template.
+
+    As the DaemonSet controller decides it: the pod's template generation is the DaemonSet's,
+    or its ``controller-revision-hash`` is that of such a pod (after a rollback the template,
+    and so the hash, is an older one again while the generation moved on).
+    """
     annotations = (daemonset.get("metadata") or {}).get("annotations") or {}
-    current = annotations.get(TEMPLATE_GENERATION_ANNOTATION)
-    return current is not None and labels.get(TEMPLATE_GENERATION_LABEL) == current
+    generation = annotations.get(TEMPLATE_GENERATION_ANNOTATION)
+
+    def labels(pod: Mapping[str, Any]) -> Mapping[str, str]:
+        return (pod.get("metadata") or {}).get("labels") or {}
+
+    newest = [p for p in pods if generation is not None
+              and labels(p).get(TEMPLATE_GENERATION_LABEL) == generation]  # fmt: skip
+    hashes = {labels(p).get(REVISION_HASH_LABEL) for p in newest} - {None}
+    return {
+        str((p.get("metadata") or {}).get("uid"))
+        for p in pods
+        if p in newest or labels(p).get(REVISION_HASH_LABEL) in hashes
+    }

@@ -203,8 +203,9 @@ def wait_readable(
     said: list[str] = []
 
     def readable() -> bool:
-        try:
-            api.list_page(crd.resource.path(), limit=1)
+        try:  # every page: each object stored at another version must convert
+            for _ in api.list_all(crd.resource.path()):
+                pass
         except kubeio.ApiError as exc:
             if not said:
                 out.step(f"waiting up to {timeout:g}s to read {crd.name} at "

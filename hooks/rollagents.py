@@ -34,20 +34,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add(
         parser,
         "--timeout-seconds",
-        default="300",
+        default="240",
         type=float,
-        help="how long to wait for one clique's new agents to be Ready",
+        help="how long the whole roll may wait for new agents to be Ready (then it reports what "
+        "is left and ends: verify judges)",
     )
     flags.add_switch(parser, "--dry-run", default=False, help="print the plan, delete nothing")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Roll what may go; 0 when done (held nodes are no failure), 1 when a wave did not settle."""
+    """Roll what may go; 0 unless the API server refused.
+
+    What is left is reported; verify judges the agents' readiness.
+    """
     report = Report(HOOK)
     api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     try:
         return _roll(api, args, report)
-    except (kubeio.ApiError, TimeoutError) as exc:
+    except kubeio.ApiError as exc:
         report.finding(
             Finding(
                 Severity.FAIL,
@@ -64,61 +68,98 @@ def _roll(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
     if ds is None:
         report.step(f"DaemonSet {args.namespace}/{args.daemonset} not found: nothing to roll")
         return 0
-    pods = _agent_pods(api, ds)
+    deadline = time.monotonic() + args.timeout_seconds
+    pods = agent_pods(api, ds)
     the_plan = rollplan.plan(pods, _holds(api, args.namespace, {p.node for p in pods}))
     report.step(
         f"{len(pods)} agent pod(s): {the_plan.current} current, {the_plan.outdated} outdated; "
         f"{sum(len(w.pods) for w in the_plan.waves)} on idle nodes in "
         f"{len(the_plan.waves)} clique(s), {len(the_plan.held)} on nodes a domain holds"
     )
-    for pod, domain in the_plan.held:
-        report.step(f"kept: {pod.node} (version {pod.version or '?'}): domain {domain} holds it")
+    _describe(the_plan, report, dry_run=args.dry_run)
     if args.dry_run:
-        for wave in the_plan.waves:
-            report.step(f"would roll clique {wave.clique or '-'}: "
-                        f"{', '.join(p.node for p in wave.pods)}")  # fmt: skip
         return 0
     for wave in the_plan.waves:
-        holds = _holds(api, args.namespace, {p.node for p in wave.pods})
-        going = [p for p in wave.pods if rollplan.still_idle(p, holds)]
-        for pod in wave.pods:
-            if pod not in going:
-                report.step(f"kept: {pod.node}: a domain took it meanwhile")
-        if not going:
-            continue
-        report.step(f"clique {wave.clique or '-'}: replacing the agents of "
-                    f"{', '.join(p.node for p in going)}")  # fmt: skip
-        for pod in going:
-            api.delete(resources.PODS.path(pod.name, namespace=args.namespace), uid=pod.uid)
-        _wait_current(api, args, ds, {p.node for p in going}, report)
-    if the_plan.held:
+        left = _roll_wave(api, args, ds, wave, deadline=deadline, report=report)
+        if left:
+            report.finding(Finding(
+                Severity.WARN,
+                f"no Ready agent of the current version on {', '.join(left)} before the "
+                "deadline: not rolling further cliques",
+                fix=f"kubectl -n {args.namespace} describe pods -l {compat.match_labels(ds)} "
+                "on those nodes; run this again once they are Ready (verify names them)",
+            ))  # fmt: skip
+            return 0
+    if the_plan.held or the_plan.unready:
         report.step(
-            f"done; {len(the_plan.held)} node(s) keep the previous agent until their domains "
-            "end: run this again then (helm upgrade --reuse-values runs it)"
+            f"done; {len(the_plan.held) + len(the_plan.unready)} node(s) keep the previous agent "
+            "for now: run this again once their domains ended (helm upgrade --reuse-values "
+            "runs it)"
         )
     else:
         report.step("done: every agent runs the current version")
     return 0
 
 
-def _agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
+def _describe(the_plan: rollplan.RollPlan, report: Report, *, dry_run: bool) -> None:
+    for pod, domain in the_plan.held:
+        report.step(f"kept: {pod.node} (version {pod.version or '?'}): domain {domain} holds it")
+    for pod in the_plan.unready:
+        report.step(f"kept: {pod.node}: the node is not Ready")
+    if dry_run:
+        for wave in the_plan.waves:
+            report.step(f"would roll clique {wave.clique or '-'}: "
+                        f"{', '.join(p.node for p in wave.pods)}")  # fmt: skip
+
+
+def _roll_wave(
+    api: kubeio.Api,
+    args: argparse.Namespace,
+    ds: kubeio.Obj,
+    wave: rollplan.Wave,
+    *,
+    deadline: float,
+    report: Report,
+) -> list[str]:
+    """Replace one clique's idle agents; the nodes still without a new one at ``deadline``."""
+    holds = _holds(api, args.namespace, {p.node for p in wave.pods})
+    going = [p for p in wave.pods if rollplan.still_idle(p, holds)]
+    for pod in wave.pods:
+        if pod not in going:
+            report.step(f"kept: {pod.node}: a domain took it meanwhile, or it is not Ready")
+    if not going:
+        return []
+    report.step(f"clique {wave.clique or '-'}: replacing the agents of "
+                f"{', '.join(p.node for p in going)}")  # fmt: skip
+    for pod in going:
+        try:
+            api.delete(resources.PODS.path(pod.name, namespace=args.namespace), uid=pod.uid)
+        except kubeio.Conflict:
+            report.step(f"kept: {pod.node}: its agent pod was replaced meanwhile")
+    return _wait_current(api, args, ds, {p.node for p in going}, deadline=deadline, report=report)
+
+
+def agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
+    """The DaemonSet's pods (not terminating), each marked outdated or current."""
     namespace = str(ds["metadata"]["namespace"])
-    found = []
-    for pod in api.list_items(
-        resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
-    ):
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
-            continue
-        found.append(
-            rollplan.AgentPod(
-                name=kubeio.name(pod),
-                uid=str(pod["metadata"].get("uid", "")),
-                node=str((pod.get("spec") or {}).get("nodeName") or ""),
-                outdated=not compat.current_template(pod, ds),
-                version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
-            )
+    listed = [
+        pod
+        for pod in api.list_items(
+            resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
         )
-    return found
+        if not (pod.get("metadata") or {}).get("deletionTimestamp")
+    ]
+    current = compat.current_pods(listed, ds)
+    return [
+        rollplan.AgentPod(
+            name=kubeio.name(pod),
+            uid=str(pod["metadata"].get("uid", "")),
+            node=str((pod.get("spec") or {}).get("nodeName") or ""),
+            outdated=str(pod["metadata"].get("uid", "")) not in current,
+            version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
+        )
+        for pod in listed
+    ]
 
 
 def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rollplan.NodeHold]:
@@ -142,32 +183,46 @@ def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rol
             domain=labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
             reserved_by=reserved.get(name, ""),
             slotted_in=slotted.get(name, ""),
+            ready=kube_pods.is_ready(node),
         )
     return holds
 
 
 def _wait_current(
-    api: kubeio.Api, args: argparse.Namespace, ds: kubeio.Obj, nodes: set[str], report: Report
-) -> None:
-    """Until each of ``nodes`` has a Ready agent on the current template."""
-    deadline = time.monotonic() + args.timeout_seconds
+    api: kubeio.Api,
+    args: argparse.Namespace,
+    ds: kubeio.Obj,
+    nodes: set[str],
+    *,
+    deadline: float,
+    report: Report,
+) -> list[str]:
+    """Until each of ``nodes`` has a Ready agent on the current template.
+
+    Returns the nodes still without one at ``deadline``; an API error counts as "not yet".
+    """
+    waiting_for = sorted(nodes)
     while True:
-        pods = api.list_items(
-            resources.PODS.path(namespace=args.namespace), label_selector=compat.match_labels(ds)
-        )
-        done = {
-            str((p.get("spec") or {}).get("nodeName"))
-            for p in pods
-            if compat.current_template(p, ds) and kube_pods.is_ready(p)
-        }
-        waiting = sorted(nodes - done)
-        if not waiting:
-            report.step(f"ready: {', '.join(sorted(nodes))}")
-            return
+        try:
+            fresh = api.get(resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace))
+            listed = list(api.list_items(
+                resources.PODS.path(namespace=args.namespace),
+                label_selector=compat.match_labels(ds),
+            ))  # fmt: skip
+        except kubeio.ApiError as exc:
+            report.step(f"looking at the new agents: {exc} (trying again)")
+        else:
+            current = compat.current_pods(listed, fresh)
+            done = {
+                str((p.get("spec") or {}).get("nodeName"))
+                for p in listed
+                if str(p["metadata"].get("uid")) in current and kube_pods.is_ready(p)
+            }
+            waiting_for = sorted(nodes - done)
+            if not waiting_for:
+                report.step(f"ready: {', '.join(sorted(nodes))}")
+                return []
         if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"no Ready agent of the current version after {args.timeout_seconds:g}s on "
-                f"{', '.join(waiting)} (kubectl -n {args.namespace} describe pods on them)"
-            )
-        report.step(f"waiting for the new agents on {', '.join(waiting)}")
+            return waiting_for
+        report.step(f"waiting for the new agents on {', '.join(waiting_for)}")
         time.sleep(POLL_SECONDS)

@@ -41,6 +41,8 @@ class NodeHold:
     """The domain whose clique object names it a member before any label."""
     slotted_in: str = ""
     """A domain whose clique object still gives it a slot."""
+    ready: bool = True
+    """The Node is Ready: elsewhere a deleted agent pod could not be replaced."""
 
     @property
     def holder(self) -> str:
@@ -63,13 +65,15 @@ class RollPlan:
     waves: tuple[Wave, ...]
     held: tuple[tuple[AgentPod, str], ...]
     """Outdated pods on nodes a domain holds, with that domain: left running."""
+    unready: tuple[AgentPod, ...]
+    """Outdated pods on idle nodes that are not Ready: left for later."""
     current: int
     """Pods already on the current template."""
 
     @property
     def outdated(self) -> int:
         """Outdated pods, rolled now or left."""
-        return sum(len(w.pods) for w in self.waves) + len(self.held)
+        return sum(len(w.pods) for w in self.waves) + len(self.held) + len(self.unready)
 
 
 def plan(pods: Sequence[AgentPod], holds: Mapping[str, NodeHold]) -> RollPlan:
@@ -79,6 +83,7 @@ def plan(pods: Sequence[AgentPod], holds: Mapping[str, NodeHold]) -> RollPlan:
     """
     by_clique: dict[str, list[AgentPod]] = collections.defaultdict(list)
     held: list[tuple[AgentPod, str]] = []
+    unready: list[AgentPod] = []
     current = 0
     for pod in sorted(pods, key=lambda p: p.node):
         if not pod.outdated:
@@ -89,13 +94,15 @@ def plan(pods: Sequence[AgentPod], holds: Mapping[str, NodeHold]) -> RollPlan:
             continue
         if hold.holder:
             held.append((pod, hold.holder))
+        elif not hold.ready:
+            unready.append(pod)
         else:
             by_clique[hold.clique].append(pod)
     waves = tuple(Wave(clique, tuple(by_clique[clique])) for clique in sorted(by_clique))
-    return RollPlan(waves=waves, held=tuple(held), current=current)
+    return RollPlan(waves=waves, held=tuple(held), unready=tuple(unready), current=current)
 
 
 def still_idle(pod: AgentPod, holds: Mapping[str, NodeHold]) -> bool:
-    """Whether ``pod``'s node is still idle on a fresh look, just before its wave."""
+    """Whether ``pod``'s node is still idle and Ready on a fresh look, just before its wave."""
     hold = holds.get(pod.node)
-    return hold is not None and not hold.holder
+    return hold is not None and not hold.holder and hold.ready

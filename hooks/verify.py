@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from computedomains import settings as flags
 from computedomains.api import constants, resources
 
-from . import client, compat, fabricreport, kubeio
+from . import client, compat, fabricreport, kubeio, rollagents
 from .fabricreport import Component, NodeFabric, PodVersion
 from .report import Finding, Report, Severity
 
@@ -164,22 +164,10 @@ def roll_hint(namespace: str, release: str) -> str:
 
 def _previous_pods(api: kubeio.Api, ds: kubeio.Obj) -> tuple[PodVersion, ...]:
     """The DaemonSet's pods on an older pod template: (node, version) each."""
-    namespace = str(ds["metadata"]["namespace"])
-    pods = api.list_items(
-        resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
-    )
     return tuple(
-        sorted(
-            (
-                PodVersion(
-                    node=str((pod.get("spec") or {}).get("nodeName") or kubeio.name(pod)),
-                    version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
-                )
-                for pod in pods
-                if not compat.current_template(pod, ds)
-            ),
-            key=lambda p: p.node,
-        )
+        PodVersion(node=p.node, version=p.version)
+        for p in sorted(rollagents.agent_pods(api, ds), key=lambda p: p.node)
+        if p.outdated
     )
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from computedomains.hooks import compat, rollplan
 from computedomains.hooks import fabricreport as fr
-from computedomains.hooks import rollplan
 from computedomains.hooks.report import Severity
 
 
@@ -82,3 +82,25 @@ def test_an_on_delete_daemonset_fails_unready_or_with_unsupported_versions() -> 
     assert finding.severity is Severity.FAIL and "n1 (0.0.3)" in finding.message
     rolling = fr.Component("DaemonSet", "plugin", 3, 3, 1)
     assert not rolling.settled, "a RollingUpdate DaemonSet still waits for every pod"
+
+
+def test_an_idle_node_that_is_not_ready_is_left_for_later() -> None:
+    plan = rollplan.plan([_pod("a1")], {"a1": _hold("a1", "r.a", ready=False)})
+    assert plan.waves == () and [p.node for p in plan.unready] == ["a1"]
+    assert not rollplan.still_idle(_pod("a1"), {"a1": _hold("a1", "r.a", ready=False)})
+
+
+def _ds_pod(uid: str, generation: str, revision: str) -> dict[str, object]:
+    labels = {compat.TEMPLATE_GENERATION_LABEL: generation, compat.REVISION_HASH_LABEL: revision}
+    return {"metadata": {"uid": uid, "labels": labels}}
+
+
+def test_current_pods_by_generation_or_by_the_current_templates_hash() -> None:
+    ds = {"metadata": {"annotations": {compat.TEMPLATE_GENERATION_ANNOTATION: "5"}}}
+    pods = [
+        _ds_pod("new", "5", "h-old"),  # rolled back: generation 5 has the old template again
+        _ds_pod("kept", "3", "h-old"),  # made from that template before: current too
+        _ds_pod("other", "4", "h-mid"),
+    ]
+    assert compat.current_pods(pods, ds) == {"new", "kept"}
+    assert compat.current_pods(pods, {"metadata": {}}) == set()

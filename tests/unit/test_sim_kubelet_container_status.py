@@ -154,7 +154,8 @@ def test_a_job_container_that_exits_decides_the_pod_phase(
     assert (init["state"]["terminated"]["exitCode"], init["ready"]) == (0, True)
     assert status["phase"] == phase
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
-    assert (ready["status"], ready["reason"]) == ("False", "PodCompleted")
+    reason = "PodCompleted" if phase == "Succeeded" else "PodFailed"
+    assert (ready["status"], ready["reason"]) == ("False", reason)
     assert (tmp_path / "log" / "main.log").read_text() == "main says bye\n"
     assert pod.pids() == []
 

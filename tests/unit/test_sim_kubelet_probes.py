@@ -118,6 +118,14 @@ def test_a_failed_liveness_or_startup_probe_stops_checking_readiness_does_not() 
         assert tracker.due(100.0) is not held, kind
 
 
+def test_a_passed_startup_probe_checks_no_more() -> None:
+    startup, liveness = _tracker(Kind.STARTUP), _tracker(Kind.LIVENESS)
+    startup.record(OK)
+    liveness.record(OK)
+    assert not startup.due(100.0) and startup.passing
+    assert liveness.due(100.0)
+
+
 def test_checks_wait_for_the_initial_delay_then_come_a_period_apart() -> None:
     probe = probes.Probe(Kind.LIVENESS, probes.TcpSocket("h", 1), initial_delay=5, period=2)
     tracker = probes.Tracker(probe, started_at=100.0)

@@ -13,7 +13,7 @@ PATH = resources.PODS.path()
 
 
 def is_ready(pod: Mapping[str, Any]) -> bool:
-    """True when the pod's ``Ready`` condition is True."""
+    """True when the object's ``Ready`` condition is True (a pod's; a Node's reads the same)."""
     conditions = (pod.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 

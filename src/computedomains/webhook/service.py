@@ -46,6 +46,8 @@ log = logging.getLogger(__name__)
 FIRST_ROUND_RETRY = 2.0
 """Seconds between attempts at the first certificate (cert-manager may still be issuing)."""
 
+CACHE_WAIT = 3.0
+"""Seconds a review waits for a first list of the cache; below the chart's 5 s webhook timeout."""
 ROUND_ERRORS: tuple[type[Exception], ...] = (tlssecret.NotYet, *kube_client.API_ERRORS)
 """What a TLS round may meet and retry: no usable Secret yet, an API server refusal or silence."""
 
@@ -91,17 +93,21 @@ class Webhook:
         self.https: http.server.ThreadingHTTPServer | None = None
         self._round = threading.Thread(target=self._rounds, name="tls-round", daemon=True)
 
-    def synced(self) -> bool:
-        """Whether the ComputeDomain cache has listed once."""
+    def synced(self, wait: float = 0.0) -> bool:
+        """Whether the ComputeDomain cache has listed once (waiting up to ``wait`` seconds)."""
         try:
-            self.cache.wait_synced(0)
+            self.cache.wait_synced(wait)
         except waiting.WaitTimeout:
             return False
         return True
 
     def known(self) -> list[domains.Domain]:
-        """Every cached ComputeDomain; :class:`review.NotReady` before the cache has synced."""
-        if not self.synced():
+        """Every cached ComputeDomain; :class:`review.NotReady` before the cache has synced.
+
+        A fresh replica is Ready before its first list returns: a review waits a little for
+        it (:data:`CACHE_WAIT`, within the API server's timeout) before it gives up.
+        """
+        if not self.synced(CACHE_WAIT):
             raise review.NotReady(
                 "the webhook's ComputeDomain cache has not synced yet; retry in a few seconds"
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pathlib
 import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -30,17 +31,41 @@ NODES = ["gb200-r1-n10", "gb200-r1-n11"]
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 
 
-def _apply(cluster: clusters.TestCluster, objects: list[dict[str, Any]], path: pathlib.Path) -> str:
-    """``kubectl apply --server-side`` of a render, as a pipeline would."""
-    path.write_text(yaml.safe_dump_all(objects))
+def _kubectl(cluster: clusters.TestCluster, *args: str) -> str:
     kubectl = tools.ToolBox.from_env().path("kubectl")
     done = subprocess.run(
-        [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), "apply", "--server-side",
-         "-f", str(path)],
+        [str(kubectl), "--kubeconfig", str(cluster.kubeconfig), *args],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
+
+
+def _apply(cluster: clusters.TestCluster, objects: list[dict[str, Any]], path: pathlib.Path) -> str:
+    """``kubectl apply --server-side`` of a render, as a pipeline would."""
+    path.write_text(yaml.safe_dump_all(objects))
+    return _kubectl(cluster, "apply", "--server-side", "-f", str(path))
+
+
+def _remove(
+    cluster: clusters.TestCluster, namespace: str, release: str, applied: list[pathlib.Path]
+) -> None:
+    """What docs/upgrade.md says to do before deleting a rendered install: the uninstall
+    program by hand, then every applied object but the CRDs (the fixture removes those)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "computedomains", "hooks", "uninstall", "--release", release,
+         "--namespace", namespace, "--no-require-owner", "--force",
+         "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for path in applied:
+        kept = [
+            o for o in yaml.safe_load_all(path.read_text())
+            if o and o["kind"] != "CustomResourceDefinition"
+        ]  # fmt: skip
+        path.write_text(yaml.safe_dump_all(kept))
+        _kubectl(cluster, "delete", "--ignore-not-found", "--wait=false", "-f", str(path))
 
 
 def _job_done(api: client.ApiClient, namespace: str, name: str) -> str:
@@ -73,12 +98,29 @@ def test_rendered_with_hooks_and_applied_by_kubectl_nothing_is_deleted_and_it_mi
 ) -> None:
     app = releases.new("cd-render")  # no Helm release is made: only its namespace and helm
     ns = app.namespace
+    applied = [tmp_path / name for name in ("previous.yaml", "current.yaml", "plain.yaml")]
+    try:
+        _render_apply_and_migrate(cluster, sim, api, namespace, app, applied)
+    finally:
+        if any(path.exists() for path in applied):
+            _remove(cluster, ns, app.name, [path for path in applied if path.exists()])
+
+
+def _render_apply_and_migrate(
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
+    api: client.ApiClient,
+    namespace: str,
+    app: lifecycle.Release,
+    applied: list[pathlib.Path],
+) -> None:
+    ns = app.namespace
     old = previous.build()
     with previous.running_in(sim, old):
         _apply(cluster, rendering.template(
             app.helm, "--include-crds", *lifecycle.previous_values(old),
             release=app.name, namespace=ns, chart=old.chart,
-        ), tmp_path / "previous.yaml")  # fmt: skip
+        ), applied[0])  # fmt: skip
         lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
         domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
         before = lifecycle.observe(api, namespace, ns, domain, version=V1)
@@ -86,7 +128,7 @@ def test_rendered_with_hooks_and_applied_by_kubectl_nothing_is_deleted_and_it_mi
         # The next version, hooks and all, applied the same way.
         _apply(cluster, rendering.template(
             app.helm, "--include-crds", *rendering.sim_values(), release=app.name, namespace=ns,
-        ), tmp_path / "current.yaml")  # fmt: skip
+        ), applied[1])  # fmt: skip
         fullname = f"{app.name}-compute-domains"
         assert _job_done(api, ns, f"{fullname}-hook-uninstall") == "Complete"
         log = kube.job_log(cluster, ns, f"{fullname}-hook-uninstall", "uninstall")
@@ -120,7 +162,7 @@ def test_rendered_with_hooks_and_applied_by_kubectl_nothing_is_deleted_and_it_mi
     jobs = [o["metadata"]["name"] for o in plain if o["kind"] == "Job"]
     assert jobs == [f"{fullname}-migrate-0-2-0"]
     assert not any("helm.sh/hook" in (o["metadata"].get("annotations") or {}) for o in plain)
-    _apply(cluster, plain, tmp_path / "plain.yaml")
+    _apply(cluster, plain, applied[2])
     assert _job_done(api, ns, jobs[0]) == "Complete"
     # A new domain forms on what the render installed.
     fresh = domains.create_domain(api, namespace)

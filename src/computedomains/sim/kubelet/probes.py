@@ -18,9 +18,12 @@ once a container has started; then one every ``periodSeconds``.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import enum
 import http.client
+import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -226,7 +229,8 @@ class Tracker:
     last: bool | None = None
     next_at: float = 0.0
     on_hold: bool = False
-    """A liveness or startup probe that failed: no more checks until the container restarts."""
+    """No more checks until the container restarts: a liveness or startup probe that failed,
+    a startup probe that passed."""
     message: str = ""
     """The latest failure's message."""
 
@@ -266,6 +270,8 @@ class Tracker:
         self.result = outcome.ok
         if not outcome.ok and self.probe.kind is not ProbeKind.READINESS:
             self.on_hold, self.run = True, 0
+        if outcome.ok and self.probe.kind is ProbeKind.STARTUP:
+            self.on_hold = True  # a passed startup probe is done for this container
         if before == outcome.ok:
             return Change.NONE
         return Change.PASSED if outcome.ok else Change.FAILED
@@ -319,21 +325,22 @@ def _tcp(action: TcpSocket, timeout: float) -> Result:
 
 
 def _exec(action: Exec, timeout: float) -> Result:
-    try:
-        done = subprocess.run(
-            list(action.argv),
-            env=dict(action.env),
-            cwd=action.cwd,
-            capture_output=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return Result(False, f"command {list(action.argv)} timed out after {timeout:g}s")
-    if done.returncode == 0:
+    # Its own session, so a timeout ends what the command started too, as a runtime's exec does.
+    with subprocess.Popen(
+        list(action.argv), env=dict(action.env), cwd=action.cwd, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    ) as child:  # fmt: skip
+        try:
+            out, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return Result(False, f"command {list(action.argv)} timed out after {timeout:g}s")
+    if child.returncode == 0:
         return Result(True)
-    output = (done.stdout + done.stderr).decode(errors="replace").strip()[-_BODY_LIMIT:]
-    return Result(False, f"command {list(action.argv)} exited with {done.returncode}: {output}")
+    output = out.decode(errors="replace").strip()[-_BODY_LIMIT:]
+    return Result(False, f"command {list(action.argv)} exited with {child.returncode}: {output}")
 
 
 def _varint(value: int) -> bytes:
@@ -399,16 +406,20 @@ def check(probe: Probe) -> Result:
         if isinstance(action, Grpc):
             return _grpc(action, probe.timeout)
         return _exec(action, probe.timeout)
-    except (OSError, http.client.HTTPException) as exc:
+    except Exception as exc:  # noqa: BLE001 - any error of a check is a failed check, as for the kubelet
         host = getattr(action, "host", "")
         port = getattr(action, "port", "")
         return Result(False, f"{type(action).__name__} {host}:{port}: {exc}")
 
 
 class Prober:
-    """Runs checks off the caller's thread: the kubelet's loop never waits for one."""
+    """Runs checks off the caller's thread: the kubelet's loop never waits for one.
 
-    def __init__(self, workers: int = 8) -> None:
+    Enough threads that checks timing out on a few pods do not hold up the others' (the
+    kubelet runs one worker per probe).
+    """
+
+    def __init__(self, workers: int = 32) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="probe")
 
     def submit(self, probe: Probe) -> concurrent.futures.Future[Result]:

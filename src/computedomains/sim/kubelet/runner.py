@@ -183,7 +183,8 @@ class PodRunner:
                 state=pod_status.State.RUNNING,
                 reason="",
                 started_at=pod_status.stamp(container.started_wall),
-                ready=container.ready,
+                # An init container that must complete is ready only once it has.
+                ready=container.ready and not container.init,
                 started=container.started,
             )
         if container.completed:
@@ -222,11 +223,11 @@ class PodRunner:
         final = self.phase
         init_only = [v for v, c in zip(init_views, self._init, strict=True) if c.init]
         sidecars = [v for v, c in zip(init_views, self._init, strict=True) if not c.init]
-        pod_conditions = pod_status.conditions(
-            init=init_only, sidecars=sidecars, containers=main_views, finished=final is not None,
-            gates=gates, previous=conditions, now=now,
-        )  # fmt: skip
         initialized = not initializing
+        pod_conditions = pod_status.conditions(
+            init=init_only, sidecars=sidecars, containers=main_views, initialized=initialized,
+            final=final, gates=gates, previous=conditions, now=now,
+        )  # fmt: skip
         body: dict[str, Any] = {
             "phase": pod_status.phase(initialized=initialized, containers=main_views, final=final),
             "conditions": pod_conditions,
@@ -263,6 +264,7 @@ class PodRunner:
     def terminate(self, now: float, grace: float) -> None:
         """SIGTERM every process; SIGKILL follows after ``grace`` seconds (see :meth:`tick`)."""
         if self._phase is _Phase.TERMINATING:
+            self._kill_at = min(self._kill_at, now + grace)  # a shorter grace asked later wins
             return
         self._phase = _Phase.TERMINATING
         self._kill_at = now + grace

@@ -89,7 +89,8 @@ def conditions(
     init: Sequence[ContainerView],
     sidecars: Sequence[ContainerView],
     containers: Sequence[ContainerView],
-    finished: bool,
+    initialized: bool,
+    final: str | None,
     gates: Sequence[str],
     previous: Sequence[Mapping[str, Any]],
     now: str,
@@ -97,9 +98,10 @@ def conditions(
     """``PodReadyToStartContainers``, ``Initialized``, ``ContainersReady`` and ``Ready``.
 
     ``init`` are the init containers that must complete, ``sidecars`` those that keep
-    running; ``gates`` the pod's readiness gate condition types, read from ``previous`` (the
-    pod's conditions now, which also keep each ``lastTransitionTime`` while a status stays).
-    A finished pod is not ready, with reason ``PodCompleted``.
+    running; ``initialized`` whether they did (it stays so when a sidecar restarts later);
+    ``gates`` the pod's readiness gate condition types, read from ``previous`` (the pod's
+    conditions now, which also keep each ``lastTransitionTime`` while a status stays). A pod
+    with a ``final`` phase is not ready, with reason ``PodCompleted`` or ``PodFailed``.
     """
     before = {str(c.get("type")): c for c in previous}
 
@@ -117,18 +119,19 @@ def conditions(
     incomplete = [
         v for v in init if v.state is not State.TERMINATED or (v.exit or {}).get("exitCode") != 0
     ] + [v for v in sidecars if not v.started]
-    initialized = condition(
+    init_condition = condition(
         "Initialized",
-        not incomplete,
+        initialized,
         "ContainersNotInitialized",
         f"containers with incomplete status: {_names(incomplete)}",
     )
-    if finished:
+    if final is not None:
+        reason = "PodCompleted" if final == "Succeeded" else "PodFailed"
         return [
             condition("PodReadyToStartContainers", True),
-            initialized,
-            condition("ContainersReady", False, "PodCompleted"),
-            condition("Ready", False, "PodCompleted"),
+            init_condition,
+            condition("ContainersReady", False, reason),
+            condition("Ready", False, reason),
         ]
     unready = [v for v in [*sidecars, *containers] if not v.ready]
     gates_down = [g for g in gates if (before.get(g) or {}).get("status") != "True"]
@@ -142,7 +145,7 @@ def conditions(
         ready = condition("Ready", True)
     return [
         condition("PodReadyToStartContainers", True),
-        initialized,
+        init_condition,
         condition("ContainersReady", not unready, "ContainersNotReady", message),
         ready,
     ]
