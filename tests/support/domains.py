@@ -176,7 +176,11 @@ def wait_ready(
         return current if len(running) == len(pods) and status.get("status") == "Ready" else None
 
     return waiting.until(
-        f"{len(pods)} pods Running and ComputeDomain {name} Ready", ready, timeout=180, interval=1
+        f"{len(pods)} pods Running and ComputeDomain {name} Ready",
+        ready,
+        timeout=180,
+        interval=1,
+        retry_on=(ApiException,),  # a webhook replica going away fails one read, not the wait
     )
 
 

@@ -97,6 +97,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     wbufsize = 1 << 16
     routes: Mapping[str, Route]
     stats: metrics.WebhookMetrics
+    draining: Callable[[], bool]
 
     def setup(self) -> None:
         self.request.settimeout(CONNECTION_TIMEOUT)
@@ -141,6 +142,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
+        if self.draining():
+            # Stopping: the API server must not keep this connection for a later request
+            # that would find the process gone.
+            self.send_header("Connection", "close")
+            self.close_connection = True
         self.end_headers()
         self.wfile.write(payload)
 
@@ -154,10 +160,17 @@ def serve(
     certificates: Certificates,
     routes: Mapping[str, Route],
     stats: metrics.WebhookMetrics,
+    draining: Callable[[], bool] = lambda: False,
 ) -> http.server.ThreadingHTTPServer:
-    """Serve ``routes`` over HTTPS on ``host:port`` in a daemon thread."""
+    """Serve ``routes`` over HTTPS on ``host:port`` in a daemon thread.
+
+    Once ``draining()`` says so, every answer closes its connection.
+    """
     host, _, port = bind.rpartition(":")
-    handler = type("Handler", (_Handler,), {"routes": dict(routes), "stats": stats})
+    handler = type(
+        "Handler", (_Handler,), {"routes": dict(routes), "stats": stats,
+                                 "draining": staticmethod(draining)},
+    )  # fmt: skip
     host = host.strip("[]") or "0.0.0.0"  # noqa: S104
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     server_class: type[_Server] = type("Server", (_Server,), {"address_family": family})

@@ -141,7 +141,8 @@ class Webhook:
         if self.stop.is_set():
             return False
         self.https = server.serve(self.cfg.bind, certificates=self.certificates,
-                                  routes=routes(self.known), stats=self.stats)  # fmt: skip
+                                  routes=routes(self.known), stats=self.stats,
+                                  draining=self.draining.is_set)  # fmt: skip
         log.info("serving HTTPS on %s", self.cfg.bind)
         self._round.start()
         return True

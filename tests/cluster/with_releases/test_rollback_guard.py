@@ -72,7 +72,7 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
         "rollback", release.name, "1", "--namespace", ns, "--wait", "--timeout", "5m"
     )
     said = refused.stdout + refused.stderr
-    assert refused.returncode != 0 and "pre-rollback hooks failed" in said, said
+    assert refused.returncode != 0 and "hook-preflight failed" in said, said
     assert "must appear in spec.versions" not in said, "refused before the API server saw it"
     log = kube.job_log(cluster, ns, f"{release.name}-compute-domains-hook-preflight", "preflight")
     assert f"CRD {CLIQUES} holds objects stored at {V3}" in log, log
