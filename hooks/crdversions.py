@@ -63,8 +63,10 @@ def check_stored(
                 f"(status.storedVersions), which this chart's CRDs ({_listed(served)}) do not "
                 "serve: the API server would refuse them half-way through the change",
                 fix=(
-                    "move the storage back first, with the chart installed now: helm upgrade "
-                    f"{release} <that chart> -n {namespace} --reuse-values --set "
+                    "Helm leaves a refused rollback pending: helm rollback "
+                    f"{release} <the revision deployed now> -n {namespace} changes nothing and "
+                    "ends that; then move the storage back, with the chart installed now: "
+                    f"helm upgrade {release} <that chart> -n {namespace} --reuse-values --set "
                     f"crds.storageVersion=<one of {_listed(served)}> --wait (its migrate hook "
                     "rewrites every object and prunes storedVersions); then roll back or "
                     f"downgrade: helm rollback {release} <revision> -n {namespace} --wait "

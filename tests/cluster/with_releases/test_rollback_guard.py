@@ -79,7 +79,10 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
     assert f"--set crds.storageVersion=<one of {V1}, {V2}>" in log
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3]), "nothing was applied"
 
-    # The way it printed: storage back with the newer chart, then the rollback.
+    # The way it printed: Helm's pending rollback ended (a rollback to the deployed revision,
+    # 2), the storage back with the newer chart, then the rollback.
+    assert "changes nothing and ends that" in log
+    release.run("rollback", "2", "--wait", "--timeout", "5m")
     release.upgrade(str(newer), "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V2])
     release.run("rollback", "1", "--wait", "--timeout", "5m")
