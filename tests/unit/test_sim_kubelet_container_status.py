@@ -62,6 +62,8 @@ def test_a_killed_container_is_reported_down_while_held_and_running_once_restart
     (main,) = status["containerStatuses"]
     assert set(main["state"]) == {"running"} and (main["ready"], main["started"]) == (True, True)
     assert (status["phase"], _condition(status, "Ready")) == ("Running", "True")
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] is ready["message"] is None, "a merge patch removes the old ones"
 
     hold.mkdir()
     (hold / "main").touch()

@@ -113,23 +113,31 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
         assert "2 node(s) still run version 0.1.0" in verify_log, verify_log
         assert f"{NODES[0]}, {NODES[1]}" in verify_log
 
-        # The new controller counts the old agents' reports: the domain stays Ready.
-        name = domain["metadata"]["name"]
+        # The new plugin prepares beside an old agent: one more pod of the domain on its node.
+        name, uid = domain["metadata"]["name"], domain["metadata"]["uid"]
+        extra = domains.create_pod(api, namespace, domain, f"{name}-extra", node=NODES[0])
+        domains.wait_ready(api, namespace, domain, [*pods, extra], version=V2)
+
+        # The second step (v1beta2 stored) with the jobs still running: they keep their agents,
+        # and the new controller, now able to store its conditions, counts the old agents'
+        # reports: the domain is Ready.
+        release.upgrade(
+            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
+            "--atomic",
+        )  # fmt: skip
+        now = _agents(api, ns)
+        assert {n: now[n].metadata.uid for n in NODES} == {n: agents[n] for n in NODES}
+        assert {node: domains.imex_pid(sim, node) for node in NODES} == imex
 
         def ready_at_v2() -> dict[str, Any] | None:
             found = domains.get_domain(api, namespace, name, version=V2)
             return found if lifecycle.condition(found, "Ready").get("status") == "True" else None
 
-        # Webhook replicas just replaced: a read may meet one going away (retried, as clients do).
-        waiting.until("the upgraded domain's Ready condition", ready_at_v2, timeout=60,
-                      retry_on=(ApiException,))  # fmt: skip
-        # And the new plugin prepares beside an old agent: one more pod of the domain on its node.
-        extra = domains.create_pod(api, namespace, domain, f"{name}-extra", node=NODES[0])
-        domains.wait_ready(api, namespace, domain, [*pods, extra], version=V2)
+        waiting.until("the upgraded domain's Ready condition (old agents counted)", ready_at_v2,
+                      timeout=60, retry_on=(ApiException,))  # fmt: skip
 
         # The jobs end; the next upgrade (same chart, same values) rolls the rest.
         domains.delete_pods(api, namespace, name)
-        uid = domain["metadata"]["uid"]
 
         def released() -> bool:
             cliques = domains.cliques(api, ns, uid, version=V2)
@@ -137,10 +145,6 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
 
         # The old agents say Stopped once the plugin took the label away: only then the slots go.
         waiting.until("the domain's slots on its nodes to be freed", released, timeout=120)
-        # The second step (v1beta2 stored) rolls them, as any later upgrade does.
-        release.upgrade(
-            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
-            "--atomic",
-        )  # fmt: skip
+        release.upgrade(str(rendering.CHART), "--reuse-values", "--atomic")
         versions = {p.metadata.labels[compat.VERSION_LABEL] for p in _agents(api, ns).values()}
         assert versions == {"0.2.0"}

@@ -109,12 +109,15 @@ def conditions(
         status = "True" if ok else "False"
         known = before.get(kind) or {}
         since = known.get("lastTransitionTime") if known.get("status") == status else None
-        made: dict[str, Any] = {"type": kind, "status": status, "lastTransitionTime": since or now}
-        if not ok:
-            made["reason"] = reason
-            if message:
-                made["message"] = message
-        return made
+        # The status is written as a strategic merge patch, where a condition's fields merge
+        # into the old ones: None removes a reason or message that no longer holds.
+        return {
+            "type": kind,
+            "status": status,
+            "lastTransitionTime": since or now,
+            "reason": None if ok else reason,
+            "message": None if ok or not message else message,
+        }
 
     incomplete = [
         v for v in init if v.state is not State.TERMINATED or (v.exit or {}).get("exitCode") != 0
