@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=constants.STORAGE_VERSION,
         help="the version this release's CRDs store (value crds.storageVersion)",
     )
+    flags.add(
+        parser,
+        "--served-versions",
+        default=",".join(crdversions.SERVED),
+        type=lambda text: tuple(v for v in text.split(",") if v),
+        help="the versions this release's CRDs serve (its own code's, unless a chart says)",
+    )
     flags.add_switch(
         parser,
         "--upgrade",
@@ -164,7 +171,7 @@ def _crd_versions(
         )  # fmt: skip
     where = {"release": release.name, "namespace": release.namespace}
     return [
-        *crdversions.check_stored(live, **where),
+        *crdversions.check_stored(live, served=args.served_versions, **where),
         *crdversions.check_one_way(
             live, storage=args.storage_version, upgrade=args.upgrade,
             allowed=args.allow_one_way_upgrade, **where,

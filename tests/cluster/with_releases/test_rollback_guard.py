@@ -38,6 +38,11 @@ def _newer_chart(folder: pathlib.Path) -> pathlib.Path:
     newest = text[text.index(f"  - name: {V2}") :]
     newest = newest.replace(f"name: {V2}", f"name: {V3}").replace(f'"{V2}"', f'"{V3}"')
     template.write_text(text.rstrip("\n") + "\n" + newest)
+    # Its own code would know v1beta3; this code does not, so its preflight is told.
+    preflight = chart / "templates/hook-preflight.yaml"
+    storage = '(printf "--storage-version=%s" .Values.crds.storageVersion)'
+    served = f'"--served-versions={V1},{V2},{V3}"'
+    preflight.write_text(preflight.read_text().replace(storage, f"{storage} {served}"))
     values = chart / "charts/crds/values.yaml"
     values.write_text(values.read_text() + f"cliqueStorageVersion: {V3}\n")
     knob = {"type": "string", "enum": [V1, V2, V3]}
