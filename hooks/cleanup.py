@@ -168,7 +168,10 @@ def uninstalling(*, helm_record: bool, argo_tracked: bool, required: bool) -> Fi
     it must change nothing. ``required`` False (value uninstall.requireOwner) skips the check.
     """
     if not required:
-        return Finding(Severity.INFO, "uninstall.requireOwner=false: not checking who runs this")
+        return Finding(
+            Severity.INFO,
+            "not checking who runs this (run by hand, or uninstall.requireOwner=false)",
+        )
     if helm_record:
         return Finding(Severity.OK, "Helm is uninstalling the release (its record is here)")
     if argo_tracked:

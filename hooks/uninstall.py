@@ -51,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--require-owner",
         default=True,
         negatable=True,
-        help="act only when Helm or Argo CD runs this hook (value uninstall.requireOwner)",
+        help="with --release-record or --job (the chart passes both): act only when Helm or "
+        "Argo CD runs this hook (value uninstall.requireOwner); run by hand, it acts",
     )
     flags.add(
         parser,
@@ -80,9 +81,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
+    # Only the chart names the record and the Job; run by hand, without them, it acts.
+    required = args.require_owner and bool(args.release_record or args.job)
     owner = cleanup.uninstalling(
         helm_record=_helm_record(api, args), argo_tracked=_argo_tracked(api, args),
-        required=args.require_owner,
+        required=required,
     )  # fmt: skip
     report.finding(owner)
     if owner.severity is Severity.WARN:

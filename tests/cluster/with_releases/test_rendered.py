@@ -54,7 +54,7 @@ def _remove(
     program by hand, then every applied object but the CRDs (the fixture removes those)."""
     done = subprocess.run(
         [sys.executable, "-m", "computedomains", "hooks", "uninstall", "--release", release,
-         "--namespace", namespace, "--no-require-owner", "--force",
+         "--namespace", namespace, "--force",
          "--kubeconfig", str(cluster.kubeconfig)],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
