@@ -313,7 +313,7 @@ procRoot: /host/proc
 {{/*
 compute-domains.networkPolicy
   Takes: (dict "root" $ "component" "controller" "labels" "<labels YAML>" "selector" "<selector
-  labels YAML>" "ports" (list 8080)).
+  labels YAML>" "ports" (list 8080)), optionally "annotations" "<annotations YAML>".
   Returns: the component's NetworkPolicy: ingress only to its own TCP ports (metrics and
   probes, and the webhook's HTTPS endpoint, from anywhere: scrapers and the API server have no
   fixed address), egress only to the API server's ports (networkPolicy.apiServerPorts, any
@@ -331,6 +331,10 @@ metadata:
   namespace: {{ $root.Release.Namespace }}
   labels:
     {{- .labels | nindent 4 }}
+  {{- with .annotations }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
 spec:
   podSelector:
     matchLabels:

@@ -74,11 +74,11 @@ def test_service_name_is_the_same_without_the_crds_subchart(h4: helm.Helm) -> No
     assert r.flag(_container(objects), "service-name") == SERVICE
 
 
-def test_two_replicas_and_a_pdb_keeping_one(h: helm.Helm) -> None:
+def test_two_replicas_and_a_pdb_that_lets_one_go(h: helm.Helm) -> None:
     objects = r.template(h)
     assert r.workload(objects, WEBHOOK)["spec"]["replicas"] == 2
     pdb = r.find(objects, "PodDisruptionBudget", NAME)
-    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["maxUnavailable"] == 1
 
 
 def test_replicas_value(h4: helm.Helm) -> None:
@@ -120,7 +120,7 @@ def test_replicas_spread_softly(h4: helm.Helm) -> None:
 
 def test_every_webhook_object_is_in_sync_wave_minus_one(h: helm.Helm) -> None:
     objects = r.of_component(r.rendered(h, **{"webhook.certManager.enabled": "true"}), WEBHOOK)
-    assert len(objects) == 14  # 10 and the two Issuers and two Certificates
+    assert len(objects) == 15  # 11 and the two Issuers and two Certificates
     for obj in objects:
         assert obj["metadata"]["annotations"].items() >= WAVE.items(), obj["kind"]
 
