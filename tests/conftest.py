@@ -67,6 +67,19 @@ def cluster(
         yield clusters.TestCluster(kubeconfig=sim.kubeconfig, sim=sim, **common)
 
 
+@pytest.fixture(autouse=True)
+def _cluster_still_runs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a test on the simulated cluster: every process of its control plane (the
+    simulated kubelet among them) still runs; else fail here, with its log's tail, rather
+    than let every later test wait for it."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    test_cluster: clusters.TestCluster = request.getfixturevalue("cluster")
+    if test_cluster.sim is not None and test_cluster.sim.control_plane is not None:
+        test_cluster.sim.control_plane.check_running()
+
+
 @pytest.fixture(scope="session")
 def sim(cluster: clusters.TestCluster) -> sim_cluster.SimCluster:
     """The simulated cluster itself; skips against an existing cluster."""

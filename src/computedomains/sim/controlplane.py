@@ -172,9 +172,11 @@ class ControlPlane:
 
     # -- components -----------------------------------------------------------------------
 
-    def _spawn(self, name: str, argv: list[str]) -> processes.Managed:
+    def _spawn(
+        self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None
+    ) -> processes.Managed:
         self.log(f"[sim] starting {name}")
-        env = {**os.environ, processes.CLUSTER_ENV: str(self.directory)}
+        env = {**os.environ, **(extra_env or {}), processes.CLUSTER_ENV: str(self.directory)}
         child = processes.start(
             name, argv, log_dir=self.directory / "logs", cwd=self.directory, env=env
         )
@@ -320,6 +322,9 @@ class ControlPlane:
                 f"--kubeconfig={config}",
                 f"--cluster-dir={self.directory}",
             ],
+            # It starts a process (fork, then exec) while its gRPC calls to the DRA plugins
+            # run in other threads: gRPC's fork handlers must stay off, or a fork can crash it.
+            extra_env={"GRPC_ENABLE_FORK_SUPPORT": "false"},
         )
 
     def _wait_healthy(self, name: str, url: str, *, timeout: float) -> None:
