@@ -73,7 +73,9 @@ def _cluster_still_runs(request: pytest.FixtureRequest) -> Iterator[None]:
     simulated kubelet among them) still runs; else fail here, with its log's tail, rather
     than let every later test wait for it."""
     yield
-    if "cluster" not in request.fixturenames:
+    # A test parametrized with a "cluster" argument of its own does not use the fixture.
+    callspec = getattr(request.node, "callspec", None)
+    if "cluster" not in request.fixturenames or (callspec and "cluster" in callspec.params):
         return
     test_cluster: clusters.TestCluster = request.getfixturevalue("cluster")
     if test_cluster.sim is not None and test_cluster.sim.control_plane is not None:

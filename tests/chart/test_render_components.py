@@ -657,7 +657,7 @@ def _grants(role: r.Obj) -> dict[tuple[str, str], set[str]]:
 
 
 @pytest.mark.parametrize(
-    ("component", "cluster", "namespaced"),
+    ("component", "cluster_wide", "namespaced"),
     [
         (CONTROLLER, CONTROLLER_CLUSTER_RULES, CONTROLLER_NAMESPACED_RULES),
         (AGENT, AGENT_CLUSTER_RULES, AGENT_NAMESPACED_RULES),
@@ -666,12 +666,12 @@ def _grants(role: r.Obj) -> dict[tuple[str, str], set[str]]:
 def test_component_rbac_is_exactly_what_it_needs(
     h: helm.Helm,
     component: str,
-    cluster: dict[tuple[str, str], set[str]],
+    cluster_wide: dict[tuple[str, str], set[str]],
     namespaced: dict[tuple[str, str], set[str]],
 ) -> None:
     objects = r.of_component(r.template(h), component)
     name = f"cd-compute-domains-{component}"
-    assert _grants(r.find(objects, "ClusterRole", name)) == cluster
+    assert _grants(r.find(objects, "ClusterRole", name)) == cluster_wide
     role = r.find(objects, "Role", name)
     assert role["metadata"]["namespace"] == r.NAMESPACE
     assert _grants(role) == namespaced
