@@ -1,10 +1,15 @@
-"""Formation of an 18-node ComputeDomain with every component real, against a no-claim baseline.
+"""Formation of an 18-node ComputeDomain with every component real, against two baselines.
 
-Per run: the same 18 pods (one per node of rack 1), once without claims (baseline: scheduler +
-kwok) and once with the domain's channel claim (plus prepare, slots, IMEX start with a 0.5 s
-fake start-up delay, peers); measured from pod creation to all pods Ready. Also: API writes of
-the controller per formation and while idle, HTTP 409/429 on our writes, and the controller's
-memory and CPU while 20 domains churn on 36 nodes.
+Per run: the same 18 pods (one per node of rack 1), once without claims (scheduler + kwok),
+once each holding a claim of a plain DRA driver that adds nothing (``sim/plaindra.py``: the
+scheduler's and the kubelet's own DRA path) and once with the domain's channel claim (plus
+holds, prepare, slots, IMEX start with a 0.5 s fake start-up delay, peers); measured from pod
+creation to all pods Ready. The figure that counts is ComputeDomain minus plain DRA, per run.
+Three placement modes, each after its own ``helm upgrade``: the default (the placing domain's
+turn), binding conditions on every free node (``controller.placementTurns=false``), and
+neither (``kubeletPlugin.bindingConditions=false``). Also: API writes of the controller per
+formation and while idle, HTTP 409/429 on our writes, and the controller's memory and CPU while
+20 domains churn on 36 nodes.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from kubernetes import client, watch
 
 from computedomains import trace, waiting
 from computedomains.api import constants
-from computedomains.sim import cluster
+from computedomains.kube import client as kube_client
+from computedomains.sim import cluster, plaindra
 from computedomains.sim.kubelet import main as sim_kubelet
 from tests.benchmarks import conftest, footprint, ownmetrics, report
 from tests.benchmarks.conftest import NAMESPACE
@@ -29,9 +35,10 @@ from tests.support import kube
 from tests.support.controller import WRITE_VERBS
 
 RUNS = 20
-RUNS_WITHOUT = 10
-"""Formations after the release is upgraded to ``kubeletPlugin.bindingConditions=false``."""
+RUNS_OTHER = 8
+"""Formations in each of the other two placement modes."""
 NODES = [f"gb200-r1-n{i:02d}" for i in range(18)]
+PLAIN_TEMPLATE = "plain-dra"
 
 
 def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
@@ -241,6 +248,8 @@ class Rounds:
     """What a series of 18-node formations measured."""
 
     baseline: list[float] = dataclasses.field(default_factory=list)
+    plain: list[float] = dataclasses.field(default_factory=list)
+    """The same pods each holding a claim of the plain DRA driver."""
     formation: list[float] = dataclasses.field(default_factory=list)
     created: list[float] = dataclasses.field(default_factory=list)
     """Seconds the 18 create calls of the domain's pods took (admission, our webhook)."""
@@ -253,12 +262,15 @@ class Rounds:
 
 
 def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
-    """``runs`` times: the baseline pods, then a domain and the same pods claiming from it."""
+    """``runs`` times: the baseline pods, the plain DRA pods, then a domain and the same pods
+    claiming from it."""
     out = Rounds()
     for run in range(runs):
         name = f"{prefix}{run}"
         out.baseline.append(_pods(api, None, f"base-{name}")[1])
         delete_pods(api, f"base-{name}")
+        out.plain.append(_pods(api, PLAIN_TEMPLATE, f"plain-{name}")[1])
+        delete_pods(api, f"plain-{name}")
         leader = _leader(api, driver_ns)
         before = _writes(ownmetrics.scrape(leader))
         template = _domain(api, name)
@@ -284,27 +296,56 @@ def _per_formation(measured: Rounds) -> dict[str, float]:
     return {r: round(n / runs, 1) for r, n in sorted(measured.writes_by_resource.items()) if n}
 
 
-def _without_binding_conditions(sim: cluster.SimCluster, api: Any, tmp: pathlib.Path) -> None:
-    """Upgrade the release to ``kubeletPlugin.bindingConditions=false``; wait for the slices."""
-    conftest.upgrade(sim, tmp, "kubeletPlugin.bindingConditions=false")
+def _republished(api: Any, sim: cluster.SimCluster, *, binding: bool) -> None:
+    """Wait until every plugin publishes free nodes with (or without) binding conditions."""
     slices = client.ResourceV1Api(api)
 
-    def republished() -> bool:
+    def done() -> bool:
         ours = [s for s in slices.list_resource_slice().items
                 if s.spec.driver == constants.DRIVER_NAME and s.spec.devices]  # fmt: skip
-        return len(ours) >= len(sim_nodes(api)) and not any(
-            d.binding_conditions for s in ours for d in s.spec.devices
-        )
+        asked = [any(d.binding_conditions for d in s.spec.devices) for s in ours]
+        return len(ours) >= len(sim_nodes(api)) and all(a == binding for a in asked)
 
-    waiting.until("every plugin to publish without binding conditions", republished,
-                  timeout=300, interval=1)  # fmt: skip
+    waiting.until(f"every plugin to publish {'with' if binding else 'without'} binding "
+                  "conditions", done, timeout=300, interval=1)  # fmt: skip
 
 
-@pytest.mark.timeout(2400)
+def _paired(measured: Rounds) -> dict[str, float]:
+    """ComputeDomain minus plain DRA, run by run (the same run's pods, the same nodes)."""
+    pairs = zip(measured.formation, measured.plain, strict=True)
+    return report.summarize([form - plain for form, plain in pairs])
+
+
+def _mode(measured: Rounds, stages: dict[str, dict[str, float]]) -> dict[str, Any]:
+    base, plain = report.summarize(measured.baseline), report.summarize(measured.plain)
+    form = report.summarize(measured.formation)
+    return {
+        "runs": len(measured.formation),
+        "baseline_no_claims_s": base,
+        "plain_dra_claim_s": plain,
+        "formation_18_nodes_s": form,
+        "formation_minus_plain_dra_s": _paired(measured),
+        "formation_minus_baseline_p50_s": round(form["p50"] - base["p50"], 3),
+        "stages_all_nodes_s": stages,
+        "controller_writes_per_formation": report.summarize(measured.writes),
+        "controller_writes_per_formation_by_resource": _per_formation(measured),
+    }
+
+
+@pytest.mark.timeout(3000)
 def test_formation_latency_api_writes_and_controller_footprint(
     installed: tuple[cluster.SimCluster, Any, str], tmp_path: pathlib.Path
 ) -> None:
     sim, api, driver_ns = installed
+    lean = kube_client.Client.from_kubeconfig(sim.kubeconfig)
+    client.ResourceV1Api(api).create_namespaced_resource_claim_template(
+        NAMESPACE, plaindra.claim_template(PLAIN_TEMPLATE, NAMESPACE)
+    )
+    with plaindra.running(lean, sim.host_trees):
+        _measure(sim, api, driver_ns, tmp_path)
+
+
+def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathlib.Path) -> None:
     cpu_before = footprint.cpu_now()
     on = rounds(api, driver_ns, "cd", RUNS)
     cpu = footprint.cpu_spent(cpu_before, footprint.cpu_now())
@@ -324,21 +365,29 @@ def test_formation_latency_api_writes_and_controller_footprint(
     idle_after = _writes(ownmetrics.scrape(leader)).total
     stages = _stages(_traced(sim, driver_ns), on.started, on.formation)
     rss, cpu_share = _churn(api, leader)
-    _without_binding_conditions(sim, api, tmp_path)
-    off = rounds(api, driver_ns, "nobc", RUNS_WITHOUT)
+    # Binding conditions on every free node: the placement before the turn.
+    conftest.upgrade(sim, tmp_path, "controller.placementTurns=false")
+    _republished(api, sim, binding=True)
+    asked = rounds(api, driver_ns, "bc", RUNS_OTHER)
+    stages_asked = _stages(_traced(sim, driver_ns), asked.started, asked.formation)
+    # Neither: the fallback of Kubernetes before 1.36.
+    conftest.upgrade(sim, tmp_path, "kubeletPlugin.bindingConditions=false")
+    _republished(api, sim, binding=False)
+    off = rounds(api, driver_ns, "nobc", RUNS_OTHER)
     stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
-    base, form = report.summarize(on.baseline), report.summarize(on.formation)
-    base_off, form_off = report.summarize(off.baseline), report.summarize(off.formation)
+    base, plain, form = (report.summarize(x) for x in (on.baseline, on.plain, on.formation))
+    form_asked, form_off = report.summarize(asked.formation), report.summarize(off.formation)
     writes = report.summarize(on.writes)
     per_round = {k: round(v / RUNS, 2) for k, v in cpu.items()}
     plots = [
         report.Plot(
             name="stages",
             title="18-node formation: all nodes past each stage (s after pod creation)",
-            labels=list(stages),
+            labels=list(stages_asked),
             series={
-                "p50 binding conditions": [stages[s]["p50"] for s in stages],
-                "p50 without": [stages_off.get(s, {}).get("p50", 0.0) for s in stages],
+                "p50 turn (default)": [stages.get(s, {}).get("p50", 0.0) for s in stages_asked],
+                "p50 binding conditions": [stages_asked[s]["p50"] for s in stages_asked],
+                "p50 neither": [stages_off.get(s, {}).get("p50", 0.0) for s in stages_asked],
             },
             unit="seconds",
             kind="barh",
@@ -346,8 +395,16 @@ def test_formation_latency_api_writes_and_controller_footprint(
         report.Plot(
             name="latency",
             title="18 pods created → all Ready",
-            labels=["no claims (baseline)", "channel, binding conditions", "channel, without"],
-            series={q: [base[q], form[q], form_off[q]] for q in ("p50", "p99")},
+            labels=[
+                "no claims",
+                "plain DRA claim",
+                "ComputeDomain, turn (default)",
+                "ComputeDomain, binding conditions",
+                "ComputeDomain, neither",
+            ],
+            series={
+                q: [base[q], plain[q], form[q], form_asked[q], form_off[q]] for q in ("p50", "p99")
+            },
             unit="seconds",
         ),
         report.Plot(
@@ -369,41 +426,32 @@ def test_formation_latency_api_writes_and_controller_footprint(
     report.save(
         "formation",
         {
-            "runs": RUNS,
-            "baseline_no_claims_s": base,
-            "formation_18_nodes_s": form,
+            **_mode(on, stages),
             "formation_create_calls_s": report.summarize(on.created),
             "ratio_p50": round(form["p50"] / base["p50"], 3),
-            "formation_minus_baseline_p50_s": round(form["p50"] - base["p50"], 3),
-            "stages_all_nodes_s": stages,
-            "controller_writes_per_formation": writes,
-            "controller_writes_per_formation_by_resource": _per_formation(on),
+            "ratio_to_plain_dra_p50": round(form["p50"] / plain["p50"], 3),
             "controller_writes_idle_per_s": round((idle_after - idle_before) / 10, 3),
-            "http_409_429_on_our_writes": on.conflicts + off.conflicts,
+            "http_409_429_on_our_writes": on.conflicts + asked.conflicts + off.conflicts,
             "controller_rss_mib_20_domains_churning": round(rss / 1024, 1),
             "controller_cpu_fraction_20_domains_churning": cpu_share,
             # Per round: the baseline pods, the formation and the clean-up (the machine's work).
             "cpu_s_per_round_by_component": per_round,
             "cpu_s_per_round_total": round(sum(per_round.values()), 1),
-            "without_binding_conditions": {
-                "runs": RUNS_WITHOUT,
-                "baseline_no_claims_s": base_off,
-                "formation_18_nodes_s": form_off,
-                "formation_minus_baseline_p50_s": round(form_off["p50"] - base_off["p50"], 3),
-                "stages_all_nodes_s": stages_off,
-                "controller_writes_per_formation": report.summarize(off.writes),
-                "controller_writes_per_formation_by_resource": _per_formation(off),
-            },
+            "binding_conditions_on_every_free_node": _mode(asked, stages_asked),
+            "without_binding_conditions": _mode(off, stages_off),
         },
         plots=plots,
     )
-    assert form["n"] == RUNS and form_off["n"] == RUNS_WITHOUT
-    # Every stage the binding-conditions path passes was traced on every run.
-    assert all(stages.get(s.value, {}).get("n") == RUNS for s in trace.Stage), stages
-    # Without them the binder answers nothing (no claim waits in PreBind); every other stage
-    # is passed.
-    missed = {s for s in trace.Stage if stages_off.get(s.value, {}).get("n") != RUNS_WITHOUT}
-    assert missed == {trace.Stage.CLAIM_ALLOCATED, trace.Stage.NODE_RESERVED}, stages_off
+    assert form["n"] == RUNS and form_asked["n"] == form_off["n"] == RUNS_OTHER
+    # With binding conditions on every free node, every stage was traced on every run.
+    assert all(stages_asked.get(s.value, {}).get("n") == RUNS_OTHER for s in trace.Stage), (
+        stages_asked
+    )
+    # On the turn, as without binding conditions, the binder answers nothing (no claim waits in
+    # PreBind); every other stage is passed.
+    for seen, runs in ((stages, RUNS), (stages_off, RUNS_OTHER)):
+        missed = {s for s in trace.Stage if seen.get(s.value, {}).get("n") != runs}
+        assert missed == {trace.Stage.CLAIM_ALLOCATED, trace.Stage.NODE_RESERVED}, seen
 
 
 def _churn(api: Any, leader: Any) -> tuple[int, float]:

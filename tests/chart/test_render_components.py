@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml
 
-from computedomains.api import constants
+from computedomains.api import constants, placement
 from tests.chart import rendering as r
 from tests.support import helm
 
@@ -43,6 +43,7 @@ def test_controller_command_line_follows_the_contract(h: helm.Helm) -> None:
         "--pod-name=$(POD_NAME)",
         "--http-bind=$(POD_IP):8080",
         "--max-nodes-per-clique=18",
+        "--placement-turns",
     ]
     env = r.env(c)
     assert env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
@@ -630,6 +631,7 @@ CONTROLLER_NAMESPACED_RULES = {
     },
     ("", "pods"): {"get", "list", "watch"},
     ("coordination.k8s.io", "leases"): {"create", "get", "update"},
+    ("", "configmaps"): {"create", "update"},
 }
 AGENT_CLUSTER_RULES = {
     ("", "nodes"): {"get", "list", "watch"},
@@ -675,6 +677,17 @@ def test_component_rbac_is_exactly_what_it_needs(
     role = r.find(objects, "Role", name)
     assert role["metadata"]["namespace"] == r.NAMESPACE
     assert _grants(role) == namespaced
+
+
+def test_the_placement_turn_is_one_object_named_as_the_code_names_it(h4: helm.Helm) -> None:
+    objects = r.template(h4)
+    for component in (CONTROLLER, "kubelet-plugin"):
+        role = r.find(objects, "Role", f"cd-compute-domains-{component}")
+        rules = [rule for rule in role["rules"] if rule["resources"] == ["configmaps"]]
+        named = [rule for rule in rules if "resourceNames" in rule]
+        assert [rule["resourceNames"] for rule in named] == [[placement.TURN_CONFIGMAP]]
+        # Only a create cannot be narrowed to a name.
+        assert all(rule["verbs"] == ["create"] for rule in rules if rule not in named)
 
 
 def test_controller_lease_writes_are_limited_to_its_own_lease(h4: helm.Helm) -> None:

@@ -20,10 +20,10 @@ X, Y, Z = "uid-x", "uid-y", "uid-z"
 NAMES = {X: "ComputeDomain a/x", Y: "ComputeDomain b/y"}
 
 
-def _slice(holder: str, *, binding: bool = True) -> dict[str, dict[str, Any]]:
+def _slice(holder: str, *, turn: str = "", binding: bool = True) -> dict[str, dict[str, Any]]:
     published = devices.node_devices(slots=2, usable=True)
     manifest = devices.slice_manifest(
-        node_name="n1", node_uid="u", devices=published, clique="c.1", holder=holder,
+        node_name="n1", node_uid="u", devices=published, clique="c.1", holder=holder, turn=turn,
         binding_conditions=binding, generation=1,
     )  # fmt: skip
     return {d["name"]: d for d in manifest["spec"]["devices"]}
@@ -50,6 +50,19 @@ def test_a_free_node_asks_the_controller_before_binding() -> None:
     assert channel["bindingFailureConditions"] == [placement.REFUSED_CONDITION]
     assert channel["attributes"][placement.HOLDER_ATTRIBUTE] == {"string": ""}
     assert "bindingConditions" not in _slice("", binding=False)["channel-0"]
+
+
+def test_a_free_node_on_a_domains_turn_is_tainted_for_it_and_asks_nothing() -> None:
+    channel = _slice("", turn=X)["channel-0"]
+    assert channel["taints"] == [placement.taint(X)]
+    assert "bindingConditions" not in channel
+    # The turn holds nothing: the node still reads as free.
+    assert channel["attributes"][placement.HOLDER_ATTRIBUTE] == {"string": ""}
+    # A node held by a domain shows its holder whoever's turn it is.
+    assert _slice(Y, turn=X)["channel-0"]["taints"] == [placement.taint(Y)]
+    assert placement.turn_of(placement.turn_configmap(X, namespace="ns")) == X
+    assert placement.turn_of(placement.turn_configmap("", namespace="ns")) == ""
+    assert placement.turn_of(None) == ""
 
 
 def test_the_template_tolerates_and_selects_only_its_own_hold() -> None:
@@ -144,6 +157,9 @@ GRANTED = ((placement.RESERVED_CONDITION, "True"),)
         ("", [_claim("a", "", at="t1"), _claim("b", Y, at="t2")], {"a": True, "b": True}),
         # nothing pending, nothing to answer
         ("", [_claim("a", X, conditions=GRANTED)], {}),
+        # a claim that took the node on its domain's turn (no binding conditions) holds it,
+        # even when the other claim's allocation is stamped earlier
+        ("", [_claim("a", X, at="t2", binding=False), _claim("b", Y, at="t1")], {"b": False}),
     ],
 )
 def test_who_gets_a_free_node(
@@ -192,6 +208,8 @@ def test_the_holder_is_the_label_else_the_first_grant() -> None:
     assert placement.holder(label="", allocations=[second, first]) == X
     assert placement.holder(label=Y, allocations=[first]) == Y
     assert placement.holder(label="", allocations=[_parsed(_claim("c", X))]) == ""
+    took = _parsed(_claim("d", Y, at="t0", binding=False))
+    assert placement.holder(label="", allocations=[first, took]) == Y
 
 
 def test_the_node_sees_its_label_else_the_domain_whose_clique_object_names_it() -> None:

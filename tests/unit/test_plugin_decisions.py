@@ -96,7 +96,7 @@ def test_slots_publish_channel_zero_many_times_plus_the_daemon() -> None:
     assert devices.node_devices(slots=3, usable=False) == []
     manifest = devices.slice_manifest(
         node_name="n1", node_uid="x", devices=published, clique="abc.1", holder="",
-        binding_conditions=True, generation=2,
+        turn="", binding_conditions=True, generation=2,
     )  # fmt: skip
     attrs = manifest["spec"]["devices"][1]["attributes"]
     assert attrs["type"] == {"string": "channel"} and attrs["id"] == {"int": 0}

@@ -14,6 +14,13 @@ whichever domain holds the node. Three DRA mechanisms make the hold visible (doc
   above are off): the devices carry the holder's UID as an attribute and each template selects
   only devices held by nobody or by its own domain.
 
+The binding conditions cost the first pod of a domain on a free node one poll of the
+scheduler (5 s). They settle a race that needs two domains placing at once, so while only one
+domain places, the controller gives it **the turn**: every free node's channel devices are
+tainted for that domain instead and carry no binding conditions, so its claims bind at once and
+no other domain's claim can be allocated there. When a second domain starts placing, the turn
+ends and free nodes carry binding conditions again (:data:`TURN_CONFIGMAP`).
+
 This module is the contract between the plugin (publishes) and the controller (decides):
 names, the one rule for who holds a node, and the parsing of claims both read.
 """
@@ -40,6 +47,11 @@ RESERVED_CONDITION = "ComputeDomainNodeReserved"
 """Binding condition: the controller reserved the node for the claim's domain."""
 REFUSED_CONDITION = "ComputeDomainNodeRefused"
 """Binding failure condition: the node went to another domain (or the domain is gone)."""
+TURN_CONFIGMAP = "compute-domains-placement-turn"
+"""ConfigMap in the driver's namespace, written by the leading controller, read by every
+kubelet plugin: ``data.domain`` is the UID of the domain whose turn it is ("" or absent: nobody's,
+free nodes carry binding conditions)."""
+TURN_KEY = "domain"
 
 _CHANNEL_NAME = re.compile(r"channel-0(?:-s(\d+))?")
 
@@ -109,6 +121,14 @@ class ChannelAllocation:
     pods: tuple[tuple[str, str], ...] = ()
     """(name, uid) of the pods the claim is reserved for."""
 
+    @property
+    def unconditional(self) -> bool:
+        """Allocated on devices without binding conditions: the pod binds without an answer.
+
+        The node was tainted for the domain's turn, or binding conditions are off.
+        """
+        return not (self.pending or self.granted or self.refused)
+
 
 def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, str]:
     for entry in status.get("devices") or []:
@@ -121,7 +141,12 @@ def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, 
     return {}
 
 
-def _domain_of(claim: Mapping[str, Any]) -> str:
+def domain_of(claim: Mapping[str, Any]) -> str:
+    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+
+    "" when it has none or an unreadable one. Read from the allocation and from the spec, so
+    a claim not allocated yet has it too.
+    """
     allocation = (claim.get("status") or {}).get("allocation") or {}
     configs = list((allocation.get("devices") or {}).get("config") or [])
     configs += list(((claim.get("spec") or {}).get("devices") or {}).get("config") or [])
@@ -159,7 +184,7 @@ def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
         uid=str(meta.get("uid", "")),
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
-        domain_uid=_domain_of(claim),
+        domain_uid=domain_of(claim),
         node=pool,
         devices=tuple(str(r.get("device")) for r in results),
         allocated_at=str(allocation.get("allocationTimestamp") or meta.get("creationTimestamp")),
@@ -187,17 +212,38 @@ def reserved_by(node_name: str, cliques: Mapping[str, Mapping[str, Any]]) -> str
 
 
 def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
-    """Who holds a node: the domain in its label, else the first domain granted it ("" none).
+    """Who holds a node: its label's domain, else the first to be granted or to take it.
 
-    ``allocations`` are the channel allocations on that node: the controller's view, which
-    sees every claim.
+    "" when nobody does. ``allocations`` are the channel allocations on that node: the
+    controller's view, which sees every claim. An unconditional allocation took the node on
+    its domain's turn (or with binding conditions off): its pod binds without asking, so no
+    later claim can have it.
     """
     if label:
         return label
-    granted = sorted(
-        (a.allocated_at, a.uid, a.domain_uid) for a in allocations if a.granted and a.domain_uid
+    taken = sorted(
+        (a.allocated_at, a.uid, a.domain_uid)
+        for a in allocations
+        if (a.granted or a.unconditional) and a.domain_uid
     )
-    return granted[0][2] if granted else ""
+    return taken[0][2] if taken else ""
+
+
+def turn_of(configmap: Mapping[str, Any] | None) -> str:
+    """The domain whose turn :data:`TURN_CONFIGMAP` names ("" nobody's, or no such object)."""
+    if not configmap:
+        return ""
+    return str((configmap.get("data") or {}).get(TURN_KEY, ""))
+
+
+def turn_configmap(domain_uid: str, *, namespace: str) -> dict[str, Any]:
+    """The :data:`TURN_CONFIGMAP` object giving the turn to ``domain_uid`` ("" nobody)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": TURN_CONFIGMAP, "namespace": namespace},
+        "data": {TURN_KEY: domain_uid},
+    }
 
 
 def holder_seen_from_node(

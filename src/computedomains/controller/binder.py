@@ -51,6 +51,7 @@ class Binder:
         recorder: events.Emitter,
         may_write: Callable[[], bool] = lambda: True,
         observe: Callable[[bool], None] = lambda granted: None,
+        settling: Callable[[], float] = lambda: 0.0,
         now: Callable[[], str] = _now,
     ) -> None:
         self._api = api
@@ -58,6 +59,7 @@ class Binder:
         self._recorder = recorder
         self._may_write = may_write
         self._observe = observe
+        self._settling = settling
         self._now = now
         self._queue = workqueue.WorkQueue()
         self._lock = threading.Lock()
@@ -114,6 +116,12 @@ class Binder:
         }
         label = self._caches.node_label(node)
         answers = placement.decide(node=node, label=label, allocations=allocations, domains=domains)
+        wait = self._settling()
+        if wait > 0 and not label and any(a.granted for a in answers):
+            # A turn just ended: a claim allocated on its taint may still be on its way here
+            # and would hold this node (turns.SETTLE). The scheduler polls every 5 s anyway.
+            self._queue.add_after(node, wait)
+            return
         for answer in answers:
             self._answer(answer)
         for allocation in allocations:

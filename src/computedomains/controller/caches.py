@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from computedomains.api import constants, imex, models, placement, resources
-from computedomains.controller import frozencliques, objects
+from computedomains.controller import frozencliques, objects, turns
 from computedomains.controller.views import (
     Claim,
     CliqueID,
@@ -63,11 +63,15 @@ def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
-    """What placement reads of a claim; claims of other drivers keep their identity only."""
+    """What placement reads of a claim; claims of other drivers keep their identity only.
+
+    A channel claim not allocated yet keeps its config: its domain is placing (``turns``).
+    """
     meta = claim.get("metadata", {})
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
+            "deletionTimestamp")  # fmt: skip
     trimmed: dict[str, Any] = {"metadata": {k: meta[k] for k in keep if k in meta}}
-    if placement.parse_claim(claim) is None:
+    if placement.parse_claim(claim) is None and not placement.domain_of(claim):
         return trimmed
     status = claim.get("status") or {}
     trimmed["spec"] = {"devices": {"config": (claim.get("spec") or {}).get("devices", {}).get(
@@ -130,10 +134,12 @@ class Caches:
     def __init__(
         self, api: client.Client, *, namespace: str, on_key: Callable[[str], None],
         on_relist: Callable[[], None], on_node: Callable[[str], None] = lambda _: None,
+        on_placement: Callable[[], None] = lambda: None,
     ) -> None:  # fmt: skip
         self.namespace = namespace
         self._on_key = on_key
         self._on_node = on_node
+        self._on_placement = on_placement
         self._lock = threading.Lock()
         self._placed: dict[str, tuple[str, str, str]] = {}
         """(domain, node, binding state) of each claim with our channel devices, last seen."""
@@ -143,7 +149,7 @@ class Caches:
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
-                                on_change=lambda _, o: self._key(o["metadata"]["uid"]))  # fmt: skip
+                                on_change=self._domain_changed)  # fmt: skip
         self._on_relist = on_relist
         # Indexed: one reconcile reads its domain's nodes, agents, cliques and claims, not the
         # whole cluster's (a thousand nodes make that the difference between ms and 100s of ms).
@@ -200,6 +206,10 @@ class Caches:
         if uid:
             self._on_key(uid)
 
+    def _domain_changed(self, kind: str, domain: dict[str, Any]) -> None:
+        self._key(domain["metadata"]["uid"])
+        self._on_placement()
+
     def _node_changed(self, kind: str, node: dict[str, Any]) -> None:
         name = str(node["metadata"].get("name", ""))
         now = ("", "") if kind == "DELETED" else _membership(node)
@@ -222,6 +232,8 @@ class Caches:
 
     def _claim_changed(self, kind: str, claim: dict[str, Any]) -> None:
         uid = str(claim["metadata"].get("uid", ""))
+        if placement.domain_of(claim):
+            self._on_placement()
         allocation = None if kind == "DELETED" else placement.parse_claim(claim)
         now = _placement_key(allocation)
         with self._lock:
@@ -290,6 +302,35 @@ class Caches:
             and (not domain or a.domain_uid == domain)
         ]
 
+    def placement_activity(self) -> dict[str, turns.Activity]:
+        """Per live domain: its claims waiting for a node and those allocated one (``turns``)."""
+        live = {
+            str(d["metadata"]["uid"])
+            for d in self.domains.items()
+            if not d["metadata"].get("deletionTimestamp")
+        }
+        seen: list[tuple[str, bool]] = []
+        for claim in self.claims.items():
+            if claim["metadata"].get("deletionTimestamp"):
+                continue
+            allocation = placement.parse_claim(claim)
+            if allocation is None:
+                seen.append((placement.domain_of(claim), True))
+            elif not allocation.refused:
+                seen.append((allocation.domain_uid, allocation.pending))
+        found = turns.activity(seen)
+        return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}
+
+    def _took(self, allocation: placement.ChannelAllocation) -> bool:
+        """An unconditional allocation that took its unlabelled node (``placement.holder``).
+
+        Its pod binds without an answer, so the node is reserved for its domain at once.
+        """
+        if not allocation.unconditional or self.node_label(allocation.node):
+            return False
+        on_node = self.allocations(node=allocation.node)
+        return placement.holder(label="", allocations=on_node) == allocation.domain_uid
+
     def node_label(self, name: str) -> str:
         """The computeDomain label of node ``name`` as last seen ("" absent or unknown)."""
         with self._lock:
@@ -323,7 +364,8 @@ class Caches:
         for allocation in self.allocations(domain=domain.uid):
             state = (
                 Claim.NONE if allocation.refused or allocation.pending
-                else Claim.RESERVED if allocation.granted else Claim.ALLOCATED
+                else Claim.RESERVED if allocation.granted or self._took(allocation)
+                else Claim.ALLOCATED
             )  # fmt: skip
             if state is not Claim.NONE and claims.get(allocation.node) is not Claim.RESERVED:
                 claims[allocation.node] = state

@@ -33,6 +33,8 @@ class ControllerConfig:
     """Slots per clique: IMEX's limit on GB200/GB300 NVL72 is 18 nodes."""
     gc_interval: float
     """Seconds between collections of what vanished domains left behind."""
+    placement_turns: bool
+    """Give the one domain placing the turn on free nodes (``controller/turns.py``)."""
     http_bind: str
 
 
@@ -54,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flaggroups.add_max_nodes_per_clique(parser)
     flags.add(parser, "--gc-interval", default="60", type=float,
               help="seconds between collections of deleted domains' leftovers")  # fmt: skip
+    flags.add_switch(parser, "--placement-turns", default=True, negatable=True,
+                     help="while one domain places, taint free nodes for it instead of making "
+                     "its pods wait for binding conditions (docs/placement.md)")  # fmt: skip
     flaggroups.add_http(parser)
 
 
@@ -78,5 +83,6 @@ def from_args(args: argparse.Namespace) -> ControllerConfig:
         election=timing,
         max_nodes_per_clique=args.max_nodes_per_clique,
         gc_interval=args.gc_interval,
+        placement_turns=args.placement_turns,
         http_bind=args.http_bind,
     )

@@ -25,7 +25,7 @@ import prometheus_client
 
 from computedomains import httpserver, waiting
 from computedomains.api import models
-from computedomains.controller import binder, collector, config, metrics
+from computedomains.controller import binder, collector, config, metrics, turnkeeper
 from computedomains.controller.caches import Caches
 from computedomains.controller.reconciler import Reconciler
 from computedomains.kube import client as kube_client
@@ -161,7 +161,11 @@ class Controller:
             self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted,
             # A lambda: the binder is built from these caches, right below.
             on_node=lambda node: self.binder.node_changed(node),  # noqa: PLW0108
+            on_placement=lambda: self.turns.changed(),  # noqa: PLW0108
         )  # fmt: skip
+        self.turns = turnkeeper.TurnKeeper(
+            self.api, self.caches, enabled=cfg.placement_turns, may_write=self.may_write
+        )
         # Off the reconcile path: a formation never waits for an Event's API call.
         self.recorder = events.BackgroundRecorder(
             events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name),
@@ -169,7 +173,7 @@ class Controller:
         )
         self.binder = binder.Binder(
             self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
-            observe=self.stats.observe_placement,
+            observe=self.stats.observe_placement, settling=self.turns.settling,
         )  # fmt: skip
         reconciler = Reconciler(
             self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
@@ -211,6 +215,7 @@ class Controller:
                                      api_version="coordination.k8s.io/v1")  # fmt: skip
             self.recorder.emit(lease, reason="LeaderElection",
                                message=f"{self.elector.identity} became leader")  # fmt: skip
+        self.turns.start()
         self.binder.start()
         self.workers.start()
 
@@ -218,6 +223,7 @@ class Controller:
         self.binder.stop()  # both stop taking work at once; then each gets its grace
         self.workers.stop()
         self.binder.join(STOP_GRACE)
+        self.turns.stop(STOP_GRACE)
         # Before the Lease goes: the Events the workers queued are written while it is held.
         self.recorder.flush(STOP_GRACE)
         self.leading.clear()

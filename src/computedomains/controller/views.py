@@ -73,7 +73,8 @@ class Claim(enum.Enum):
     ALLOCATED = "allocated"
     """A claim is allocated there (its pod is bound, or binding conditions are off)."""
     RESERVED = "reserved"
-    """The binder reserved the node for the domain; the pod waits in PreBind or is bound."""
+    """The node is the domain's before any prepare labels it: the binder granted it, or a claim
+    of the domain took it without binding conditions first (``placement.holder``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -64,13 +64,15 @@ def slice_manifest(
     devices: list[PublishedDevice],
     clique: str,
     holder: str,
+    turn: str,
     binding_conditions: bool,
     generation: int,
 ) -> dict[str, Any]:
     """The ResourceSlice object (resource.k8s.io/v1) for this node.
 
-    Channel devices show who holds the node (``api/placement.py``): tainted for the holder, or,
-    while nobody holds it, with the binding conditions the controller answers.
+    Channel devices show who holds the node (``api/placement.py``): tainted for the holder;
+    while nobody holds it, tainted for the domain whose turn it is, else with the binding
+    conditions the controller answers.
     """
     published = []
     for device in devices:
@@ -84,8 +86,8 @@ def slice_manifest(
         if device.type is DeviceType.CHANNEL:
             attributes["slot"] = {"int": device.slot}
             attributes[placement.HOLDER_ATTRIBUTE] = {"string": holder}
-            if holder:
-                entry["taints"] = [placement.taint(holder)]
+            if holder or turn:
+                entry["taints"] = [placement.taint(holder or turn)]
             elif binding_conditions:
                 entry["bindingConditions"] = [placement.RESERVED_CONDITION]
                 entry["bindingFailureConditions"] = [placement.REFUSED_CONDITION]

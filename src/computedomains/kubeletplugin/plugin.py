@@ -12,7 +12,7 @@ import grpc
 import prometheus_client
 
 from computedomains import httpserver
-from computedomains.api import placement
+from computedomains.api import placement, resources
 from computedomains.drapb import (
     dra_v1_pb2,
     dra_v1_pb2_grpc,
@@ -21,6 +21,7 @@ from computedomains.drapb import (
 )
 from computedomains.kube import client as kube_client
 from computedomains.kube import cliquewatch, events
+from computedomains.kube.informer import Informer
 from computedomains.kubeletplugin import config, driver, metrics, nodestate, server, slices
 from computedomains.nodeinit import run as nodeinit_run
 
@@ -101,9 +102,16 @@ def run(cfg: config.PluginConfig) -> int:
     # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
     recheck = _start_recheck(cfg, stop)
 
-    # The plugin's one watch: the clique objects of the node's clique, which name the nodes
-    # the controller reserved. Claims and domains are read one by one (no cluster-wide watch).
+    # The plugin's watches: the clique objects of the node's clique, which name the nodes the
+    # controller reserved. Claims and domains are read one by one (no cluster-wide watch).
     cliques = cliquewatch.CliqueWatch(api, namespace=cfg.namespace, on_change=wake.set)
+    # And one object: whose turn it is to place on free nodes (placement.TURN_CONFIGMAP).
+    turns = Informer(
+        api, path=resources.CONFIG_MAPS.path(namespace=cfg.namespace),
+        field_selector=f"metadata.name={placement.TURN_CONFIGMAP}",
+        on_change=lambda kind, obj: wake.set(), on_relist=wake.set,
+    )  # fmt: skip
+    turns.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
     fabric = nodestate.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
     core = driver.Driver(cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read)
@@ -116,7 +124,12 @@ def run(cfg: config.PluginConfig) -> int:
             label=core.node_domain or "", node_name=cfg.node_name, cliques=cliques.by_domain()
         )
 
-    publisher = slices.Publisher(api, cfg, holder=holder, fabric=fabric.read)
+    def turn() -> str:
+        # Nobody's until the first list: binding conditions are the safe default.
+        found = turns.items() if turns.synced() else []
+        return placement.turn_of(found[0] if found else None)
+
+    publisher = slices.Publisher(api, cfg, holder=holder, turn=turn, fabric=fabric.read)
     publisher.sync()
     registration = server.Registration(cfg.dra_socket)
     # A prepare may wait for IMEX: one thread per claim a node can hold, plus room for probes.
@@ -141,6 +154,7 @@ def run(cfg: config.PluginConfig) -> int:
     cfg.registration_socket.unlink(missing_ok=True)
     dra.stop(grace=5).wait()
     cliques.stop()
+    turns.stop()
     http.shutdown()
     if recheck is not None:
         recheck.join(RECHECK_JOIN_SECONDS)  # let a check in progress finish its writes

@@ -18,7 +18,8 @@ class Publisher:
 
     ``holder`` says which domain holds the node of the clique given ("" nobody): the plugin's
     own label, or the domain the controller reserved the node for (``api/placement.py``);
-    ``fabric`` reads the verdict (through the plugin's fault grace).
+    ``turn`` whose turn it is to place on free nodes ("" nobody's); ``fabric`` reads the
+    verdict (through the plugin's fault grace).
     """
 
     def __init__(
@@ -27,13 +28,15 @@ class Publisher:
         cfg: config.PluginConfig,
         *,
         holder: Callable[[str], str],
+        turn: Callable[[], str],
         fabric: Callable[[], nodestate.Fabric],
     ) -> None:
         self._api = api
         self._cfg = cfg
         self._holder = holder
+        self._turn = turn
         self._fabric = fabric
-        self._published: tuple[tuple[devices.PublishedDevice, ...], str, str] | None = None
+        self._published: tuple[tuple[devices.PublishedDevice, ...], str, str, str] | None = None
 
     @property
     def published(self) -> bool:
@@ -45,7 +48,8 @@ class Publisher:
         fabric = self._fabric()
         wanted = tuple(devices.node_devices(slots=self._cfg.channel_slots, usable=fabric.usable))
         holder = self._holder(fabric.clique)
-        key = (wanted, fabric.clique, holder)
+        turn = "" if holder else self._turn()
+        key = (wanted, fabric.clique, holder, turn)
         if key == self._published:
             return False
         name = devices.slice_name(self._cfg.node_name)
@@ -60,6 +64,7 @@ class Publisher:
             devices=list(wanted),
             clique=fabric.clique,
             holder=holder,
+            turn=turn,
             binding_conditions=self._cfg.binding_conditions,
             generation=generation,
         )
@@ -69,11 +74,13 @@ class Publisher:
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
             self._api.replace(resources.RESOURCE_SLICES.path(name), body)
         log.info(
-            "published %d devices (fabric %s, clique %s, held by %s, pool generation %d)",
+            "published %d devices (fabric %s, clique %s, held by %s, turn of %s, pool "
+            "generation %d)",
             len(wanted),
             fabric.verdict,
             fabric.clique or "-",
             holder or "nobody",
+            turn or "nobody",
             generation,
         )
         self._published = key

@@ -2,11 +2,13 @@
 
 The scheduler sees the hold (device taints and the holder attribute on the node's channel
 devices) and, for a free node, waits for the controller's answer to the devices' binding
-conditions (docs/placement.md). The kubelet plugin's refusal (``NodeInAnotherComputeDomain``)
-stays the last defence: on Kubernetes 1.36 these tests check that it never has to act. Before
-1.36 (``COMPUTE_DOMAINS_KUBE_VERSION=1.34``, ``make test-fallback``) there are no binding
-conditions: a pod that loses a same-moment race for a free node is refused by the plugin and,
-when a workload controller owns it, deleted by the controller and created again elsewhere.
+conditions, unless only one domain is placing: then free nodes are tainted for that domain
+(its turn) and its pods bind without waiting (docs/placement.md). The kubelet plugin's
+refusal (``NodeInAnotherComputeDomain``) stays the last defence: on Kubernetes 1.36 these
+tests check that it never has to act. Before 1.36 (``COMPUTE_DOMAINS_KUBE_VERSION=1.34``,
+``make test-fallback``) there are no binding conditions: a pod that loses a same-moment race
+for a free node is refused by the plugin and, when a workload controller owns it, deleted by
+the controller and created again elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from computedomains import waiting
-from computedomains.api import constants
+from computedomains.api import constants, placement
 from tests.support import domains
 
 pytestmark = pytest.mark.cluster
@@ -187,6 +189,58 @@ def test_a_domain_aimed_only_at_a_held_node_waits_with_a_reason_then_runs(
         core.delete_namespaced_pod("worker", tenants[0], grace_period_seconds=0)
         domains.wait_ready(api, tenants[1], waiter, ["worker"])
         assert _holder_of(api, node) == waiter["metadata"]["uid"]
+        assert _refusals(api, tenants) == []
+    finally:
+        _cleanup(api, tenants)
+
+
+def _claims_of(api: client.ApiClient, namespace: str) -> list[Any]:
+    return list(client.ResourceV1Api(api).list_namespaced_resource_claim(namespace).items)
+
+
+def _asked(claim: Any) -> bool:
+    """The claim's channel devices were allocated with binding conditions."""
+    results = claim.status.allocation.devices.results
+    return any(r.binding_conditions for r in results if r.driver == constants.DRIVER_NAME)
+
+
+def _turn(api: client.ApiClient, driver_ns: str) -> str:
+    found = client.CoreV1Api(api).read_namespaced_config_map(placement.TURN_CONFIGMAP, driver_ns)
+    return placement.turn_of(found.to_dict())
+
+
+def test_a_domain_placing_alone_binds_at_once_a_second_one_brings_the_conditions_back(
+    chart: str, api: client.ApiClient
+) -> None:
+    if not _binding_conditions(api):
+        pytest.skip("device taints and binding conditions need Kubernetes 1.36")
+    tenants = _namespaces(api, 2)
+    try:
+        alone = domains.create_domain(api, tenants[0])
+        uid = alone["metadata"]["uid"]
+        # A pod of it that cannot be placed (no such node): its domain keeps placing, so the
+        # turn comes to it once no other domain (an earlier test's) has placed for a while.
+        domains.create_pod(api, tenants[0], alone, "stuck", node="no-such-node")
+        waiting.until("the turn to go to the one domain placing",
+                      lambda: _turn(api, chart) == uid, timeout=60)  # fmt: skip
+        pods = [domains.create_pod(api, tenants[0], alone, f"w{i}", node=node)
+                for i, node in enumerate(["gb200-r1-n10", "gb200-r1-n11"])]  # fmt: skip
+        domains.wait_ready(api, tenants[0], alone, pods)
+        claims = [c for c in _claims_of(api, tenants[0]) if c.status.allocation]
+        assert len(claims) == 2 and not any(_asked(c) for c in claims), claims
+        # Its pods never waited in PreBind.
+        events = client.CoreV1Api(api).list_namespaced_event(tenants[0]).items
+        assert [e.involved_object.name for e in events
+                if e.reason == "BindingConditionsPending"] == []  # fmt: skip
+
+        # A second domain while the first still places: nobody's turn, binding conditions.
+        second = domains.create_domain(api, tenants[1])
+        waiting.until("the turn to end while two domains place",
+                      lambda: _turn(api, chart) == "", timeout=30)  # fmt: skip
+        domains.create_pod(api, tenants[1], second, "w0", node="gb200-r1-n12")
+        domains.wait_ready(api, tenants[1], second, ["w0"])
+        (claim,) = _claims_of(api, tenants[1])
+        assert _asked(claim), claim
         assert _refusals(api, tenants) == []
     finally:
         _cleanup(api, tenants)

@@ -1,0 +1,117 @@
+"""The thin act step of :mod:`turns`: decide whose turn it is, write it for the plugins.
+
+The plugins read it from ``placement.TURN_CONFIGMAP``. Leader only; a new leader starts from
+nobody's turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from computedomains.api import placement, resources
+from computedomains.controller import turns
+from computedomains.controller.caches import Caches
+from computedomains.kube import client, writes
+
+log = logging.getLogger(__name__)
+
+TICK = 1.0
+"""Seconds between decisions while a domain's placing window may expire."""
+
+
+class TurnKeeper:
+    """Keeps :data:`placement.TURN_CONFIGMAP` in step with :func:`turns.step`."""
+
+    def __init__(
+        self,
+        api: client.Client,
+        caches: Caches,
+        *,
+        enabled: bool,
+        may_write: Callable[[], bool] = lambda: True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._caches = caches
+        self._enabled = enabled
+        self._may_write = may_write
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = turns.State()
+        self._written: str | None = None
+        self._placing: set[str] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def changed(self) -> None:
+        """A claim or a domain changed: decide again soon."""
+        self._wake.set()
+
+    def settling(self) -> float:
+        """Seconds until a claim on a free node may be granted (``turns.SETTLE``)."""
+        with self._lock:
+            return turns.settling(self._state, self._clock())
+
+    def start(self) -> None:
+        """Start deciding (on becoming leader): nobody's turn until the first decision."""
+        if not self._enabled:
+            return
+        with self._lock:
+            # The last leader's turn may have allocations in flight: settle before granting.
+            self._state, self._written = turns.State(ended_at=self._clock()), None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="turns", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop deciding (on losing leadership); the record stays until the next leader's."""
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
+
+    def _work(self) -> None:
+        stop = self._stop
+        while not stop.is_set():
+            self._wake.clear()
+            try:
+                self.decide()
+            except Exception:  # the next tick decides again
+                log.exception("deciding the placement turn failed")
+            self._wake.wait(TICK)
+
+    def decide(self) -> str:
+        """One decision from the caches, written when it changed; returns the turn."""
+        now = self._clock()
+        with self._lock:
+            before = self._state
+            self._state = turns.step(before, self._caches.placement_activity(), now)
+            turn = self._state.turn
+            placing = turns.placing(self._state, now)
+        if placing != self._placing:
+            log.info("placing: %s", ", ".join(sorted(placing)) or "nobody")
+            self._placing = placing
+        if turn != self._written:
+            self._write(turn)
+            log.info("placement turn: %s", f"ComputeDomain {turn}" if turn else "nobody's "
+                     "(binding conditions on free nodes)")  # fmt: skip
+        return turn
+
+    def _write(self, turn: str) -> None:
+        if not self._may_write():
+            raise writes.Fenced("not writing the turn: this replica may no longer lead")
+        namespace = self._caches.namespace
+        path = resources.CONFIG_MAPS.path(placement.TURN_CONFIGMAP, namespace=namespace)
+        body = placement.turn_configmap(turn, namespace=namespace)
+        try:
+            self._api.replace(path, body)
+        except client.ApiError as exc:
+            if exc.status != client.NOT_FOUND:
+                raise
+            self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body)
+        self._written = turn

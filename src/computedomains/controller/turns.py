@@ -1,0 +1,122 @@
+"""Whose turn it is to place on free nodes: pure (docs/placement.md, "The turn").
+
+Binding conditions settle a race between two domains for one free node, and cost the first
+pod of a domain on a free node one scheduler poll (5 s). The race needs two domains placing in
+the same moment, so while exactly one domain places, the controller gives it the turn: the
+kubelet plugins taint every free node for it and publish no binding conditions, its claims
+bind at once, and no other domain's claim can be allocated on a free node. The turn ends when
+another domain starts placing; free nodes then carry binding conditions again.
+
+A domain is **placing** while a claim of it waits for an allocation or for the binder's
+answer, and for :data:`WINDOW` seconds after it appeared or a claim of it was created or
+allocated (the pods of a workload arrive over a few seconds, and a new domain's pods follow
+it). With nobody placing the turn stays where it is, so the next pods of the last domain to
+place bind at once too.
+
+Safety, which the rules below keep:
+
+- The turn moves from one domain to another only when the first is not placing: none of its
+  claims is unallocated, so none can still be allocated on the old taint (one created in the
+  fraction of a second the plugins take to republish can: the plugin's refusal and the
+  binder's unstranding then settle it, as without binding conditions).
+- When the turn ends because a second domain places, the first may have allocations in
+  flight on the old taint: the binder grants no claim on a free node for :data:`SETTLE`
+  seconds after a turn ended (the scheduler polls every 5 s, so that costs nothing), by which
+  time those allocations are written and hold their nodes (``placement.holder``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+
+WINDOW = 5.0
+"""Seconds a domain counts as placing after its last sign of placement."""
+SETTLE = 3.0
+"""Seconds after a turn ended in which the binder grants nothing on a free node."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Activity:
+    """What the controller sees of one live domain's placement right now."""
+
+    waiting: int
+    """Claims of the domain without an allocation, or allocated with an unanswered binding
+    condition."""
+    allocated: int
+    """Claims of the domain allocated a node (granted or unconditional)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class State:
+    """The turn and what it was decided from; the controller keeps the latest."""
+
+    turn: str = ""
+    """The domain whose turn it is ("" nobody's)."""
+    ended_at: float | None = None
+    """When a turn last ended (monotonic seconds), for :data:`SETTLE`."""
+    active_at: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Per domain: when it was last seen placing (monotonic seconds)."""
+    allocated: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """Per domain: its allocated claims last time, so a new allocation counts as placing."""
+
+
+def placing(state: State, now: float) -> set[str]:
+    """The domains placing at ``now`` according to ``state``."""
+    return {uid for uid, at in state.active_at.items() if now - at < WINDOW}
+
+
+def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
+    """The next state, from the live domains' activity at ``now`` (monotonic seconds).
+
+    ``domains`` holds every live (not deleting) domain; a domain missing from it is gone.
+    """
+    active_at: dict[str, float] = {}
+    for uid, activity in domains.items():
+        before = state.active_at.get(uid)
+        moved = activity.allocated != state.allocated.get(uid, 0)
+        if before is None or activity.waiting or moved:
+            active_at[uid] = now  # new, waiting for a node, or just given one
+        else:
+            active_at[uid] = before
+    allocated = {uid: a.allocated for uid, a in domains.items()}
+    now_placing = {uid for uid, at in active_at.items() if now - at < WINDOW}
+    turn, ended_at = state.turn, state.ended_at
+    if turn and turn not in domains:
+        turn = ""  # its domain is gone (or deleting): nothing of it is placed any more
+    if len(now_placing) > 1 and turn:
+        turn, ended_at = "", now  # a race is possible: binding conditions decide
+    elif len(now_placing) == 1:
+        (only,) = now_placing
+        if turn != only and (not turn or turn not in now_placing):
+            # From nobody's (settled: nothing else waits for an answer) or from a domain that
+            # stopped placing (nothing of it is in flight).
+            if not turn and ended_at is not None and now - ended_at < SETTLE:
+                pass  # the last turn's allocations may still be in flight; next round
+            else:
+                if turn:
+                    ended_at = now
+                turn = only
+    return State(turn=turn, ended_at=ended_at, active_at=active_at, allocated=allocated)
+
+
+def settling(state: State, now: float) -> float:
+    """Seconds until the binder may grant on free nodes again (0: it may now)."""
+    if state.ended_at is None:
+        return 0.0
+    return max(0.0, state.ended_at + SETTLE - now)
+
+
+def activity(claims: Iterable[tuple[str, bool]]) -> dict[str, Activity]:
+    """Per domain, from (domain UID, waiting) of each of its claims."""
+    waiting: dict[str, int] = {}
+    allocated: dict[str, int] = {}
+    for uid, is_waiting in claims:
+        if not uid:
+            continue
+        target = waiting if is_waiting else allocated
+        target[uid] = target.get(uid, 0) + 1
+    return {
+        uid: Activity(waiting=waiting.get(uid, 0), allocated=allocated.get(uid, 0))
+        for uid in waiting.keys() | allocated.keys()
+    }
