@@ -58,6 +58,19 @@ test-fallback: venv ## placement on Kubernetes 1.34 (no device taints, no bindin
 	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m pytest -p no:cacheprovider \
 	  tests/cluster/with_chart/test_placement.py $(PYTEST_ARGS)
 
+MATRIX_KUBE_VERSIONS ?= 1.34 1.36 1.37
+MATRIX_TESTS ?= tests/cluster/with_chart/test_placement.py tests/cluster/with_chart/test_domains.py \
+  tests/cluster/with_releases/test_upgrade.py
+
+.PHONY: test-matrix
+test-matrix: venv ## placement, formation and upgrade tests on each Kubernetes of MATRIX_KUBE_VERSIONS (not in CI)
+	@for version in $(MATRIX_KUBE_VERSIONS); do \
+	  echo "== Kubernetes $$version"; \
+	  COMPUTE_DOMAINS_KUBE_VERSION=$$version $(PY) -m computedomains tools build || exit 1; \
+	  COMPUTE_DOMAINS_KUBE_VERSION=$$version $(PY) -m pytest -p no:cacheprovider $(MATRIX_TESTS) \
+	    $(PYTEST_ARGS) || exit 1; \
+	done
+
 .PHONY: demo
 demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDomain form (Ctrl-C stops)
 	$(PY) -m computedomains demo
