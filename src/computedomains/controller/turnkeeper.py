@@ -94,7 +94,8 @@ class TurnKeeper:
             turn = self._state.turn
             placing = turns.placing(self._state, now)
         if placing != self._placing:
-            log.info("placing: %s", ", ".join(sorted(placing)) or "nobody")
+            shown = ", ".join(sorted(placing)[:3]) + (", ..." if len(placing) > 3 else "")
+            log.info("%d domain(s) placing%s", len(placing), f": {shown}" if placing else "")
             self._placing = placing
         if turn != self._written:
             self._write(turn)
