@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 from typing import Any, cast
 
 import pytest
@@ -60,9 +61,32 @@ def test_a_free_node_on_a_domains_turn_is_tainted_for_it_and_asks_nothing() -> N
     assert channel["attributes"][placement.HOLDER_ATTRIBUTE] == {"string": ""}
     # A node held by a domain shows its holder whoever's turn it is.
     assert _slice(Y, turn=X)["channel-0"]["taints"] == [placement.taint(Y)]
-    assert placement.turn_of(placement.turn_configmap(X, namespace="ns")) == X
-    assert placement.turn_of(placement.turn_configmap("", namespace="ns")) == ""
-    assert placement.turn_of(None) == ""
+    now = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC)
+    later = now + datetime.timedelta(seconds=placement.TURN_STALE_SECONDS + 1)
+    written = placement.turn_configmap(X, namespace="ns", now=now)
+    assert placement.turn_of(written, now=now) == X
+    # Not renewed (the controller stopped, or turns were switched off): nobody's.
+    assert placement.turn_of(written, now=later) == ""
+    assert placement.turn_of(placement.turn_configmap("", namespace="ns", now=now), now=now) == ""
+    assert placement.turn_of(None, now=now) == ""
+    assert placement.turn_of({"data": {placement.TURN_KEY: X}}, now=now) == ""
+
+
+def test_only_a_claim_with_its_domains_toleration_can_use_that_domains_turn() -> None:
+    claim = {"spec": {"devices": {"requests": [
+        {"name": "channel", "exactly": {"tolerations": [placement.toleration(X)]}}]}}}  # fmt: skip
+    assert placement.tolerates_own_hold(claim, X)
+    assert not placement.tolerates_own_hold(claim, Y)
+    assert not placement.tolerates_own_hold({"spec": {"devices": {"requests": [{}]}}}, X)
+
+
+def test_an_unconditional_allocation_without_a_timestamp_takes_no_node() -> None:
+    unstamped = _claim("a", X, binding=False)
+    del unstamped["status"]["allocation"]["allocationTimestamp"]
+    parsed = _parsed(unstamped)
+    assert not parsed.stamped
+    # API servers before 1.36 drop the stamp: which claim came first is unknown there.
+    assert placement.holder(label="", allocations=[parsed]) == ""
 
 
 def test_the_template_tolerates_and_selects_only_its_own_hold() -> None:
@@ -258,10 +282,13 @@ def test_membership_needs_a_claim_on_the_node(label: str, claim: Claim, member: 
         (_claim("a", X, binding=False), X, False),
         (_claim("a", X, binding=False), "", False),
         (_claim("a", X), Y, False),  # binding conditions: the binder answers it instead
-        (_claim("a", X, conditions=GRANTED), Y, False),
+        # granted, then another domain's claim that took the node on a turn prepared first
+        (_claim("a", X, conditions=GRANTED), Y, True),
+        (_claim("a", X, conditions=GRANTED), X, False),
+        (_claim("a", X, conditions=((placement.REFUSED_CONDITION, "True"),)), Y, False),
     ],
 )
-def test_a_claim_is_stranded_only_where_another_domain_took_the_node_unasked(
+def test_a_claim_is_stranded_where_another_domain_holds_its_node(
     claim: dict[str, Any], label: str, stranded: bool
 ) -> None:
     assert placement.stranded(_parsed(claim), label=label) is stranded

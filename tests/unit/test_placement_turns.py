@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from computedomains.controller import turns
-from computedomains.controller.turns import Activity, State
+from computedomains.controller.turns import Activity, ClaimState, State
 
 A, B = "uid-a", "uid-b"
 IDLE = Activity(waiting=0, allocated=0)
@@ -53,7 +53,7 @@ def test_the_turn_waits_for_the_settle_after_a_race() -> None:
     assert state.turn == A
 
 
-def test_the_turn_moves_from_an_idle_domain_to_the_new_one_without_a_settle() -> None:
+def test_the_turn_moves_from_an_idle_domain_to_the_new_one_at_once_and_the_binder_settles() -> None:
     state = turns.step(State(), {A: Activity(0, 2)}, 0.0)
     assert state.turn == A
     later = turns.WINDOW + 1.0
@@ -80,5 +80,33 @@ def test_a_new_allocation_counts_as_placing_and_a_gone_domain_loses_the_turn() -
 
 
 def test_activity_counts_waiting_and_allocated_claims_per_domain() -> None:
-    found = turns.activity([(A, True), (A, False), (A, False), (B, True), ("", True)])
-    assert found == {A: Activity(waiting=1, allocated=2), B: Activity(waiting=1, allocated=0)}
+    found = turns.activity([
+        ClaimState(A, allocated=False, waiting=True),
+        ClaimState(A, allocated=True, waiting=False),
+        ClaimState(A, allocated=True, waiting=True),  # its node not labelled yet
+        ClaimState(B, allocated=False, waiting=True, tolerant=False),
+        ClaimState("", allocated=False, waiting=True),
+    ])  # fmt: skip
+    assert found == {
+        A: Activity(waiting=2, allocated=2),
+        B: Activity(waiting=1, allocated=0, tolerant=False),
+    }
+
+
+def test_no_turn_while_a_domain_places_whose_claims_cannot_use_it() -> None:
+    # A hand-written claim without the toleration: a turn would close every free node to it.
+    closed = Activity(waiting=1, allocated=0, tolerant=False)
+    state = turns.step(State(), {A: closed}, 0.0)
+    assert state.turn == ""
+    state = turns.step(
+        turns.step(State(), {A: Activity(1, 0)}, 0.0), {A: Activity(1, 0), B: closed}, 1.0
+    )
+    assert state.turn == ""
+
+
+def test_fewer_allocations_are_not_placing() -> None:
+    state = turns.step(State(), {A: Activity(0, 3)}, 0.0)
+    later = turns.WINDOW + 1
+    # A's pods end (fewer allocations): not placing, so B placing alone gets the turn.
+    state = turns.step(state, {A: Activity(0, 1), B: Activity(1, 0)}, later)
+    assert state.turn == B

@@ -28,6 +28,7 @@ names, the one rule for who holds a node, and the parsing of claims both read.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import enum
 import re
 from collections.abc import Iterable, Mapping
@@ -50,8 +51,13 @@ REFUSED_CONDITION = "ComputeDomainNodeRefused"
 TURN_CONFIGMAP = "compute-domains-placement-turn"
 """ConfigMap in the driver's namespace, written by the leading controller, read by every
 kubelet plugin: ``data.domain`` is the UID of the domain whose turn it is ("" or absent: nobody's,
-free nodes carry binding conditions)."""
+free nodes carry binding conditions), ``data.renewedAt`` when the leader last confirmed it."""
 TURN_KEY = "domain"
+TURN_RENEWED_KEY = "renewedAt"
+TURN_RENEW_SECONDS = 10.0
+"""The leader rewrites a turn this often (a stopped or disabled controller stops renewing)."""
+TURN_STALE_SECONDS = 30.0
+"""A turn not renewed for this long is nobody's: a leftover never keeps free nodes tainted."""
 
 _CHANNEL_NAME = re.compile(r"channel-0(?:-s(\d+))?")
 
@@ -120,6 +126,9 @@ class ChannelAllocation:
     """The controller refused the node to the claim (the scheduler will place it again)."""
     pods: tuple[tuple[str, str], ...] = ()
     """(name, uid) of the pods the claim is reserved for."""
+    stamped: bool = True
+    """The scheduler stamped ``allocationTimestamp`` (API servers before 1.36 drop it, and
+    their order of allocations is unknown)."""
 
     @property
     def unconditional(self) -> bool:
@@ -196,6 +205,22 @@ def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
             for r in status.get("reservedFor") or []
             if r.get("resource") == "pods"
         ),
+        stamped=bool(allocation.get("allocationTimestamp")),
+    )
+
+
+def tolerates_own_hold(claim: Mapping[str, Any], domain_uid: str) -> bool:
+    """Whether a request of ``claim`` tolerates ``domain_uid``'s hold.
+
+    Its template's requests do; a claim written by hand, or one from a template an API server
+    without device taints stored (it drops tolerations), may not.
+    """
+    wanted = toleration(domain_uid)
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    return any(
+        all(t.get(k) == v for k, v in wanted.items())
+        for r in requests
+        for t in (r.get("exactly") or {}).get("tolerations") or []
     )
 
 
@@ -224,25 +249,38 @@ def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
     taken = sorted(
         (a.allocated_at, a.uid, a.domain_uid)
         for a in allocations
-        if (a.granted or a.unconditional) and a.domain_uid
+        if (a.granted or (a.unconditional and a.stamped)) and a.domain_uid
     )
     return taken[0][2] if taken else ""
 
 
-def turn_of(configmap: Mapping[str, Any] | None) -> str:
-    """The domain whose turn :data:`TURN_CONFIGMAP` names ("" nobody's, or no such object)."""
-    if not configmap:
+def turn_of(configmap: Mapping[str, Any] | None, *, now: datetime.datetime) -> str:
+    """The domain whose turn :data:`TURN_CONFIGMAP` names at ``now``.
+
+    "" when nobody's, when there is no such object, or when it was last renewed more than
+    :data:`TURN_STALE_SECONDS` ago (or cannot say when).
+    """
+    data = (configmap or {}).get("data") or {}
+    domain = str(data.get(TURN_KEY, ""))
+    try:
+        renewed = datetime.datetime.fromisoformat(str(data.get(TURN_RENEWED_KEY, "")))
+    except ValueError:
         return ""
-    return str((configmap.get("data") or {}).get(TURN_KEY, ""))
+    if renewed.tzinfo is None or (now - renewed).total_seconds() > TURN_STALE_SECONDS:
+        return ""
+    return domain
 
 
-def turn_configmap(domain_uid: str, *, namespace: str) -> dict[str, Any]:
-    """The :data:`TURN_CONFIGMAP` object giving the turn to ``domain_uid`` ("" nobody)."""
+def turn_configmap(domain_uid: str, *, namespace: str, now: datetime.datetime) -> dict[str, Any]:
+    """The :data:`TURN_CONFIGMAP` giving the turn to ``domain_uid`` ("" nobody) at ``now``."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {"name": TURN_CONFIGMAP, "namespace": namespace},
-        "data": {TURN_KEY: domain_uid},
+        "data": {
+            TURN_KEY: domain_uid,
+            TURN_RENEWED_KEY: now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
     }
 
 
@@ -262,15 +300,19 @@ def holder_seen_from_node(
 
 
 def stranded(allocation: ChannelAllocation, *, label: str) -> bool:
-    """The claim was allocated on a node that another domain took first, without asking.
+    """The claim holds a node (allocated, or granted) that another domain's prepare labelled.
 
-    That happens only without binding conditions (Kubernetes before 1.36, or switched off):
-    two domains' first pods picked the same free node in the same moment, and the other's
-    prepare labelled the node first. The plugin refuses this claim for as long as the other
-    domain holds the node.
+    Without binding conditions (Kubernetes before 1.36, or switched off) two domains' first pods
+    can pick the same free node in the same moment; with them, a claim that took a node on the
+    edge of a turn can meet one the binder granted. Either way the plugin refuses this claim for
+    as long as the other domain holds the node.
     """
-    binding = allocation.pending or allocation.granted or allocation.refused
-    return bool(label) and not binding and allocation.domain_uid != label
+    return (
+        bool(label)
+        and allocation.domain_uid != label
+        and not allocation.pending
+        and not allocation.refused
+    )
 
 
 def answered_status(

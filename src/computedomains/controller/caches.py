@@ -74,8 +74,10 @@ def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
     if placement.parse_claim(claim) is None and not placement.domain_of(claim):
         return trimmed
     status = claim.get("status") or {}
-    trimmed["spec"] = {"devices": {"config": (claim.get("spec") or {}).get("devices", {}).get(
-        "config", [])}}  # fmt: skip
+    devices = (claim.get("spec") or {}).get("devices") or {}
+    requests = [{"exactly": {"tolerations": (r.get("exactly") or {}).get("tolerations") or []}}
+                for r in devices.get("requests") or []]  # fmt: skip
+    trimmed["spec"] = {"devices": {"config": devices.get("config", []), "requests": requests}}
     trimmed["status"] = {
         k: status[k] for k in ("allocation", "devices", "reservedFor") if k in status
     }
@@ -309,24 +311,31 @@ class Caches:
             for d in self.domains.items()
             if not d["metadata"].get("deletionTimestamp")
         }
-        seen: list[tuple[str, bool]] = []
+        seen: list[turns.ClaimState] = []
         for claim in self.claims.items():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
             allocation = placement.parse_claim(claim)
             if allocation is None:
-                seen.append((placement.domain_of(claim), True))
+                uid = placement.domain_of(claim)
+                tolerant = placement.tolerates_own_hold(claim, uid)
+                seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
-                seen.append((allocation.domain_uid, allocation.pending))
+                # A node it took counts as waiting until a prepare labels it: until then its
+                # plugin may still show it free (no slot, no clique).
+                unlabelled = not self.node_label(allocation.node)
+                seen.append(turns.ClaimState(allocation.domain_uid, allocated=True,
+                                             waiting=allocation.pending or unlabelled))  # fmt: skip
         found = turns.activity(seen)
         return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}
 
     def _took(self, allocation: placement.ChannelAllocation) -> bool:
-        """An unconditional allocation that took its unlabelled node (``placement.holder``).
+        """The claim's domain holds its unlabelled node (``placement.holder``).
 
-        Its pod binds without an answer, so the node is reserved for its domain at once.
+        Granted it, or took it first without conditions: the node is reserved for the domain
+        before any prepare.
         """
-        if not allocation.unconditional or self.node_label(allocation.node):
+        if self.node_label(allocation.node):
             return False
         on_node = self.allocations(node=allocation.node)
         return placement.holder(label="", allocations=on_node) == allocation.domain_uid
@@ -364,7 +373,7 @@ class Caches:
         for allocation in self.allocations(domain=domain.uid):
             state = (
                 Claim.NONE if allocation.refused or allocation.pending
-                else Claim.RESERVED if allocation.granted or self._took(allocation)
+                else Claim.RESERVED if self._took(allocation)
                 else Claim.ALLOCATED
             )  # fmt: skip
             if state is not Claim.NONE and claims.get(allocation.node) is not Claim.RESERVED:

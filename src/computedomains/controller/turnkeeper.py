@@ -6,6 +6,8 @@ nobody's turn.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
 import logging
 import threading
 import time
@@ -20,6 +22,8 @@ log = logging.getLogger(__name__)
 
 TICK = 1.0
 """Seconds between decisions while a domain's placing window may expire."""
+SPACING = 0.2
+"""Seconds at least between two decisions: each reads every claim in the cache."""
 
 
 class TurnKeeper:
@@ -42,6 +46,7 @@ class TurnKeeper:
         self._lock = threading.Lock()
         self._state = turns.State()
         self._written: str | None = None
+        self._written_at = 0.0
         self._placing: set[str] = set()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -57,8 +62,16 @@ class TurnKeeper:
             return turns.settling(self._state, self._clock())
 
     def start(self) -> None:
-        """Start deciding (on becoming leader): nobody's turn until the first decision."""
+        """Start deciding (on becoming leader): nobody's turn until the first decision.
+
+        Switched off, it only says that it is nobody's turn, once (a turn left by an earlier
+        configuration would also go stale by itself: ``placement.TURN_STALE_SECONDS``).
+        """
         if not self._enabled:
+            try:
+                self._write("")
+            except Exception:  # best effort: a leftover turn goes stale anyway
+                log.warning("could not clear the placement turn", exc_info=True)
             return
         with self._lock:
             # The last leader's turn may have allocations in flight: settle before granting.
@@ -81,9 +94,12 @@ class TurnKeeper:
             self._wake.clear()
             try:
                 self.decide()
+            except writes.Fenced as exc:
+                log.info("%s", exc)
             except Exception:  # the next tick decides again
                 log.exception("deciding the placement turn failed")
-            self._wake.wait(TICK)
+            if not stop.wait(SPACING):
+                self._wake.wait(TICK - SPACING)
 
     def decide(self) -> str:
         """One decision from the caches, written when it changed; returns the turn."""
@@ -97,10 +113,17 @@ class TurnKeeper:
             shown = ", ".join(sorted(placing)[:3]) + (", ..." if len(placing) > 3 else "")
             log.info("%d domain(s) placing%s", len(placing), f": {shown}" if placing else "")
             self._placing = placing
-        if turn != self._written:
+        renew = bool(turn) and now - self._written_at >= placement.TURN_RENEW_SECONDS
+        if turn != self._written or renew:
+            changed = turn != self._written
             self._write(turn)
-            log.info("placement turn: %s", f"ComputeDomain {turn}" if turn else "nobody's "
-                     "(binding conditions on free nodes)")  # fmt: skip
+            if not turn and changed:
+                # The settle counts from when the plugins can see that the turn ended.
+                with self._lock:
+                    self._state = dataclasses.replace(self._state, ended_at=self._clock())
+            if changed:
+                log.info("placement turn: %s", f"ComputeDomain {turn}" if turn else "nobody's "
+                         "(binding conditions on free nodes)")  # fmt: skip
         return turn
 
     def _write(self, turn: str) -> None:
@@ -108,11 +131,13 @@ class TurnKeeper:
             raise writes.Fenced("not writing the turn: this replica may no longer lead")
         namespace = self._caches.namespace
         path = resources.CONFIG_MAPS.path(placement.TURN_CONFIGMAP, namespace=namespace)
-        body = placement.turn_configmap(turn, namespace=namespace)
+        body = placement.turn_configmap(
+            turn, namespace=namespace, now=datetime.datetime.now(datetime.UTC)
+        )
         try:
             self._api.replace(path, body)
         except client.ApiError as exc:
             if exc.status != client.NOT_FOUND:
                 raise
             self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body)
-        self._written = turn
+        self._written, self._written_at = turn, self._clock()

@@ -8,15 +8,18 @@ bind at once, and no other domain's claim can be allocated on a free node. The t
 another domain starts placing; free nodes then carry binding conditions again.
 
 A domain is **placing** while a claim of it waits for an allocation or for the binder's
-answer, and for :data:`WINDOW` seconds after it appeared or a claim of it was created or
-allocated (the pods of a workload arrive over a few seconds, and a new domain's pods follow
-it). With nobody placing the turn stays where it is, so the next pods of the last domain to
-place bind at once too.
+answer, or holds a node no prepare has labelled yet, and for :data:`WINDOW` seconds after it
+appeared or one more claim of it was allocated (the pods of a workload arrive over a few
+seconds, and a new domain's pods follow it). With nobody placing the turn stays where it is,
+so the next pods of the last domain to place bind at once too. No domain has the turn while
+a domain places whose waiting claims do not tolerate its own hold (a claim written by hand):
+free nodes tainted for anyone would be closed to it.
 
 Safety, which the rules below keep:
 
 - The turn moves from one domain to another only when the first is not placing: none of its
-  claims is unallocated, so none can still be allocated on the old taint (one created in the
+  claims is unallocated and every node it took is labelled, so none can still be allocated on
+  the old taint, and no free-looking node is still on its way to it (one created in the
   fraction of a second the plugins take to republish can: the plugin's refusal and the
   binder's unstranding then settle it, as without binding conditions).
 - When the turn ends because a second domain places, the first may have allocations in
@@ -45,6 +48,8 @@ class Activity:
     condition."""
     allocated: int
     """Claims of the domain allocated a node (granted or unconditional)."""
+    tolerant: bool = True
+    """Every waiting claim tolerates the domain's own hold (its turn's taint)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,9 +79,9 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
     active_at: dict[str, float] = {}
     for uid, activity in domains.items():
         before = state.active_at.get(uid)
-        moved = activity.allocated != state.allocated.get(uid, 0)
-        if before is None or activity.waiting or moved:
-            active_at[uid] = now  # new, waiting for a node, or just given one
+        placed = activity.allocated > state.allocated.get(uid, 0)
+        if before is None or activity.waiting or placed:
+            active_at[uid] = now  # new, waiting for a node, or just given one more
         else:
             active_at[uid] = before
     allocated = {uid: a.allocated for uid, a in domains.items()}
@@ -84,9 +89,10 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
     turn, ended_at = state.turn, state.ended_at
     if turn and turn not in domains:
         turn = ""  # its domain is gone (or deleting): nothing of it is placed any more
-    if len(now_placing) > 1 and turn:
-        turn, ended_at = "", now  # a race is possible: binding conditions decide
-    elif len(now_placing) == 1:
+    closed = any(not domains[uid].tolerant for uid in now_placing)
+    if (len(now_placing) > 1 or closed) and turn:
+        turn, ended_at = "", now  # a race is possible (or a domain needs free nodes open)
+    elif len(now_placing) == 1 and not closed:
         (only,) = now_placing
         if turn != only and (not turn or turn not in now_placing):
             # From nobody's (settled: nothing else waits for an answer) or from a domain that
@@ -107,16 +113,38 @@ def settling(state: State, now: float) -> float:
     return max(0.0, state.ended_at + SETTLE - now)
 
 
-def activity(claims: Iterable[tuple[str, bool]]) -> dict[str, Activity]:
-    """Per domain, from (domain UID, waiting) of each of its claims."""
+@dataclasses.dataclass(frozen=True)
+class ClaimState:
+    """One live channel claim as the turn sees it."""
+
+    domain: str
+    allocated: bool
+    """Allocated a node, granted or without conditions (not refused)."""
+    waiting: bool
+    """Not allocated yet, waiting for the binder's answer, or holding a node not labelled yet."""
+    tolerant: bool = True
+    """Not allocated yet, and tolerates its domain's own hold (only those can be closed out)."""
+
+
+def activity(claims: Iterable[ClaimState]) -> dict[str, Activity]:
+    """Per domain, from the state of each of its claims."""
     waiting: dict[str, int] = {}
     allocated: dict[str, int] = {}
-    for uid, is_waiting in claims:
-        if not uid:
+    intolerant: set[str] = set()
+    for claim in claims:
+        if not claim.domain:
             continue
-        target = waiting if is_waiting else allocated
-        target[uid] = target.get(uid, 0) + 1
+        if claim.waiting:
+            waiting[claim.domain] = waiting.get(claim.domain, 0) + 1
+        if claim.allocated:
+            allocated[claim.domain] = allocated.get(claim.domain, 0) + 1
+        if not claim.tolerant:
+            intolerant.add(claim.domain)
     return {
-        uid: Activity(waiting=waiting.get(uid, 0), allocated=allocated.get(uid, 0))
+        uid: Activity(
+            waiting=waiting.get(uid, 0),
+            allocated=allocated.get(uid, 0),
+            tolerant=uid not in intolerant,
+        )
         for uid in waiting.keys() | allocated.keys()
     }

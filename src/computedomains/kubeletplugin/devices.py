@@ -115,3 +115,11 @@ def slice_manifest(
             "devices": published,
         },
     }
+
+
+def carries_taints(stored: dict[str, Any]) -> bool:
+    """Whether a stored slice kept the taints of its channel devices.
+
+    A server with device taints off drops them on write.
+    """
+    return any(d.get("taints") for d in stored.get("spec", {}).get("devices") or [])

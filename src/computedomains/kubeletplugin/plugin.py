@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import logging
 import signal
 import threading
@@ -127,7 +128,8 @@ def run(cfg: config.PluginConfig) -> int:
     def turn() -> str:
         # Nobody's until the first list: binding conditions are the safe default.
         found = turns.items() if turns.synced() else []
-        return placement.turn_of(found[0] if found else None)
+        now = datetime.datetime.now(datetime.UTC)
+        return placement.turn_of(found[0] if found else None, now=now)
 
     publisher = slices.Publisher(api, cfg, holder=holder, turn=turn, fabric=fabric.read)
     publisher.sync()

@@ -37,6 +37,9 @@ class Publisher:
         self._turn = turn
         self._fabric = fabric
         self._published: tuple[tuple[devices.PublishedDevice, ...], str, str, str] | None = None
+        self._taints_dropped = False
+        """The API server dropped the device taints written (DRADeviceTaints off): a turn would
+        then leave free nodes without any protection, so turns are not followed."""
 
     @property
     def published(self) -> bool:
@@ -48,7 +51,7 @@ class Publisher:
         fabric = self._fabric()
         wanted = tuple(devices.node_devices(slots=self._cfg.channel_slots, usable=fabric.usable))
         holder = self._holder(fabric.clique)
-        turn = "" if holder else self._turn()
+        turn = "" if holder or self._taints_dropped else self._turn()
         key = (wanted, fabric.clique, holder, turn)
         if key == self._published:
             return False
@@ -69,10 +72,16 @@ class Publisher:
             generation=generation,
         )
         if existing is None:
-            self._api.create(resources.RESOURCE_SLICES.path(), body)
+            stored = self._api.create(resources.RESOURCE_SLICES.path(), body)
         else:
             body["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
-            self._api.replace(resources.RESOURCE_SLICES.path(name), body)
+            stored = self._api.replace(resources.RESOURCE_SLICES.path(name), body)
+        if turn and not devices.carries_taints(stored):
+            log.warning("the API server dropped the device taints (DRADeviceTaints is off): "
+                        "free nodes keep binding conditions, whoever's turn it is")  # fmt: skip
+            self._taints_dropped = True
+            self._published = None
+            return self.sync()
         log.info(
             "published %d devices (fabric %s, clique %s, held by %s, turn of %s, pool "
             "generation %d)",

@@ -13,6 +13,7 @@ the controller and created again elsewhere.
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
@@ -206,7 +207,7 @@ def _asked(claim: Any) -> bool:
 
 def _turn(api: client.ApiClient, driver_ns: str) -> str:
     found = client.CoreV1Api(api).read_namespaced_config_map(placement.TURN_CONFIGMAP, driver_ns)
-    return placement.turn_of(found.to_dict())
+    return placement.turn_of(found.to_dict(), now=datetime.datetime.now(datetime.UTC))
 
 
 def test_a_domain_placing_alone_binds_at_once_a_second_one_brings_the_conditions_back(
