@@ -321,3 +321,12 @@ def test_a_forged_label_gets_no_slot_and_one_warning() -> None:
         snapshots.snapshot(nodes=[forged, snapshots.node("n2")]), limit=18, reported=plan.reported
     )
     assert not [e for e in again.status_events if e.reason == "NodeLabelWithoutClaim"]
+
+
+def test_a_claim_with_an_unreadable_config_is_still_a_channel_claim() -> None:
+    request = {"name": "channel", "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS}}
+    by_class = {"spec": {"devices": {"requests": [request]}}}
+    assert placement.asks_for_a_channel(by_class)
+    assert placement.domain_of(by_class) == ""
+    other = {"spec": {"devices": {"requests": [{"exactly": {"deviceClassName": "gpu"}}]}}}
+    assert not placement.asks_for_a_channel(other)

@@ -209,6 +209,21 @@ def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
     )
 
 
+def asks_for_a_channel(claim: Mapping[str, Any]) -> bool:
+    """Whether ``claim`` is for a ComputeDomain channel.
+
+    Its config names a domain, or a request names the channel DeviceClass (a claim with an
+    unreadable config does only that).
+    """
+    if domain_of(claim):
+        return True
+    requests = ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []
+    return any(
+        (r.get("exactly") or {}).get("deviceClassName") == constants.CHANNEL_DEVICE_CLASS
+        for r in requests
+    )
+
+
 def tolerates_own_hold(claim: Mapping[str, Any], domain_uid: str) -> bool:
     """Whether a request of ``claim`` tolerates ``domain_uid``'s hold.
 

@@ -62,6 +62,10 @@ def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_KEPT_REQUEST_FIELDS = ("deviceClassName", "tolerations")
+"""What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
+
+
 def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
     """What placement reads of a claim; claims of other drivers keep their identity only.
 
@@ -71,12 +75,18 @@ def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
     keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
             "deletionTimestamp")  # fmt: skip
     trimmed: dict[str, Any] = {"metadata": {k: meta[k] for k in keep if k in meta}}
-    if placement.parse_claim(claim) is None and not placement.domain_of(claim):
+    if placement.parse_claim(claim) is None and not placement.asks_for_a_channel(claim):
         return trimmed
     status = claim.get("status") or {}
     devices = (claim.get("spec") or {}).get("devices") or {}
-    requests = [{"exactly": {"tolerations": (r.get("exactly") or {}).get("tolerations") or []}}
-                for r in devices.get("requests") or []]  # fmt: skip
+    requests = [
+        {
+            "exactly": {
+                k: (r.get("exactly") or {}).get(k) for k in ("deviceClassName", "tolerations")
+            }
+        }
+        for r in devices.get("requests") or []
+    ]
     trimmed["spec"] = {"devices": {"config": devices.get("config", []), "requests": requests}}
     trimmed["status"] = {
         k: status[k] for k in ("allocation", "devices", "reservedFor") if k in status
@@ -234,7 +244,7 @@ class Caches:
 
     def _claim_changed(self, kind: str, claim: dict[str, Any]) -> None:
         uid = str(claim["metadata"].get("uid", ""))
-        if placement.domain_of(claim):
+        if placement.asks_for_a_channel(claim):
             self._on_placement()
         allocation = None if kind == "DELETED" else placement.parse_claim(claim)
         now = _placement_key(allocation)
@@ -305,7 +315,11 @@ class Caches:
         ]
 
     def placement_activity(self) -> dict[str, turns.Activity]:
-        """Per live domain: its claims waiting for a node and those allocated one (``turns``)."""
+        """Per live domain: its claims waiting for a node and those allocated one (``turns``).
+
+        A waiting channel claim whose config names no readable domain counts as a domain of
+        its own that cannot use any turn.
+        """
         live = {
             str(d["metadata"]["uid"])
             for d in self.domains.items()
@@ -317,7 +331,15 @@ class Caches:
                 continue
             allocation = placement.parse_claim(claim)
             if allocation is None:
+                if not placement.asks_for_a_channel(claim):
+                    continue
                 uid = placement.domain_of(claim)
+                if not uid:
+                    # Its config names no domain it could read (the plugin refuses it at
+                    # prepare, saying why): it needs free nodes open, so it counts as a placer
+                    # of its own that no turn fits.
+                    uid = f"claim/{claim['metadata'].get('uid', '')}"
+                    live.add(uid)
                 tolerant = placement.tolerates_own_hold(claim, uid)
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
