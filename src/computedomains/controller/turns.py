@@ -85,24 +85,21 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
         else:
             active_at[uid] = before
     allocated = {uid: a.allocated for uid, a in domains.items()}
-    now_placing = {uid for uid, at in active_at.items() if now - at < WINDOW}
+    now_placing = placing(State(active_at=active_at), now)
     turn, ended_at = state.turn, state.ended_at
     if turn and turn not in domains:
         turn = ""  # its domain is gone (or deleting): nothing of it is placed any more
     closed = any(not domains[uid].tolerant for uid in now_placing)
     if (len(now_placing) > 1 or closed) and turn:
         turn, ended_at = "", now  # a race is possible (or a domain needs free nodes open)
-    elif len(now_placing) == 1 and not closed:
+    elif len(now_placing) == 1 and not closed and turn not in now_placing:
+        # From a domain that stopped placing (nothing of it is in flight), or from nobody's
+        # once the last turn's allocations have landed (the settle).
         (only,) = now_placing
-        if turn != only and (not turn or turn not in now_placing):
-            # From nobody's (settled: nothing else waits for an answer) or from a domain that
-            # stopped placing (nothing of it is in flight).
-            if not turn and ended_at is not None and now - ended_at < SETTLE:
-                pass  # the last turn's allocations may still be in flight; next round
-            else:
-                if turn:
-                    ended_at = now
-                turn = only
+        if turn:
+            turn, ended_at = only, now
+        elif ended_at is None or now - ended_at >= SETTLE:
+            turn = only
     return State(turn=turn, ended_at=ended_at, active_at=active_at, allocated=allocated)
 
 
