@@ -373,9 +373,10 @@ def test_a_container_that_ignores_sigterm_is_killed_after_the_grace_period(
 ) -> None:
     state, port = tmp_path / "state", _free_port()
     stubborn = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); " + SERVER.strip()
-    liveness = probes.Probe(
-        Kind.LIVENESS, probes.TcpSocket("127.0.0.1", port + 1), period=0.1, failure_threshold=1
-    )
+    # Fails once the container has recorded its start, so after SIGTERM is ignored: a probe
+    # that failed earlier would stop the container before it could ignore anything.
+    started = probes.Exec(("sh", "-c", f"! test -e {state / 'starts'}"))
+    liveness = probes.Probe(Kind.LIVENESS, started, period=0.1, failure_threshold=1)
     plan = podspec.PodPlan(
         init=(),
         containers=(
