@@ -1,8 +1,9 @@
-"""Fixtures: one cluster per test session, fresh namespaces, ServiceAccount clients.
+"""Fixtures: the session's clusters, fresh namespaces, ServiceAccount clients.
 
 By default the session starts the simulated cluster (real control plane, simulated GB200
-nodes). The pytest-helm-charts plugin's options point the same tests at an existing cluster
-and chart instead: ``--kubeconfig`` (the cluster), ``--chart-path``, ``--chart-version`` and
+nodes), and a smaller second one for the tests of whole release lifecycles. The
+pytest-helm-charts plugin's options point the same tests at an existing cluster and chart
+instead: ``--kubeconfig`` (the cluster), ``--chart-path``, ``--chart-version`` and
 ``--app-config-file-path`` (the values file), the last three with their ``ATS_*`` environment
 twins; tests marked ``sim`` then skip, since they inspect simulated nodes. Unlike the plugin's
 ``kube_config`` fixture, ``$KUBECONFIG`` alone never selects a cluster: a stray variable must
@@ -39,13 +40,23 @@ def _plugin_setting(config: pytest.Config, env_var: str) -> str | None:
     return str(value) if value else None
 
 
-@pytest.fixture(scope="session")
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+FULL_TOPOLOGY = topology.Topology(racks=2, nodes_per_rack=18)
+"""The session's cluster: two GB200 NVL72 racks of 18 nodes."""
+LIFECYCLE_TOPOLOGY = topology.Topology(racks=2, nodes_per_rack=4)
+"""The lifecycle tests' cluster: two racks (two cliques) of four nodes."""
+
+
+def _test_cluster(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    *,
+    name: str,
+    layout: topology.Topology,
 ) -> Iterator[clusters.TestCluster]:
-    """The session's cluster: started once, stopped (every process, by PID) at the end."""
+    """A simulated cluster of ``layout`` (stopped, every process by PID, when the generator
+    closes), or the cluster ``--kubeconfig`` names, whatever the layout."""
     config = request.config
-    workdir = tmp_path_factory.mktemp("cluster")
+    workdir = tmp_path_factory.mktemp(name)
     chart_path = _plugin_setting(config, helm_charts.ENV_VAR_CHART_PATH)
     values_file = _plugin_setting(config, helm_charts.ENV_VAR_APP_CONFIG_PATH)
     common = {
@@ -61,10 +72,32 @@ def cluster(
     if kubeconfig:
         yield clusters.TestCluster(kubeconfig=pathlib.Path(kubeconfig), **common)
         return
-    with sim_cluster.SimCluster(
-        name=f"pytest-{os.getpid()}", topology_spec=topology.Topology(racks=2, nodes_per_rack=18)
-    ) as sim:
+    with sim_cluster.SimCluster(name=f"{name}-{os.getpid()}", topology_spec=layout) as sim:
         yield clusters.TestCluster(kubeconfig=sim.kubeconfig, sim=sim, **common)
+
+
+@pytest.fixture(scope="session")
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[clusters.TestCluster]:
+    """The session's cluster: started once, stopped (every process, by PID) at the end."""
+    yield from _test_cluster(request, tmp_path_factory, name="pytest", layout=FULL_TOPOLOGY)
+
+
+@pytest.fixture(scope="session")
+def lifecycle_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[clusters.TestCluster]:
+    """A second, smaller cluster for the tests that install, upgrade, roll back and remove
+    whole releases (tests/cluster/with_releases, the chart's install test).
+
+    Every release step restarts the components of every node, so their cost grows with the
+    nodes while their scenarios (domains across two cliques, idle nodes rolled clique by
+    clique, jobs kept on their agents) need only a few. Started on first use.
+    """
+    yield from _test_cluster(
+        request, tmp_path_factory, name="pytest-lifecycle", layout=LIFECYCLE_TOPOLOGY
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -85,11 +118,7 @@ def _cluster_still_runs(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture(scope="session")
 def sim(cluster: clusters.TestCluster) -> sim_cluster.SimCluster:
     """The simulated cluster itself; skips against an existing cluster."""
-    if cluster.sim is None:
-        pytest.skip(
-            "needs the simulated GB200 nodes and host trees; --kubeconfig names a real cluster"
-        )
-    return cluster.sim
+    return cluster.simulation()
 
 
 @pytest.fixture

@@ -60,6 +60,8 @@ STANDARD_LABELS = (
 """Labels every rendered object carries (the CRD subchart's included)."""
 
 Obj = dict[str, Any]
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+"""libyaml's safe loader where PyYAML was built with it: a rendered chart parses ~7x faster."""
 
 BASE_KINDS = {
     "ClusterRole": 9,
@@ -100,12 +102,19 @@ def expected_kinds(profile: str | None) -> list[str]:
     return sorted(kind for kind, n in counts.items() for _ in range(n))
 
 
-def helm_for(major: str, home: pathlib.Path, kubeconfig: pathlib.Path | None = None) -> helm.Helm:
-    """A helm runner for ``major``; without a kubeconfig it can only lint and render."""
+def helm_for(
+    major: str,
+    home: pathlib.Path,
+    kubeconfig: pathlib.Path | None = None,
+    renders: helm.Renders | None = None,
+) -> helm.Helm:
+    """A helm runner for ``major``; without a kubeconfig it can only lint and render.
+    ``renders``: earlier ``helm template`` outputs to reuse (and to add to)."""
     return helm.Helm(
         binary=tools.ToolBox.from_env().path(major),
         kubeconfig=kubeconfig or home / "no-cluster.kubeconfig",
         home=home,
+        renders=renders,
     )
 
 
@@ -118,7 +127,7 @@ def template(
 ) -> list[Obj]:
     """``helm template`` of the chart; the rendered objects in order (empty documents dropped)."""
     out = h.run("template", release, str(chart), "--namespace", namespace, *args)
-    return [doc for doc in yaml.safe_load_all(out) if doc]
+    return [doc for doc in yaml.load_all(out, Loader=YAML_LOADER) if doc]
 
 
 def set_args(values: dict[str, str]) -> list[str]:

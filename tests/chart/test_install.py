@@ -1,9 +1,8 @@
 """The chart installs with `helm install --wait` (helm 3, then helm 4), works, and uninstalls.
 
-Uses values/sim.yaml on the simulated cluster (or --chart-path / --app-config-file-path on an
-existing one). It needs nothing from the controller or agent programs: kwok marks their pods
-Ready (an agent pod once the kubelet plugin prepared its daemon claim), whatever the processes
-the simulated kubelet starts for them do.
+Uses the production profile under values/sim.yaml on the session's lifecycle cluster (or
+--chart-path / --app-config-file-path on an existing one): a whole release installed and
+removed, twice, on two racks of four nodes. Its pods are Ready only when their probes pass.
 The CRDs are cluster-scoped and kept on uninstall, so when an earlier install (this test's
 other helm major, or another test) left them, this install leaves them alone with
 crds.enabled=false, as the crds subchart documents for CRDs another release owns.
@@ -435,6 +434,12 @@ def _check_agent_and_controller_writes_are_confined(
     node_refusal = label_node(constants.CLIQUE_LABEL)
     assert node_refusal is not None and "may change only the label" in node_refusal, node_refusal
     assert label_node(constants.COMPUTE_DOMAIN_LABEL) is None
+
+
+@pytest.fixture
+def cluster(lifecycle_cluster: clusters.TestCluster) -> clusters.TestCluster:
+    """A whole release per helm major: on the smaller lifecycle cluster."""
+    return lifecycle_cluster
 
 
 @pytest.mark.parametrize("major", r.MAJORS)

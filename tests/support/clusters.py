@@ -8,6 +8,7 @@ import pathlib
 import uuid
 from collections.abc import Iterator
 
+import pytest
 from kubernetes import client, config
 
 from computedomains.kube import kubeconfig
@@ -61,6 +62,14 @@ class TestCluster:
     def simulated(self) -> bool:
         """True for the simulated cluster (nodes and host trees are ours)."""
         return self.sim is not None
+
+    def simulation(self) -> sim_cluster.SimCluster:
+        """The simulated cluster itself; skips the test against an existing cluster."""
+        if self.sim is None:
+            pytest.skip(
+                "needs the simulated GB200 nodes and host trees; --kubeconfig names a real cluster"
+            )
+        return self.sim
 
     def api(self) -> client.ApiClient:
         """A new admin API client."""

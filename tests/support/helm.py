@@ -7,6 +7,21 @@ import os
 import pathlib
 import subprocess
 
+Renders = dict[tuple[str, ...], str]
+"""``helm template`` outputs by their key (:func:`render_key`)."""
+
+
+def render_key(binary: pathlib.Path, args: tuple[str, ...]) -> tuple[str, ...]:
+    """What a render's output depends on: the binary, the arguments and the content of every
+    file they name (a values file a test rewrites renders again)."""
+    files = []
+    for arg in args:
+        for part in arg.replace("=", ",").split(","):
+            path = pathlib.Path(part)
+            if "/" in part and path.is_file():
+                files.append(path.read_text(errors="replace"))
+    return (str(binary), *args, *files)
+
 
 @dataclasses.dataclass(frozen=True)
 class Helm:
@@ -15,6 +30,9 @@ class Helm:
     binary: pathlib.Path
     kubeconfig: pathlib.Path
     home: pathlib.Path
+    renders: Renders | None = dataclasses.field(default=None, compare=False)
+    """Outputs of ``helm template`` to reuse (the chart does not change during a test run);
+    None renders every time."""
 
     def attempt(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run ``helm args...`` and return how it went, failed or not (for expected failures)."""
@@ -38,6 +56,14 @@ class Helm:
 
     def run(self, *args: str, timeout: float = 300) -> str:
         """Run ``helm args...``; raise with helm's own output when it fails."""
+        if self.renders is not None and args[:1] == ("template",):
+            key = render_key(self.binary, args)
+            if key not in self.renders:
+                self.renders[key] = self._run(args, timeout)
+            return self.renders[key]
+        return self._run(args, timeout)
+
+    def _run(self, args: tuple[str, ...], timeout: float) -> str:
         proc = self.attempt(*args, timeout=timeout)
         if proc.returncode != 0:
             raise AssertionError(

@@ -26,7 +26,7 @@ from tests.support import clusters, domains, kube, lifecycle
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
 INCUMBENT_RELEASE = "nvidia-dra-driver-gpu"
-NODES = ["gb200-r0-n03", "gb200-r0-n04"]
+NODES = ["gb200-r0-n02", "gb200-r0-n03"]
 V1 = constants.VERSION
 
 

@@ -19,7 +19,7 @@ from tests.support import argo, clusters, domains, kube, lifecycle
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n07", "gb200-r1-n08"]
+NODES = ["gb200-r1-n02", "gb200-r1-n03"]
 
 
 def test_argo_sync_in_waves_with_hooks_twice_then_delete(

@@ -69,7 +69,7 @@ def test_a_driver_root_that_does_not_match_the_nodes_is_refused(
     cluster: clusters.TestCluster, api: client.ApiClient, releases: lifecycle.Releases
 ) -> None:
     core = client.CoreV1Api(api)
-    node = "gb200-r0-n17"
+    node = "gb200-r0-n03"
     core.patch_node(node, {"metadata": {"labels": {OPERATOR_DRIVER_LABEL: "pre-installed"}}})
     try:
         log = refused_install(

@@ -27,7 +27,7 @@ from tests.support import clusters, domains, kube, lifecycle, migration, previou
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n10", "gb200-r1-n11"]
+NODES = ["gb200-r0-n00", "gb200-r0-n01"]
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 
 
@@ -167,5 +167,5 @@ def _render_apply_and_migrate(
     # A new domain forms on what the render installed.
     fresh = domains.create_domain(api, namespace)
     domains.wait_ready(
-        api, namespace, fresh, domains.workers(api, namespace, fresh, ["gb200-r1-n12"])
+        api, namespace, fresh, domains.workers(api, namespace, fresh, ["gb200-r0-n02"])
     )

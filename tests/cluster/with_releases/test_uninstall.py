@@ -12,7 +12,7 @@ from tests.support import clusters, domains, kube, lifecycle
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n05", "gb200-r1-n06"]
+NODES = ["gb200-r1-n00", "gb200-r1-n01"]
 
 
 def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(

@@ -73,7 +73,8 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         )  # fmt: skip
         upgrade_seconds = time.monotonic() - started
         print(
-            f"helm upgrade 0.1.0 -> 0.2.0 in two steps with 36 nodes and a live domain: "
+            f"helm upgrade 0.1.0 -> 0.2.0 in two steps with {len(sim.nodes)} nodes and a live "
+            f"domain: "
             f"{upgrade_seconds:.1f} s"
         )
 

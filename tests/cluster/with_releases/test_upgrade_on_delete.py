@@ -24,7 +24,7 @@ from tests.support import clusters, domains, kube, lifecycle, migration, previou
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n03", "gb200-r1-n04"]
+NODES = ["gb200-r1-n02", "gb200-r1-n03"]
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 AGENT = "imex-agent"
 
