@@ -436,7 +436,7 @@ def _check_agent_and_controller_writes_are_confined(
     assert label_node(constants.COMPUTE_DOMAIN_LABEL) is None
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def cluster(lifecycle_cluster: clusters.TestCluster) -> clusters.TestCluster:
     """A whole release per helm major: on the smaller lifecycle cluster."""
     return lifecycle_cluster
