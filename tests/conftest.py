@@ -30,6 +30,34 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a running cluster")
 
 
+GROUPS = ("cluster", "chart", "lifecycle")
+"""The tests of each session cluster, in the order their workers take them (longest first):
+the session cluster's, then its tests with the chart installed, then the lifecycle cluster's."""
+
+
+def _group(item: pytest.Item) -> str | None:
+    """The cluster an item needs (its fixture closure names it), or None."""
+    needs = set(getattr(item, "fixturenames", ()))
+    if "lifecycle_cluster" in needs:
+        return "lifecycle"
+    if "chart" in needs:
+        return "chart"
+    return "cluster" if "cluster" in needs else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``): each cluster's tests form one group, so that one
+    worker starts that cluster and runs them in their usual order (``--dist loadgroup``), and
+    the groups come first, longest first, so that the short tests fill the other worker."""
+    if not hasattr(config, "workerinput"):
+        return
+    for item in items:
+        group = _group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: GROUPS.index(g) if (g := _group(item)) else len(GROUPS))
+
+
 def _plugin_setting(config: pytest.Config, env_var: str) -> str | None:
     """A pytest-helm-charts setting as its fixtures read it: the option, else its env twin.
 

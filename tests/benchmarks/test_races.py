@@ -30,9 +30,10 @@ import pytest
 from kubernetes import client
 
 from computedomains import waiting
+from computedomains.api import constants
 from computedomains.sim import cluster
 from tests.benchmarks import conftest, ownmetrics, report
-from tests.benchmarks.test_formation import _leader, _republished
+from tests.benchmarks.test_formation import _leader
 from tests.support import domains, kube
 
 TEN_ROUNDS = 4
@@ -142,6 +143,23 @@ def _preferring(node: str, fallback: str) -> dict[str, Any]:
     }
 
 
+def _republished(api: Any, *, binding: bool) -> None:
+    """Wait until every free node's plugin publishes with (or without) binding conditions (a
+    held node's channels carry its taint, never binding conditions)."""
+    slices = client.ResourceV1Api(api)
+
+    def done() -> bool:
+        free = [s for s in slices.list_resource_slice().items
+                if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
+                and not any(d.taints for d in s.spec.devices)]  # fmt: skip
+        return bool(free) and all(
+            any(d.binding_conditions for d in s.spec.devices) == binding for s in free
+        )
+
+    waiting.until(f"every free node's plugin to publish {'with' if binding else 'without'} "
+                  "binding conditions", done, timeout=300, interval=1)  # fmt: skip
+
+
 def _gone(api: Any) -> bool:
     """No tenant namespace left (a round's clean-up is done before the next)."""
     listed = client.CoreV1Api(api).list_namespace().items
@@ -160,7 +178,7 @@ def test_races_for_a_free_node_by_placement_mode(
     for mode, values in MODES:
         if values:
             conftest.upgrade(sim, tmp_path, *values)
-            _republished(api, sim, binding="placementTurns" in values[0])
+            _republished(api, binding="placementTurns" in values[0])
         ten, pair = Scene(), Scene()
         for scene, rounds, count, affinity in (
             (ten, TEN_ROUNDS, 10, None),
