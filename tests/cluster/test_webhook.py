@@ -168,7 +168,7 @@ def _wait_cached(env: tuple[Any, wh.WebhookProcess], obj: dict[str, Any]) -> Non
     waiting.until(f"the webhook to cache {obj['metadata']['name']}", refused, timeout=30)
 
 
-def test_pods_of_a_required_domain_get_the_label_and_the_clique_affinity(
+def test_pods_of_a_required_domain_get_the_label_the_clique_affinity_and_the_spread(
     env: tuple[Any, wh.WebhookProcess], namespace: str
 ) -> None:
     api, _ = env
@@ -187,6 +187,16 @@ def test_pods_of_a_required_domain_get_the_label_and_the_clique_affinity(
     term = terms[0]
     assert term.topology_key == constants.CLIQUE_LABEL
     assert term.label_selector.match_labels == {"computedomains.io/domain": uid}
+    # The API server took the anti-affinity as well (--spread-domains is on by default).
+    [apart] = (
+        pod.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+    )
+    assert apart.weight == 100 and apart.pod_affinity_term.topology_key == "kubernetes.io/hostname"
+    others = apart.pod_affinity_term.label_selector.match_expressions
+    assert [(e.key, e.operator, e.values) for e in others] == [
+        ("computedomains.io/domain", "Exists", None),
+        ("computedomains.io/domain", "NotIn", [uid]),
+    ]
 
 
 def test_a_removed_ca_bundle_comes_back(env: tuple[Any, wh.WebhookProcess]) -> None:

@@ -148,3 +148,68 @@ def test_the_label_key_is_escaped_in_the_pointer() -> None:
     pod["metadata"]["labels"] = {}
     [op, _] = placement.patch(pod, _domain(CliquePlacement.REQUIRED))
     assert op["path"] == "/metadata/labels/computedomains.io~1domain"
+
+
+# -- domains apart (--spread-domains) -------------------------------------------------------
+
+SPREAD = {
+    "weight": 100,
+    "podAffinityTerm": {
+        "labelSelector": {"matchExpressions": [
+            {"key": LABEL, "operator": "Exists"},
+            {"key": LABEL, "operator": "NotIn", "values": ["uid-1"]},
+        ]},
+        "topologyKey": "kubernetes.io/hostname",
+    },
+}  # fmt: skip
+ANTI = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _spread(pod: dict[str, Any], known: list[domains.Domain]) -> dict[str, Any]:
+    verdict = placement.place(_request(pod), known, spread=True)
+    assert verdict.allowed and not verdict.warnings
+    return _apply_add(copy.deepcopy(pod), verdict.patch)
+
+
+def test_spread_labels_any_domains_pod_and_keeps_other_domains_off_its_node() -> None:
+    pod = _spread(_pod(), [_domain(CliquePlacement.NONE)])
+    assert pod["metadata"]["labels"] == {LABEL: "uid-1"}
+    assert pod["spec"]["affinity"] == {"podAntiAffinity": {ANTI: [SPREAD]}}
+
+
+def test_spread_and_clique_placement_both_land_in_one_affinity() -> None:
+    pod = _spread(_pod(), [_domain(CliquePlacement.PREFERRED)])
+    assert pod["spec"]["affinity"] == {
+        "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [PREFERRED]},
+        "podAntiAffinity": {ANTI: [SPREAD]},
+    }
+    again = placement.place(_request(pod), [_domain(CliquePlacement.PREFERRED)], spread=True)
+    assert again.patch == [], "a pod placed already gets no second term"
+
+
+def test_spread_appends_to_the_users_own_anti_affinity() -> None:
+    mine = {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
+    node_affinity: dict[str, Any] = {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
+    }
+    pod = _pod(affinity={"nodeAffinity": node_affinity, "podAntiAffinity": {ANTI: [mine]}})
+    out = _spread(pod, [_domain(CliquePlacement.REQUIRED)])
+    assert out["spec"]["affinity"] == {
+        "nodeAffinity": node_affinity,
+        "podAntiAffinity": {ANTI: [mine, SPREAD]},
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]},
+    }
+
+
+def test_spread_leaves_pods_of_no_domain_or_of_two_alone() -> None:
+    assert placement.place(_request(_pod()), [], spread=True).patch == []
+    pod = _pod(resourceClaims=[
+        {"name": "a", "resourceClaimTemplateName": "a-channel"},
+        {"name": "b", "resourceClaimTemplateName": "b-channel"},
+    ])  # fmt: skip
+    known = [
+        _domain(CliquePlacement.NONE, name="a", template="a-channel", uid="u-a"),
+        _domain(CliquePlacement.NONE, name="b", template="b-channel", uid="u-b"),
+    ]
+    verdict = placement.place(_request(pod), known, spread=True)
+    assert verdict.patch == [] and not verdict.warnings

@@ -53,6 +53,8 @@ class WebhookConfig:
     soon a caBundle that Helm or Argo CD removed is back, and a rotated Secret is served."""
     shutdown_grace: float
     """Seconds the endpoint keeps serving after SIGTERM, while the Service drops the pod."""
+    spread_domains: bool = True
+    """Pods of a domain get a preferred anti-affinity against other domains' pods (placement)."""
 
     @property
     def dns_names(self) -> tuple[str, ...]:
@@ -112,6 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
               help="seconds between Secret checks and caBundle injections")  # fmt: skip
     flags.add(parser, "--shutdown-grace", default="3", type=float,
               help="seconds of serving after SIGTERM")  # fmt: skip
+    flags.add_switch(parser, "--spread-domains", default=True, negatable=True,
+                     help="give a domain's pods a preferred anti-affinity against other "
+                     "domains' pods: domains placing at once take different nodes")  # fmt: skip
 
 
 def from_args(args: argparse.Namespace) -> WebhookConfig:
@@ -146,4 +151,5 @@ def from_args(args: argparse.Namespace) -> WebhookConfig:
         validity=validity,
         resync_interval=args.resync_interval,
         shutdown_grace=args.shutdown_grace,
+        spread_domains=args.spread_domains,
     )

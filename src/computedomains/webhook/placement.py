@@ -1,15 +1,24 @@
-"""Clique placement at pod admission (pure): the label and pod affinity a domain's pods get.
+"""Placement at pod admission (pure): the label and pod (anti-)affinity a domain's pods get.
 
-A pod that claims the channel template of a v1beta2 ComputeDomain (same namespace) whose
-``spec.placement.clique`` is ``Required`` or ``Preferred`` gets the label
-``computedomains.io/domain: <domain UID>`` and a pod affinity term on that label with
-topology key ``nvidia.com/gpu.clique``: required or preferred (weight 100). The scheduler
-then puts the domain's later pods into the clique of its first pods; the first pod matches
-its own term, which the scheduler accepts when no other pod does (docs/webhook.md).
+A pod that claims the channel template of one v1beta2 ComputeDomain (same namespace) gets the
+label ``computedomains.io/domain: <domain UID>`` and:
+
+- with ``spread`` (``--spread-domains``, on by default), a preferred pod anti-affinity (weight
+  100, per node) against pods of other domains. A node another domain holds is tainted anyway;
+  this keeps domains apart where nothing else can: several domains placing at once, whose
+  claims the scheduler would otherwise allocate on the same free node (it counts its own
+  pods in flight, not our one-domain-per-node rule), so that all but one lose the race and
+  wait another PreBind poll (docs/placement.md);
+- with ``spec.placement.clique`` ``Required`` or ``Preferred``, a pod affinity term on the
+  label with topology key ``nvidia.com/gpu.clique``: required or preferred (weight 100). The
+  scheduler then puts the domain's later pods into the clique of its first pods; the first
+  pod matches its own term, which the scheduler accepts when no other pod does
+  (docs/webhook.md).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,6 +28,9 @@ from computedomains.webhook import domains, review
 DOMAIN_LABEL = f"{constants.OWN_PREFIX}/domain"
 """On a pod: the UID of the ComputeDomain whose placement it follows."""
 PREFERRED_WEIGHT = 100
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 
 
 def claimed_templates(pod: Mapping[str, Any]) -> set[str]:
@@ -42,33 +54,46 @@ def _pointer(*parts: str) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def place(request: dict[str, Any], known: Iterable[domains.Domain]) -> review.Verdict:
+def spread_term(uid: str) -> dict[str, Any]:
+    """The preferred anti-affinity that keeps pods of other domains off a pod's node."""
+    others = [
+        {"key": DOMAIN_LABEL, "operator": "Exists"},
+        {"key": DOMAIN_LABEL, "operator": "NotIn", "values": [uid]},
+    ]
+    term = {"labelSelector": {"matchExpressions": others}, "topologyKey": HOSTNAME_LABEL}
+    return {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term}
+
+
+def place(
+    request: dict[str, Any], known: Iterable[domains.Domain], *, spread: bool = False
+) -> review.Verdict:
     """The mutation of a pod CREATE: the patch for its domain's placement, if it has one."""
     pod = request.get("object") or {}
     namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "")
     templates = claimed_templates(pod)
     if not templates:
         return review.Verdict()
-    placed = [
-        d
-        for d in domains.in_namespace(known, namespace)
-        if d.template in templates and d.clique is not models.CliquePlacement.NONE
-    ]
-    if not placed:
-        return review.Verdict()
-    if len(placed) > 1:
-        names = ", ".join(d.name for d in placed)
+    claimed = [d for d in domains.in_namespace(known, namespace) if d.template in templates]
+    placed = [d for d in claimed if d.clique is not models.CliquePlacement.NONE]
+    if len(claimed) > 1:
+        if not placed:
+            return review.Verdict()
+        names = ", ".join(d.name for d in claimed)
         return review.Verdict(
             warnings=(
                 f"the pod claims channels of several ComputeDomains with a clique "
                 f"placement ({names}): no placement was added",
             )
         )
-    return review.Verdict(patch=patch(pod, placed[0]))
+    if not placed and not (claimed and spread):
+        return review.Verdict()
+    return review.Verdict(patch=patch(pod, claimed[0], spread=spread))
 
 
-def patch(pod: Mapping[str, Any], domain: domains.Domain) -> list[dict[str, Any]]:
-    """JSONPatch operations adding the label and the affinity term that ``pod`` lacks."""
+def patch(
+    pod: Mapping[str, Any], domain: domains.Domain, *, spread: bool = False
+) -> list[dict[str, Any]]:
+    """JSONPatch operations adding the label and the affinity terms that ``pod`` lacks."""
     ops: list[dict[str, Any]] = []
     labels = (pod.get("metadata") or {}).get("labels")
     if labels is None:
@@ -76,26 +101,46 @@ def patch(pod: Mapping[str, Any], domain: domains.Domain) -> list[dict[str, Any]
     elif labels.get(DOMAIN_LABEL) != domain.uid:
         ops.append({"op": "add", "path": _pointer("metadata", "labels", DOMAIN_LABEL),
                     "value": domain.uid})  # fmt: skip
+    wanted: list[tuple[str, str, dict[str, Any]]] = []
     term = affinity_term(domain.uid)
     if domain.clique is models.CliquePlacement.REQUIRED:
-        field, entry = "requiredDuringSchedulingIgnoredDuringExecution", term
-    else:
-        field = "preferredDuringSchedulingIgnoredDuringExecution"
-        entry = {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term}
-    affinity = (pod.get("spec") or {}).get("affinity")
-    pod_affinity = (affinity or {}).get("podAffinity")
-    existing = (pod_affinity or {}).get(field)
-    if existing is not None and entry in existing:
-        return ops
-    if affinity is None:
-        ops.append({"op": "add", "path": "/spec/affinity",
-                    "value": {"podAffinity": {field: [entry]}}})  # fmt: skip
-    elif pod_affinity is None:
-        ops.append({"op": "add", "path": "/spec/affinity/podAffinity", "value": {field: [entry]}})
-    elif existing is None:
-        ops.append({"op": "add", "path": _pointer("spec", "affinity", "podAffinity", field),
-                    "value": [entry]})  # fmt: skip
-    else:
-        ops.append({"op": "add", "path": _pointer("spec", "affinity", "podAffinity", field, "-"),
-                    "value": entry})  # fmt: skip
+        wanted.append(("podAffinity", REQUIRED, term))
+    elif domain.clique is models.CliquePlacement.PREFERRED:
+        wanted.append(
+            ("podAffinity", PREFERRED, {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term})
+        )
+    if spread:
+        wanted.append(("podAntiAffinity", PREFERRED, spread_term(domain.uid)))
+    # The pod's affinity as the API server will see it after each operation.
+    affinity = copy.deepcopy((pod.get("spec") or {}).get("affinity"))
+    for kind, field, entry in wanted:
+        op, affinity = _add_term(affinity, kind, field, entry)
+        if op is not None:
+            ops.append(op)
     return ops
+
+
+def _add_term(
+    affinity: dict[str, Any] | None, kind: str, field: str, entry: dict[str, Any]
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The operation adding ``entry`` to ``affinity.kind.field``, and the affinity afterwards.
+
+    The operation is None when the entry is there already; otherwise it adds at the deepest
+    level that exists (an ``add`` needs its parent).
+    """
+    if affinity is None:
+        value: Any = {kind: {field: [entry]}}
+        return {"op": "add", "path": "/spec/affinity", "value": copy.deepcopy(value)}, value
+    section = affinity.get(kind)
+    if section is None:
+        affinity[kind] = {field: [entry]}
+        path, value = _pointer("spec", "affinity", kind), {field: [entry]}
+    elif section.get(field) is None:
+        section[field] = [entry]
+        path, value = _pointer("spec", "affinity", kind, field), [entry]
+    elif entry in section[field]:
+        return None, affinity
+    else:
+        section[field].append(entry)
+        path, value = _pointer("spec", "affinity", kind, field, "-"), entry
+    return {"op": "add", "path": path, "value": copy.deepcopy(value)}, affinity

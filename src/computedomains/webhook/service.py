@@ -54,8 +54,11 @@ ROUND_ERRORS: tuple[type[Exception], ...] = (tlssecret.NotYet, *kube_client.API_
 Known = Callable[[], list[domains.Domain]]
 
 
-def routes(known: Known) -> dict[str, server.Route]:
-    """The three review paths; validation and placement see the domains ``known()`` returns."""
+def routes(known: Known, *, spread: bool = False) -> dict[str, server.Route]:
+    """The three review paths; validation and placement see the domains ``known()`` returns.
+
+    ``spread``: placement keeps domains apart (``--spread-domains``).
+    """
     return {
         constants.CONVERSION_PATH: lambda body: review.conversion(
             body, conversion.convert, errors=(conversion.ConversionError,)
@@ -64,7 +67,7 @@ def routes(known: Known) -> dict[str, server.Route]:
             body, lambda request: validation.validate(request, known())
         ),
         "/mutate/pods": lambda body: review.admission(
-            body, lambda request: placement.place(request, known())
+            body, lambda request: placement.place(request, known(), spread=spread)
         ),
     }
 
@@ -141,7 +144,8 @@ class Webhook:
         if self.stop.is_set():
             return False
         self.https = server.serve(self.cfg.bind, certificates=self.certificates,
-                                  routes=routes(self.known), stats=self.stats,
+                                  routes=routes(self.known, spread=self.cfg.spread_domains),
+                                  stats=self.stats,
                                   draining=self.draining.is_set)  # fmt: skip
         log.info("serving HTTPS on %s", self.cfg.bind)
         self._round.start()
