@@ -5,8 +5,9 @@ runs it (:func:`cleanup.uninstalling`): a chart rendered with its hooks and appl
 objects starts this Job at once, and then it changes nothing. It refuses while ComputeDomains
 have running workload pods, unless ``--force``. Then it stops the components that would put
 back what it removes (the controller re-adds its finalizer, node-init its condition and label),
-removes our finalizer from every ComputeDomain and our labels, condition and taint from every
-node, and keeps the CRDs, printing the command that deletes them. Running it twice is harmless.
+removes our finalizer from every ComputeDomain, our labels, condition and taint from every
+node and the controller's placement turn, and keeps the CRDs, printing the command that
+deletes them. Running it twice is harmless.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 
 from computedomains import settings as flags
 from computedomains import waiting
-from computedomains.api import constants, resources
+from computedomains.api import constants, placement, resources
 
 from . import cleanup, client, compat, kubeio
 from .report import Finding, Report, Severity
@@ -126,6 +127,10 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
         timeout=args.timeout_seconds,
         interval=POLL_SECONDS,
     )
+    # The controller's placement turn: its writer is stopped, so it would only go stale.
+    turn = resources.CONFIG_MAPS.path(placement.TURN_CONFIGMAP, namespace=args.namespace)
+    if api.delete(turn):
+        report.step(f"deleted ConfigMap {placement.TURN_CONFIGMAP}")
     for job in args.hook_jobs:
         # Helm keeps hook Jobs (kept for their logs) after the release is gone; this is the
         # last hook to run, so it takes them along (their pods follow).

@@ -1007,6 +1007,11 @@ compute-domains.hook.uninstallRules
     - {{ include "compute-domains.hook.name" (dict "root" $ "hook" $other) }}
   {{- end }}
   verbs: [delete]
+# The controller's placement turn: nobody renews it once the controller is gone.
+- apiGroups: [""]
+  resources: [configmaps]
+  resourceNames: [compute-domains-placement-turn]
+  verbs: [delete]
 {{- end -}}
 
 {{/*

@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+from computedomains.api import placement
 from tests.chart import rendering as r
 from tests.support import helm
 
@@ -157,7 +158,9 @@ def test_uninstall_force(h4: helm.Helm) -> None:
     assert "--force" in _args(r.template(h4, "--set", "uninstall.force=true"), "uninstall")
 
 
-def test_uninstall_may_delete_only_the_three_writers_and_the_other_hooks(h4: helm.Helm) -> None:
+def test_uninstall_may_delete_only_the_three_writers_the_other_hooks_and_the_turn(
+    h4: helm.Helm,
+) -> None:
     objects = r.template(h4)
     rules = r.find(objects, "Role", _name("uninstall"))["rules"]
     deleting = [rule for rule in rules if "delete" in rule["verbs"]]
@@ -171,6 +174,7 @@ def test_uninstall_may_delete_only_the_three_writers_and_the_other_hooks(h4: hel
             ),
         ),
         (["jobs"], hooks),
+        (["configmaps"], [placement.TURN_CONFIGMAP]),
     ]
     in_order = ",".join(_name(h) for h in ("preflight", "migrate", "roll-agents", "verify"))
     assert f"--hook-jobs={in_order}" in _args(objects, "uninstall")

@@ -32,12 +32,18 @@ def test_command_line_follows_the_contract(h: helm.Helm) -> None:
         f"--validating-webhook-configuration={NAME}",
         f"--mutating-webhook-configuration={NAME}",
         "--resync-interval=15",
+        "--spread-domains",
         "--ca-validity=365d",
         "--ca-renew-before=30d",
         "--cert-validity=7d",
         "--cert-renew-before=2d",
         "--rotation-grace=5m",
     ]
+
+
+def test_spread_domains_can_be_turned_off(h4: helm.Helm) -> None:
+    args = _container(r.rendered(h4, **{"webhook.spreadDomains": "false"}))["args"]
+    assert "--no-spread-domains" in args and "--spread-domains" not in args
 
 
 def test_the_command_line_parses(h4: helm.Helm) -> None:
