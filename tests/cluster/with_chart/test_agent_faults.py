@@ -60,6 +60,13 @@ def _refusals(api: client.ApiClient, namespace: str, pod: str) -> list[str]:
     return [str(e.message) for e in listing.items if e.reason == "ImexNotReady"]
 
 
+def _agent_pid(sim: sim_cluster.SimCluster) -> int | None:
+    """The victim's agent process of this cluster (by its host tree: other simulated clusters
+    on the machine, a demo's or another worker's, have nodes of the same names)."""
+    root = sim.host_trees[VICTIM].root
+    return kube.find_process("imex-agent", f"--node-name={VICTIM}", under=root)
+
+
 def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_restarts(
     chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
 ) -> None:
@@ -93,7 +100,7 @@ def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_re
     hold.parent.mkdir(parents=True, exist_ok=True)
     hold.touch()
     try:
-        pid = kube.find_process("imex-agent", f"--node-name={VICTIM}")
+        pid = _agent_pid(sim)
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -108,7 +115,7 @@ def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_re
             timeout=60,
             interval=0.5,
         )
-        assert kube.find_process("imex-agent", f"--node-name={VICTIM}") is None, "kept down"
+        assert _agent_pid(sim) is None, "kept down"
 
         # The plugin: the file still says READY, but its heartbeat stopped with the agent.
         stale = waiting.until(
@@ -141,7 +148,7 @@ def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_re
 
     waiting.until(
         "the agent to be started again",
-        lambda: kube.find_process("imex-agent", f"--node-name={VICTIM}"),
+        lambda: _agent_pid(sim),
         timeout=30,
     )
     domains.wait_ready(api, namespace, domain, [*pods, late])
