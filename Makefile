@@ -3,8 +3,8 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Sized for a 2-core machine: two pytest workers, each cluster's tests kept in one worker
-# (tests/conftest.py); TEST_WORKERS=0 runs everything in one process, in collection order.
+# Sized for a 2-core machine: two pytest workers, handed whole files and the chart's tests as
+# one piece (tests/conftest.py); TEST_WORKERS=0 runs everything in one process, in order.
 TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
@@ -50,7 +50,8 @@ format: venv ## apply ruff's formatting and safe fixes
 
 .PHONY: test
 test: lint tools ## lint, then every test: unit, packaging and cluster (real control plane)
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 \
+	  $(PYTEST_ARGS)
 
 FALLBACK_KUBE_VERSION ?= 1.34
 

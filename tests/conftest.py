@@ -16,6 +16,7 @@ import os
 import pathlib
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -30,32 +31,52 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a running cluster")
 
 
-GROUPS = ("cluster", "chart", "lifecycle")
-"""The tests of each session cluster, in the order their workers take them (longest first):
-the session cluster's, then its tests with the chart installed, then the lifecycle cluster's."""
+CHART_PACKAGE = "tests/cluster/with_chart/"
+"""Its tests share one install of the chart (the package's ``chart`` fixture): one worker."""
 
 
-def _group(item: pytest.Item) -> str | None:
-    """The cluster an item needs (its fixture closure names it), or None."""
+def _queue_position(item: pytest.Item) -> int:
+    """Where an item goes in the workers' queue: the chart's tests first (the longest piece that
+    cannot be shared out), then the other tests of the session cluster, the lifecycle cluster's,
+    the other cluster tests (their own clusters), and the short tests last, to even out the end."""
     needs = set(getattr(item, "fixturenames", ()))
+    if item.nodeid.startswith(CHART_PACKAGE):
+        return 0
     if "lifecycle_cluster" in needs:
-        return "lifecycle"
-    if "chart" in needs:
-        return "chart"
-    return "cluster" if "cluster" in needs else None
+        return 2
+    if "cluster" in needs:
+        return 1
+    return 3 if item.nodeid.startswith("tests/cluster/") else 4
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``): each cluster's tests form one group, so that one
-    worker starts that cluster and runs them in their usual order (``--dist loadgroup``), and
-    the groups come first, longest first, so that the short tests fill the other worker."""
-    if not hasattr(config, "workerinput"):
-        return
-    for item in items:
-        group = _group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: GROUPS.index(g) if (g := _group(item)) else len(GROUPS))
+    """Under pytest-xdist (``make test``), queue the tests as :func:`_queue_position` says."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=_queue_position)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup`` (``make test``): hand out whole files, and the chart's tests
+    as one piece.
+
+    A worker starts each cluster its files need (the session's, the lifecycle one) once; the
+    chart's tests run in one worker, after one install, in their usual order. (pytest-xdist's
+    own ``xdist_group`` marks need a node ID it can rewrite, which pytest 9 no longer has.)
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # noqa: PLC0415
+
+    class ByFileAndChart(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return (
+                CHART_PACKAGE
+                if nodeid.startswith(CHART_PACKAGE)
+                else nodeid.split("::", maxsplit=1)[0]
+            )
+
+    return ByFileAndChart(config, log)
 
 
 def _plugin_setting(config: pytest.Config, env_var: str) -> str | None:
