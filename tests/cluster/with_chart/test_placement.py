@@ -210,6 +210,20 @@ def _turn(api: client.ApiClient, driver_ns: str) -> str:
     return placement.turn_of(found.to_dict(), now=datetime.datetime.now(datetime.UTC))
 
 
+def _published_for_turn(api: client.ApiClient, nodes: list[str], uid: str) -> bool:
+    """Every channel device of ``nodes`` is tainted for ``uid``'s turn, without binding
+    conditions (the plugins follow the turn's ConfigMap within moments, not at once)."""
+    slices = [
+        s
+        for s in client.ResourceV1Api(api).list_resource_slice().items
+        if s.spec.driver == constants.DRIVER_NAME and s.spec.node_name in nodes and s.spec.devices
+    ]
+    channels = [d for s in slices for d in s.spec.devices if d.name.startswith("channel-")]
+    return {s.spec.node_name for s in slices} == set(nodes) and all(
+        not d.binding_conditions and any(t.value == uid for t in d.taints or []) for d in channels
+    )
+
+
 def test_a_domain_placing_alone_binds_at_once_a_second_one_brings_the_conditions_back(
     chart: str, api: client.ApiClient
 ) -> None:
@@ -224,8 +238,11 @@ def test_a_domain_placing_alone_binds_at_once_a_second_one_brings_the_conditions
         domains.create_pod(api, tenants[0], alone, "stuck", node="no-such-node")
         waiting.until("the turn to go to the one domain placing",
                       lambda: _turn(api, chart) == uid, timeout=60)  # fmt: skip
+        nodes = ["gb200-r1-n10", "gb200-r1-n11"]
+        waiting.until(f"the plugins of {', '.join(nodes)} to publish the turn",
+                      lambda: _published_for_turn(api, nodes, uid), timeout=30)  # fmt: skip
         pods = [domains.create_pod(api, tenants[0], alone, f"w{i}", node=node)
-                for i, node in enumerate(["gb200-r1-n10", "gb200-r1-n11"])]  # fmt: skip
+                for i, node in enumerate(nodes)]  # fmt: skip
         domains.wait_ready(api, tenants[0], alone, pods)
         claims = [c for c in _claims_of(api, tenants[0]) if c.status.allocation]
         assert len(claims) == 2 and not any(_asked(c) for c in claims), claims
