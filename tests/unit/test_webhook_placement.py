@@ -42,11 +42,12 @@ def _apply_add(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]
         target: Any = doc
         for part in parents:
             target = target[part]  # a missing parent is an invalid patch: KeyError
+        value = copy.deepcopy(op["value"])  # the API server gets JSON: no shared objects
         if isinstance(target, list):
             assert last == "-", "the webhook only appends to lists"
-            target.append(op["value"])
+            target.append(value)
         else:
-            target[last] = op["value"]
+            target[last] = value
     return doc
 
 
@@ -213,3 +214,32 @@ def test_spread_leaves_pods_of_no_domain_or_of_two_alone() -> None:
     ]
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and not verdict.warnings
+
+
+def test_spread_and_clique_from_no_affinity_each_operation_adds_only_its_own_term() -> None:
+    pod = _pod()
+    ops = placement.place(_request(pod), [_domain(CliquePlacement.REQUIRED)], spread=True).patch
+    assert [op["path"] for op in ops] == [
+        "/metadata/labels", "/spec/affinity", "/spec/affinity/podAntiAffinity",
+    ]  # fmt: skip
+    assert ops[1]["value"] == {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]}
+    }
+    out = _apply_add(copy.deepcopy(pod), ops)
+    assert out["spec"]["affinity"] == {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]},
+        "podAntiAffinity": {ANTI: [SPREAD]},
+    }
+
+
+def test_the_warning_names_only_the_domains_that_ask_for_a_clique() -> None:
+    pod = _pod(resourceClaims=[
+        {"name": "a", "resourceClaimTemplateName": "a-channel"},
+        {"name": "b", "resourceClaimTemplateName": "b-channel"},
+    ])  # fmt: skip
+    known = [
+        _domain(CliquePlacement.REQUIRED, name="a", template="a-channel", uid="u-a"),
+        _domain(CliquePlacement.NONE, name="b", template="b-channel", uid="u-b"),
+    ]
+    verdict = placement.place(_request(pod), known, spread=True)
+    assert verdict.patch == [] and "(a)" in verdict.warnings[0]

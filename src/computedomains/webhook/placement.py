@@ -78,7 +78,7 @@ def place(
     if len(claimed) > 1:
         if not placed:
             return review.Verdict()
-        names = ", ".join(d.name for d in claimed)
+        names = ", ".join(d.name for d in placed)
         return review.Verdict(
             warnings=(
                 f"the pod claims channels of several ComputeDomains with a clique "
