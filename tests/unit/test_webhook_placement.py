@@ -130,15 +130,22 @@ def test_a_pod_placed_already_gets_no_second_patch() -> None:
     assert placement.place(_request(once), [_domain(CliquePlacement.REQUIRED)]).patch == []
 
 
-def test_a_pod_of_two_placed_domains_gets_a_warning_and_no_placement() -> None:
+def _two_domains(
+    a: CliquePlacement, b: CliquePlacement
+) -> tuple[dict[str, Any], list[domains.Domain]]:
+    """A pod claiming the channels of two domains, ``a`` and ``b``, and those domains."""
     pod = _pod(resourceClaims=[
         {"name": "a", "resourceClaimTemplateName": "a-channel"},
         {"name": "b", "resourceClaimTemplateName": "b-channel"},
     ])  # fmt: skip
-    known = [
-        _domain(CliquePlacement.REQUIRED, name="a", template="a-channel", uid="u-a"),
-        _domain(CliquePlacement.PREFERRED, name="b", template="b-channel", uid="u-b"),
+    return pod, [
+        _domain(a, name="a", template="a-channel", uid="u-a"),
+        _domain(b, name="b", template="b-channel", uid="u-b"),
     ]
+
+
+def test_a_pod_of_two_placed_domains_gets_a_warning_and_no_placement() -> None:
+    pod, known = _two_domains(CliquePlacement.REQUIRED, CliquePlacement.PREFERRED)
     verdict = placement.place(_request(pod), known)
     assert verdict.allowed and verdict.patch == []
     assert "a, b" in verdict.warnings[0]
@@ -204,14 +211,7 @@ def test_spread_appends_to_the_users_own_anti_affinity() -> None:
 
 def test_spread_leaves_pods_of_no_domain_or_of_two_alone() -> None:
     assert placement.place(_request(_pod()), [], spread=True).patch == []
-    pod = _pod(resourceClaims=[
-        {"name": "a", "resourceClaimTemplateName": "a-channel"},
-        {"name": "b", "resourceClaimTemplateName": "b-channel"},
-    ])  # fmt: skip
-    known = [
-        _domain(CliquePlacement.NONE, name="a", template="a-channel", uid="u-a"),
-        _domain(CliquePlacement.NONE, name="b", template="b-channel", uid="u-b"),
-    ]
+    pod, known = _two_domains(CliquePlacement.NONE, CliquePlacement.NONE)
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and not verdict.warnings
 
@@ -233,13 +233,6 @@ def test_spread_and_clique_from_no_affinity_each_operation_adds_only_its_own_ter
 
 
 def test_the_warning_names_only_the_domains_that_ask_for_a_clique() -> None:
-    pod = _pod(resourceClaims=[
-        {"name": "a", "resourceClaimTemplateName": "a-channel"},
-        {"name": "b", "resourceClaimTemplateName": "b-channel"},
-    ])  # fmt: skip
-    known = [
-        _domain(CliquePlacement.REQUIRED, name="a", template="a-channel", uid="u-a"),
-        _domain(CliquePlacement.NONE, name="b", template="b-channel", uid="u-b"),
-    ]
+    pod, known = _two_domains(CliquePlacement.REQUIRED, CliquePlacement.NONE)
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and "(a)" in verdict.warnings[0]
