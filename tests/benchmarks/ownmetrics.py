@@ -8,6 +8,8 @@ from typing import Any
 
 from kubernetes import client
 
+from computedomains import waiting
+
 COMPONENTS = ("controller", "kubelet-plugin", "imex-agent")
 """The components that count their API server requests (``kube/requestmetrics.py``)."""
 _SERIES = re.compile(r"^computedomains_\w+_api_requests_total\{([^}]*)\} (\S+)$", re.M)
@@ -48,3 +50,25 @@ def refusals(api: Any, driver_ns: str) -> dict[str, float]:
                     key = f"{component} {labels.get('verb')} {labels.get('resource')}"
                     out[key] = out.get(key, 0.0) + value
     return out
+
+
+def leader(api: Any, driver_ns: str) -> Any:
+    """The controller pod that leads (a replica being restarted is passed over meanwhile)."""
+    found: list[Any] = []
+
+    def leading() -> bool:
+        pods = client.CoreV1Api(api).list_namespaced_pod(
+            driver_ns, label_selector="app.kubernetes.io/component=controller"
+        )
+        for pod in pods.items:
+            try:
+                text = scrape(pod) if pod.status.pod_ip else ""
+            except OSError:
+                continue
+            if re.search(r"^computedomains_controller_leader 1", text, re.M):
+                found[:] = [pod]
+                return True
+        return False
+
+    waiting.until("a leading controller", leading, timeout=60, interval=0.5)
+    return found[0]

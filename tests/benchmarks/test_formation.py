@@ -29,7 +29,7 @@ from computedomains.api import constants
 from computedomains.kube import client as kube_client
 from computedomains.sim import cluster, plaindra
 from computedomains.sim.kubelet import main as sim_kubelet
-from tests.benchmarks import conftest, footprint, ownmetrics, report
+from tests.benchmarks import conftest, footprint, ownmetrics, publishing, report
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
 from tests.support.controller import WRITE_VERBS
@@ -174,28 +174,6 @@ def _ready(api: Any, name: str) -> bool:
     return _status(api, name) == "Ready"
 
 
-def _leader(api: Any, driver_ns: str) -> Any:
-    """The controller pod that leads (a replica being restarted is passed over meanwhile)."""
-    found: list[Any] = []
-
-    def leading() -> bool:
-        pods = client.CoreV1Api(api).list_namespaced_pod(
-            driver_ns, label_selector="app.kubernetes.io/component=controller"
-        )
-        for pod in pods.items:
-            try:
-                text = ownmetrics.scrape(pod) if pod.status.pod_ip else ""
-            except OSError:
-                continue
-            if re.search(r"^computedomains_controller_leader 1", text, re.M):
-                found[:] = [pod]
-                return True
-        return False
-
-    waiting.until("a leading controller", leading, timeout=60, interval=0.5)
-    return found[0]
-
-
 @dataclasses.dataclass(frozen=True)
 class Writes:
     """The controller's API writes so far, from its request counter (leases excluded: the
@@ -271,7 +249,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         delete_pods(api, f"base-{name}")
         out.plain.append(_pods(api, PLAIN_TEMPLATE, f"plain-{name}")[1])
         delete_pods(api, f"plain-{name}")
-        leader = _leader(api, driver_ns)
+        leader = ownmetrics.leader(api, driver_ns)
         before = _writes(ownmetrics.scrape(leader))
         template = _domain(api, name)
         out.started.append((_uid(api, name), time.time()))
@@ -294,20 +272,6 @@ def _per_formation(measured: Rounds) -> dict[str, float]:
     """Mean writes per formation by resource."""
     runs = max(1, len(measured.writes))
     return {r: round(n / runs, 1) for r, n in sorted(measured.writes_by_resource.items()) if n}
-
-
-def _republished(api: Any, sim: cluster.SimCluster, *, binding: bool) -> None:
-    """Wait until every plugin publishes free nodes with (or without) binding conditions."""
-    slices = client.ResourceV1Api(api)
-
-    def done() -> bool:
-        ours = [s for s in slices.list_resource_slice().items
-                if s.spec.driver == constants.DRIVER_NAME and s.spec.devices]  # fmt: skip
-        asked = [any(d.binding_conditions for d in s.spec.devices) for s in ours]
-        return len(ours) >= len(sim_nodes(api)) and all(a == binding for a in asked)
-
-    waiting.until(f"every plugin to publish {'with' if binding else 'without'} binding "
-                  "conditions", done, timeout=300, interval=1)  # fmt: skip
 
 
 def _paired(measured: Rounds) -> dict[str, float]:
@@ -349,7 +313,7 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
     cpu_before = footprint.cpu_now()
     on = rounds(api, driver_ns, "cd", RUNS)
     cpu = footprint.cpu_spent(cpu_before, footprint.cpu_now())
-    leader = _leader(api, driver_ns)
+    leader = ownmetrics.leader(api, driver_ns)
     last: list[int] = []
 
     def quiet() -> bool:  # the last deletion's clean-up writes are done: 3 s without a write
@@ -367,12 +331,12 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
     rss, cpu_share = _churn(api, leader)
     # Binding conditions on every free node: the placement before the turn.
     conftest.upgrade(sim, tmp_path, "controller.placementTurns=false")
-    _republished(api, sim, binding=True)
+    publishing.republished(api, binding=True, nodes=len(publishing.sim_nodes(api)))
     asked = rounds(api, driver_ns, "bc", RUNS_OTHER)
     stages_asked = _stages(_traced(sim, driver_ns), asked.started, asked.formation)
     # Neither: the fallback of Kubernetes before 1.36.
     conftest.upgrade(sim, tmp_path, "kubeletPlugin.bindingConditions=false")
-    _republished(api, sim, binding=False)
+    publishing.republished(api, binding=False, nodes=len(publishing.sim_nodes(api)))
     off = rounds(api, driver_ns, "nobc", RUNS_OTHER)
     stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
     base, plain, form = (report.summarize(x) for x in (on.baseline, on.plain, on.formation))
@@ -458,7 +422,7 @@ def _churn(api: Any, leader: Any) -> tuple[int, float]:
     """20 domains of 1-2 nodes each (36 nodes), pods created and deleted for 30 s."""
     rss0, cpu0 = _process(leader.status.pod_ip)
     templates = [_domain(api, f"churn{i}") for i in range(20)]
-    nodes = [n.metadata.name for n in sim_nodes(api)]
+    nodes = [n.metadata.name for n in publishing.sim_nodes(api)]
     core = client.CoreV1Api(api)
     started = time.monotonic()
     cycle = 0
@@ -487,7 +451,3 @@ def _churn(api: Any, leader: Any) -> tuple[int, float]:
         core.delete_collection_namespaced_pod(NAMESPACE, label_selector="run=churn")
     rss, cpu1 = _process(leader.status.pod_ip)
     return max(rss, rss0), round((cpu1 - cpu0) / (time.monotonic() - started), 3)
-
-
-def sim_nodes(api: Any) -> list[Any]:
-    return client.CoreV1Api(api).list_node(label_selector="compute-domains.sim/node=true").items

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from computedomains.sim import cluster
-from tests.benchmarks import footprint, report
+from tests.benchmarks import footprint, publishing, report
 from tests.benchmarks import test_formation as formation
 
 TARGET_MIB = 100
@@ -31,7 +31,7 @@ def rss_plot(figures: dict[str, Any]) -> report.Plot:
 def test_per_node_rss_watches_and_requests(installed: tuple[cluster.SimCluster, Any, str]) -> None:
     _, api, driver_ns = installed
     formation.rounds(api, driver_ns, "fp", 1)  # every per-node code path loaded once
-    figures = footprint.measure(api, len(formation.sim_nodes(api)))
+    figures = footprint.measure(api, len(publishing.sim_nodes(api)))
     report.save("node-footprint", figures, plots=[rss_plot(figures)])
     assert figures["nodes"] == 36
     assert set(figures["rss_by_component_p50_mib"]) == set(footprint.COMPONENTS)

@@ -31,10 +31,8 @@ import pytest
 from kubernetes import client
 
 from computedomains import waiting
-from computedomains.api import constants
 from computedomains.sim import cluster
-from tests.benchmarks import conftest, ownmetrics, report
-from tests.benchmarks.test_formation import _leader
+from tests.benchmarks import conftest, ownmetrics, publishing, report
 from tests.support import domains, kube
 
 TEN_ROUNDS = 3
@@ -83,7 +81,7 @@ class Scene:
 
 def _refused_answers(api: Any, driver_ns: str) -> int:
     """Binding conditions the leading controller refused so far."""
-    text = ownmetrics.scrape(_leader(api, driver_ns))
+    text = ownmetrics.scrape(ownmetrics.leader(api, driver_ns))
     found = re.search(r'^computedomains_controller_placement_answers_total\{outcome="refused"\} '
                       r"(\S+)$", text, re.M)  # fmt: skip
     return int(float(found.group(1))) if found else 0
@@ -150,23 +148,6 @@ def _preferring(node: str, fallback: str) -> dict[str, Any]:
     }
 
 
-def _republished(api: Any, *, binding: bool) -> None:
-    """Wait until every free node's plugin publishes with (or without) binding conditions (a
-    held node's channels carry its taint, never binding conditions)."""
-    slices = client.ResourceV1Api(api)
-
-    def done() -> bool:
-        free = [s for s in slices.list_resource_slice().items
-                if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
-                and not any(d.taints for d in s.spec.devices)]  # fmt: skip
-        return bool(free) and all(
-            any(d.binding_conditions for d in s.spec.devices) == binding for s in free
-        )
-
-    waiting.until(f"every free node's plugin to publish {'with' if binding else 'without'} "
-                  "binding conditions", done, timeout=300, interval=1)  # fmt: skip
-
-
 def _gone(api: Any) -> bool:
     """No tenant namespace left (a round's clean-up is done before the next)."""
     listed = client.CoreV1Api(api).list_namespace().items
@@ -188,7 +169,8 @@ def test_races_for_a_free_node_by_placement_mode(
         if values:
             current |= dict(v.split("=", 1) for v in values)
             conftest.upgrade(sim, tmp_path, *values)
-            _republished(api, binding=current.get("kubeletPlugin.bindingConditions") != "false")
+            binding = current.get("kubeletPlugin.bindingConditions") != "false"
+            publishing.republished(api, binding=binding)
         ten, pair = Scene(), Scene()
         for scene, rounds, count, affinity in (
             (ten, TEN_ROUNDS, 10, None),

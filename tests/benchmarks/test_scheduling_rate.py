@@ -20,7 +20,7 @@ from kubernetes import client, watch
 from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.sim import cluster, plaindra
-from tests.benchmarks import report
+from tests.benchmarks import publishing, report
 from tests.benchmarks import test_formation as formation
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import domains, kube
@@ -90,7 +90,7 @@ def test_scheduling_rate_of_domain_claims_against_plain_claims(
     installed: tuple[cluster.SimCluster, Any, str],
 ) -> None:
     sim, api, _ = installed
-    nodes = sorted(n.metadata.name for n in formation.sim_nodes(api))
+    nodes = sorted(n.metadata.name for n in publishing.sim_nodes(api))
     pods = len(nodes) * PER_NODE
     client.ResourceV1Api(api).create_namespaced_resource_claim_template(
         NAMESPACE, plaindra.claim_template(PLAIN_TEMPLATE, NAMESPACE)
