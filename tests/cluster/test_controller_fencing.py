@@ -40,16 +40,17 @@ from tests.support.controller import (
     create_domain,
     custom,
     wait_slots,
+    wait_status,
 )
 from tests.support.holdback import HoldBackProxy
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
 LEASE = "ctl-fencing"
-ELECTION = ("--leader-elect", f"--lease-name={LEASE}", "--lease-duration=6",
-            "--renew-deadline=4", "--retry-period=0.5")  # fmt: skip
+ELECTION = ("--leader-elect", f"--lease-name={LEASE}", "--lease-duration=10",
+            "--renew-deadline=7", "--retry-period=0.5")  # fmt: skip
 """Short, but with time for the old leader to plan and send its write before its fence
-closes (4 s after its last renewal)."""
+closes (7 s after its last renewal), even on a busy machine."""
 NODES = [f"gb200-r1-n{i:02d}" for i in range(9, 18)]
 
 
@@ -160,6 +161,9 @@ def test_a_held_back_leaders_write_never_changes_a_live_members_slot(
         slot = {n: i for i, n in enumerate(NODES)}
         wait_slots(api, driver_ns, uid, {clique: {n: slot[n] for n in NODES[:6]}},
                    "six members in slots 0-5")  # fmt: skip
+        # The old leader's status write for them is done too: the first write held back is
+        # then the 7th join's clique write, not a late status flush.
+        wait_status(api, namespace, "6/6")
 
         # The old leader plans the 7th join; its write and its renewals wait in the proxy.
         history = CliqueHistory(api, driver_ns, uid)

@@ -27,17 +27,7 @@ def create_domain(
     """A ComputeDomain written at ``version`` (v1beta1: as the incumbent's manifests, with
     ``numNodes``); returns it as created, once the controller made its channel template."""
     name = f"cd-{uuid.uuid4().hex[:5]}"
-    spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}}
-    if version == constants.VERSION:
-        spec["numNodes"] = num_nodes
-    else:
-        assert num_nodes == 0, "v1beta2 has no numNodes"
-    body = {
-        "apiVersion": f"{constants.GROUP}/{version}",
-        "kind": constants.COMPUTE_DOMAIN_KIND,
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    body = _domain_body(name, version=version, num_nodes=num_nodes)
     created = cast(
         dict[str, Any],
         client.CustomObjectsApi(api).create_namespaced_custom_object(
@@ -52,6 +42,49 @@ def create_domain(
         retry_on=(ApiException,),
     )
     return created
+
+
+def _domain_body(name: str, *, version: str, num_nodes: int) -> dict[str, Any]:
+    spec: dict[str, Any] = {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}}
+    if version == constants.VERSION:
+        spec["numNodes"] = num_nodes
+    else:
+        assert num_nodes == 0, "v1beta2 has no numNodes"
+    return {
+        "apiVersion": f"{constants.GROUP}/{version}",
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def wait_admitted(api: client.ApiClient, namespace: str, *, timeout: float = 60) -> None:
+    """Wait until the API server admits a ComputeDomain: a server-side dry run of a create
+    passes every admission webhook. What a pipeline checks before it hands an install over:
+    a webhook that answers but is not trusted yet (its caBundle not injected) fails it with a
+    500. A refusal (4xx) ends the wait at once: the body is valid, so that is a fault."""
+    body = _domain_body(f"cd-dry-{uuid.uuid4().hex[:5]}", version=constants.STORAGE_VERSION,
+                        num_nodes=0)  # fmt: skip
+    last: list[str] = ["no answer yet"]
+
+    def admitted() -> bool:
+        try:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(
+                constants.GROUP, constants.STORAGE_VERSION, namespace,
+                constants.COMPUTE_DOMAIN_PLURAL, body, dry_run="All",
+            )  # fmt: skip
+        except ApiException as exc:
+            if kube.status_of(exc) < 500:
+                raise
+            last[0] = str(exc.body)
+            return False
+        return True
+
+    try:
+        waiting.until(f"a ComputeDomain in {namespace} to be admitted (server-side dry run)",
+                      admitted, timeout=timeout, interval=0.5)  # fmt: skip
+    except waiting.WaitTimeout as exc:
+        raise AssertionError(f"{exc}; last answer: {last[0]}") from exc
 
 
 def get_domain(

@@ -164,7 +164,8 @@ def _render_apply_and_migrate(
     assert not any("helm.sh/hook" in (o["metadata"].get("annotations") or {}) for o in plain)
     _apply(cluster, plain, applied[2])
     assert _job_done(api, ns, jobs[0]) == "Complete"
-    # A new domain forms on what the render installed.
+    # A new domain forms on what the render installed, once the API server admits one.
+    domains.wait_admitted(api, namespace)
     fresh = domains.create_domain(api, namespace)
     domains.wait_ready(
         api, namespace, fresh, domains.workers(api, namespace, fresh, ["gb200-r0-n02"])
