@@ -74,6 +74,20 @@ def draw(plot: report.Plot, path: pathlib.Path) -> None:
     pyplot.close(figure)
 
 
+def table(spec: report.Table) -> list[str]:
+    """The Markdown lines of one table, a blank line after it."""
+    lines = [
+        f"**{spec.title}**",
+        "",
+        "| " + " | ".join(["", *spec.columns]) + " |",
+        "|" + "---|" * (len(spec.columns) + 1),
+    ]
+    for label, cells in spec.rows:
+        shown = [f"{c:.3f}" if isinstance(c, float) else _cell(c) for c in cells]
+        lines.append("| " + " | ".join([label, *shown]) + " |")
+    return [*lines, ""]
+
+
 def section(document: Mapping[str, Any], plots_dir: pathlib.Path, *, draw_plots: bool) -> str:
     """The Markdown section of one result; its plots are drawn into ``plots_dir``."""
     name = str(document["benchmark"])
@@ -84,9 +98,10 @@ def section(document: Mapping[str, Any], plots_dir: pathlib.Path, *, draw_plots:
         f"Run {document.get('when', '?')} on {machine.get('cpus', '?')} CPUs, "
         f"Python {machine.get('python', '?')}.",
         "",
-        "| figure | value |",
-        "|---|---|",
     ]
+    for spec in document.get("tables") or []:
+        lines += table(report.Table(**spec))
+    lines += ["| figure | value |", "|---|---|"]
     lines += [f"| {key} | {_cell(value)} |" for key, value in flatten(document["figures"])]
     for spec in document.get("plots") or []:
         plot = report.Plot(**spec)

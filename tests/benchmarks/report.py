@@ -1,7 +1,8 @@
 """Record benchmark figures: printed as a table and saved as JSON under benchmark-results/.
 
-A benchmark may attach :class:`Plot` specs to its figures; ``python -m tests.benchmarks.render``
-(the end of ``make bench``) draws them as PNGs beside a Markdown report of every result.
+A benchmark may attach :class:`Table` and :class:`Plot` specs to its figures; ``python -m
+tests.benchmarks.render`` (the end of ``make bench``) writes the tables and draws the plots as
+PNGs in a Markdown report of every result.
 """
 
 from __future__ import annotations
@@ -48,8 +49,26 @@ class Plot:
     x_label: str = ""
 
 
-def save(name: str, figures: dict[str, Any], *, plots: Sequence[Plot] = ()) -> pathlib.Path:
-    """Write ``figures`` (and ``plots``) to ``benchmark-results/<name>.json``; print them."""
+@dataclasses.dataclass(frozen=True)
+class Table:
+    """Figures of one run side by side, for the report's reader (the JSON keeps them all)."""
+
+    title: str
+    columns: list[str]
+    """Column headings after the first (which names the rows)."""
+    rows: list[tuple[str, list[float | str]]]
+    """Row label → one cell per column; floats are shown to the millisecond."""
+
+
+def save(
+    name: str,
+    figures: dict[str, Any],
+    *,
+    plots: Sequence[Plot] = (),
+    tables: Sequence[Table] = (),
+) -> pathlib.Path:
+    """Write ``figures`` (with ``plots`` and ``tables``) to ``benchmark-results/<name>.json``;
+    print them."""
     RESULTS.mkdir(exist_ok=True)
     document = {
         "benchmark": name,
@@ -60,6 +79,7 @@ def save(name: str, figures: dict[str, Any], *, plots: Sequence[Plot] = ()) -> p
         },
         "figures": figures,
         "plots": [dataclasses.asdict(plot) for plot in plots],
+        "tables": [dataclasses.asdict(table) for table in tables],
     }
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(document, indent=2) + "\n")
