@@ -74,19 +74,34 @@ def state_file(name: str) -> pathlib.Path:
 
 
 @contextlib.contextmanager
-def _exclusive(path: pathlib.Path) -> Iterator[IO[str] | None]:
-    """Hold an flock on ``path`` (None when another process holds it); freed on exit or death."""
+def _exclusive(path: pathlib.Path, *, remove: bool = False) -> Iterator[IO[str] | None]:
+    """Hold an flock on ``path`` (None when another process holds it); freed on exit or death.
+
+    ``remove``: the file goes when the lock is freed (a cluster's name: names are many and
+    one-off). Removed while still held, so a process that opened it just before locks a file
+    no longer in place: it sees that and opens the path again.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = path.open("a")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        yield None
-        return
+    while True:
+        handle = path.open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            yield None
+            return
+        try:
+            in_place = path.stat().st_ino == os.fstat(handle.fileno()).st_ino
+        except FileNotFoundError:
+            in_place = False
+        if in_place:
+            break
+        handle.close()  # its holder removed it meanwhile: lock the one there now
     try:
         yield handle
     finally:
+        if remove:
+            path.unlink(missing_ok=True)
         handle.close()
 
 
@@ -197,7 +212,8 @@ class SimCluster:
 
     def _claim_names(self) -> int:
         """Lock this cluster's name and a free loopback address block; returns the block."""
-        if self._locks.enter_context(_exclusive(state_dir() / f"{self.name}.lock")) is None:
+        name_lock = _exclusive(state_dir() / f"{self.name}.lock", remove=True)
+        if self._locks.enter_context(name_lock) is None:
             raise ClusterError(
                 f"a simulated cluster named {self.name!r} is already running; "
                 f"stop it with `computedomains sim down --name {self.name}` or pick another name"
