@@ -12,15 +12,16 @@ from kubernetes import client
 
 from computedomains import waiting
 from computedomains.api import constants
+from computedomains.sim import nodes
 
 
 def sim_nodes(api: Any) -> list[Any]:
     """The simulated GPU nodes (typed client V1Node objects)."""
-    return client.CoreV1Api(api).list_node(label_selector="compute-domains.sim/node=true").items
+    return client.CoreV1Api(api).list_node(label_selector=f"{nodes.SIM_LABEL}=true").items
 
 
-def republished(api: Any, *, binding: bool, nodes: int = 1) -> None:
-    """Wait until at least ``nodes`` free nodes publish channels, every free node's with (or
+def republished(api: Any, *, binding: bool, at_least: int = 1) -> None:
+    """Wait until at least ``at_least`` free nodes publish channels, every free node's with (or
     without) binding conditions. A held node's channels carry its taint and never binding
     conditions: it is not free, and not counted."""
     slices = client.ResourceV1Api(api)
@@ -29,7 +30,7 @@ def republished(api: Any, *, binding: bool, nodes: int = 1) -> None:
         free = [s for s in slices.list_resource_slice().items
                 if s.spec.driver == constants.DRIVER_NAME and s.spec.devices
                 and not any(d.taints for d in s.spec.devices)]  # fmt: skip
-        return len(free) >= nodes and all(
+        return len(free) >= at_least and all(
             any(d.binding_conditions for d in s.spec.devices) == binding for s in free
         )
 

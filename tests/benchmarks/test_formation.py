@@ -365,12 +365,12 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
     rss, cpu_share = _churn(api, leader)
     # Binding conditions on every free node: the placement before the turn.
     conftest.upgrade(sim, tmp_path, "controller.placementTurns=false")
-    publishing.republished(api, binding=True, nodes=len(publishing.sim_nodes(api)))
+    publishing.republished(api, binding=True, at_least=len(publishing.sim_nodes(api)))
     asked = rounds(api, driver_ns, "bc", RUNS_OTHER)
     stages_asked = _stages(_traced(sim, driver_ns), asked.started, asked.formation)
     # Neither: the fallback of Kubernetes before 1.36.
     conftest.upgrade(sim, tmp_path, "kubeletPlugin.bindingConditions=false")
-    publishing.republished(api, binding=False, nodes=len(publishing.sim_nodes(api)))
+    publishing.republished(api, binding=False, at_least=len(publishing.sim_nodes(api)))
     off = rounds(api, driver_ns, "nobc", RUNS_OTHER)
     stages_off = _stages(_traced(sim, driver_ns), off.started, off.formation)
     base, plain, form = (report.summarize(x) for x in (on.baseline, on.plain, on.formation))

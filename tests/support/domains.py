@@ -58,6 +58,10 @@ def _domain_body(name: str, *, version: str, num_nodes: int) -> dict[str, Any]:
     }
 
 
+class _NotAdmittedYet(Exception):
+    """The API server answered a dry-run create with a 5xx (a webhook not reachable or trusted)."""
+
+
 def wait_admitted(api: client.ApiClient, namespace: str, *, timeout: float = 60) -> None:
     """Wait until the API server admits a ComputeDomain: a server-side dry run of a create
     passes every admission webhook. What a pipeline checks before it hands an install over:
@@ -65,7 +69,6 @@ def wait_admitted(api: client.ApiClient, namespace: str, *, timeout: float = 60)
     500. A refusal (4xx) ends the wait at once: the body is valid, so that is a fault."""
     body = _domain_body(f"cd-dry-{uuid.uuid4().hex[:5]}", version=constants.STORAGE_VERSION,
                         num_nodes=0)  # fmt: skip
-    last: list[str] = ["no answer yet"]
 
     def admitted() -> bool:
         try:
@@ -76,15 +79,11 @@ def wait_admitted(api: client.ApiClient, namespace: str, *, timeout: float = 60)
         except ApiException as exc:
             if kube.status_of(exc) < 500:
                 raise
-            last[0] = str(exc.body)
-            return False
+            raise _NotAdmittedYet(exc.body) from exc
         return True
 
-    try:
-        waiting.until(f"a ComputeDomain in {namespace} to be admitted (server-side dry run)",
-                      admitted, timeout=timeout, interval=0.5)  # fmt: skip
-    except waiting.WaitTimeout as exc:
-        raise AssertionError(f"{exc}; last answer: {last[0]}") from exc
+    waiting.until(f"a ComputeDomain in {namespace} to be admitted (server-side dry run)",
+                  admitted, timeout=timeout, interval=0.5, retry_on=(_NotAdmittedYet,))  # fmt: skip
 
 
 def get_domain(
