@@ -31,52 +31,66 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cluster: needs a running cluster")
 
 
-CHART_PACKAGE = "tests/cluster/with_chart/"
-"""Its tests share one install of the chart (the package's ``chart`` fixture): one worker."""
+SESSION_SCOPE = "the session cluster"
+LIFECYCLE_SCOPE = "the lifecycle cluster"
+UNIT_SCOPE = "the unit tests"
+DEMO_TEST = "tests/cluster/test_demo.py"
+"""Starts its own clusters (two demos side by side), the heaviest single test."""
+
+
+def work_unit(nodeid: str) -> str:
+    """The piece of the suite a test belongs to under two workers (``TEST_WORKERS=2``).
+
+    Every test of a cluster goes to the one worker that starts that cluster, once: the session
+    cluster's tests (the chart's package among them, which shares one install), and the
+    lifecycle cluster's (the release tests and the chart's install test). The unit tests go as
+    one piece; every other file is a piece of its own.
+    """
+    path = nodeid.split("::", maxsplit=1)[0]
+    if path.startswith("tests/cluster/with_releases/") or path == "tests/chart/test_install.py":
+        return LIFECYCLE_SCOPE
+    if path.startswith("tests/cluster/") and path != DEMO_TEST:
+        return SESSION_SCOPE
+    if path.startswith("tests/unit/"):
+        return UNIT_SCOPE
+    return path
+
+
+_QUEUE = (SESSION_SCOPE, LIFECYCLE_SCOPE, UNIT_SCOPE, DEMO_TEST)
+"""The workers' queue, as xdist hands it out: each worker gets its cluster's piece and then
+one more; the unit tests follow the session cluster (the longest piece), the demo the
+lifecycle cluster, and the other files even out the end."""
 
 
 def _queue_position(item: pytest.Item) -> int:
-    """Where an item goes in the workers' queue: the chart's tests first (the longest piece that
-    cannot be shared out), then the other tests of the session cluster, the lifecycle cluster's,
-    the other cluster tests (their own clusters), and the short tests last, to even out the end."""
-    needs = set(getattr(item, "fixturenames", ()))
-    if item.nodeid.startswith(CHART_PACKAGE):
-        return 0
-    if "lifecycle_cluster" in needs:
-        return 2
-    if "cluster" in needs:
-        return 1
-    return 3 if item.nodeid.startswith("tests/cluster/") else 4
+    """Where an item goes in the workers' queue (:data:`_QUEUE`; the rest after it)."""
+    unit = work_unit(item.nodeid)
+    return _QUEUE.index(unit) if unit in _QUEUE else len(_QUEUE)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``), queue the tests as :func:`_queue_position` says."""
+    """Under pytest-xdist (``make test``), queue the tests as :func:`_queue_position` says
+    (a stable sort: within a piece, tests keep their usual order)."""
     if hasattr(config, "workerinput"):
         items.sort(key=_queue_position)
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadgroup`` (``make test``): hand out whole files, and the chart's tests
-    as one piece.
+    """With ``--dist loadgroup`` (``make test``): hand out the pieces of :func:`work_unit`.
 
-    A worker starts each cluster its files need (the session's, the lifecycle one) once; the
-    chart's tests run in one worker, after one install, in their usual order. (pytest-xdist's
-    own ``xdist_group`` marks need a node ID it can rewrite, which pytest 9 no longer has.)
+    (pytest-xdist's own ``xdist_group`` marks need a node ID it can rewrite, which pytest 9 no
+    longer has.)
     """
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]  # noqa: PLC0415
 
-    class ByFileAndChart(LoadScopeScheduling):  # type: ignore[misc]
+    class ByWorkUnit(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return (
-                CHART_PACKAGE
-                if nodeid.startswith(CHART_PACKAGE)
-                else nodeid.split("::", maxsplit=1)[0]
-            )
+            return work_unit(nodeid)
 
-    return ByFileAndChart(config, log)
+    return ByWorkUnit(config, log)
 
 
 def _plugin_setting(config: pytest.Config, env_var: str) -> str | None:

@@ -29,7 +29,7 @@ from computedomains.api import constants
 from computedomains.kube import client as kube_client
 from computedomains.sim import cluster, plaindra
 from computedomains.sim.kubelet import main as sim_kubelet
-from tests.benchmarks import conftest, footprint, ownmetrics, publishing, report
+from tests.benchmarks import conftest, footprint, ownmetrics, publishing, report, workload
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube
 from tests.support.controller import WRITE_VERBS
@@ -42,12 +42,13 @@ PLAIN_TEMPLATE = "plain-dra"
 
 
 def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
-    """Create the 18 pods (claiming from ``template`` if given); (create calls, all Ready) s.
+    """Create the 18 pods (claiming from ``template`` if given) as a Job would
+    (:mod:`workload`); (create calls, all Ready) s.
 
     Readiness is followed by a watch, not by listing: the measurement adds no load of its own.
     """
     core = client.CoreV1Api(api)
-    started = time.monotonic()
+    bodies = []
     for node in NODES:
         spec: dict[str, Any] = {
             "nodeSelector": {"kubernetes.io/hostname": node},
@@ -56,11 +57,11 @@ def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
         if template:
             spec["resourceClaims"] = [{"name": "imex", "resourceClaimTemplateName": template}]
             spec["containers"][0]["resources"] = {"claims": [{"name": "imex"}]}
-        core.create_namespaced_pod(
-            NAMESPACE,
-            {"metadata": {"name": f"{tag}-{node[-3:]}", "labels": {"run": tag}}, "spec": spec},
+        bodies.append(
+            {"metadata": {"name": f"{tag}-{node[-3:]}", "labels": {"run": tag}}, "spec": spec}
         )
-    created = time.monotonic() - started
+    started = time.monotonic()
+    created = workload.create_pods(api, NAMESPACE, bodies)
     ready: set[str] = set()
     stream = watch.Watch()  # type: ignore[no-untyped-call]
     events = stream.stream(  # type: ignore[no-untyped-call]

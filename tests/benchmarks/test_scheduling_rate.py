@@ -20,7 +20,7 @@ from kubernetes import client, watch
 from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.sim import cluster, plaindra
-from tests.benchmarks import publishing, report
+from tests.benchmarks import publishing, report, workload
 from tests.benchmarks import test_formation as formation
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import domains, kube
@@ -30,21 +30,25 @@ PLAIN_TEMPLATE = "plain"
 
 
 def _bound(api: Any, template: str, nodes: list[str], tag: str) -> float:
-    """Create ``PER_NODE`` pods per node claiming from ``template``; seconds until all bound."""
+    """Create ``PER_NODE`` pods per node claiming from ``template`` as a Job would
+    (:mod:`workload`); seconds until all bound."""
     core = client.CoreV1Api(api)
     want = len(nodes) * PER_NODE
+    bodies = [
+        {
+            "metadata": {"name": f"{tag}-{node[-6:]}-{i}", "labels": {"run": tag}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "resourceClaims": [{"name": "c", "resourceClaimTemplateName": template}],
+                "containers": [{"name": "main", "image": "busybox:1.37",
+                                "resources": {"claims": [{"name": "c"}]}}],
+            },
+        }
+        for node in nodes
+        for i in range(PER_NODE)
+    ]  # fmt: skip
     started = time.monotonic()
-    for node in nodes:
-        for i in range(PER_NODE):
-            core.create_namespaced_pod(NAMESPACE, {
-                "metadata": {"name": f"{tag}-{node[-6:]}-{i}", "labels": {"run": tag}},
-                "spec": {
-                    "nodeSelector": {"kubernetes.io/hostname": node},
-                    "resourceClaims": [{"name": "c", "resourceClaimTemplateName": template}],
-                    "containers": [{"name": "main", "image": "busybox:1.37",
-                                    "resources": {"claims": [{"name": "c"}]}}],
-                },
-            })  # fmt: skip
+    workload.create_pods(api, NAMESPACE, bodies)
     bound: set[str] = set()
     stream = watch.Watch()  # type: ignore[no-untyped-call]
     events = stream.stream(  # type: ignore[no-untyped-call]
