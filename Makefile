@@ -3,10 +3,10 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# One process by default: on a 2-core machine, two workers (TEST_WORKERS=2, handed whole files
-# and the chart's tests as one piece by tests/conftest.py) finish sooner but load the cores
-# enough that timing-sensitive cluster tests still fail now and then (docs/development.md).
-TEST_WORKERS ?= 0
+# Two workers by default (pytest-xdist): tests/conftest.py gives each cluster's tests to one
+# worker as one piece, so the session cluster and the lifecycle cluster each start once and run
+# side by side (docs/development.md). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help

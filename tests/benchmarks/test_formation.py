@@ -80,6 +80,17 @@ def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
     raise AssertionError(f"18 pods of {tag} not Ready within 180 s: {len(ready)} are")
 
 
+def _conditional(api: Any, tag: str) -> int:
+    """How many claims of the pods of ``tag`` were allocated with binding conditions."""
+    found = 0
+    for claim in client.ResourceV1Api(api).list_namespaced_resource_claim(NAMESPACE).items:
+        allocation = claim.status.allocation if claim.status else None
+        if not claim.metadata.name.startswith(f"{tag}-n") or allocation is None:
+            continue
+        found += any(r.binding_conditions for r in allocation.devices.results or [])
+    return found
+
+
 def delete_pods(api: Any, tag: str) -> None:
     core = client.CoreV1Api(api)
     core.delete_collection_namespaced_pod(NAMESPACE, label_selector=f"run={tag}")
@@ -234,6 +245,9 @@ class Rounds:
     """Seconds the 18 create calls of the domain's pods took (admission, our webhook)."""
     created_plain: list[float] = dataclasses.field(default_factory=list)
     """The same for the plain DRA pods."""
+    conditional: list[int] = dataclasses.field(default_factory=list)
+    """Per formation: the domain's claims allocated with binding conditions (each paid the
+    scheduler's PreBind poll)."""
     writes: list[float] = dataclasses.field(default_factory=list)
     writes_by_resource: dict[str, int] = dataclasses.field(default_factory=dict)
     """Summed over the formations."""
@@ -262,6 +276,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         out.created.append(created)
         out.formation.append(ready)
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
+        out.conditional.append(_conditional(api, name))
         after = _writes(ownmetrics.scrape(leader))
         out.writes.append(float(after.total - before.total))
         out.conflicts += after.refused - before.refused
@@ -301,6 +316,8 @@ def _side_by_side(modes: dict[str, Rounds]) -> report.Table:
                                                        TARGETS["minus plain DRA"]),
             "create calls, plain DRA": (report.summarize(measured.created_plain), ""),
             "create calls, ComputeDomain": (report.summarize(measured.created), ""),
+            "claims allocated with binding conditions (count)": (
+                report.summarize([float(n) for n in measured.conditional]), ""),
         }  # fmt: skip
         for label, (summary, target) in figures.items():
             rows.append(
@@ -326,6 +343,10 @@ def _mode(measured: Rounds, stages: dict[str, dict[str, float]]) -> dict[str, An
         "stages_all_nodes_s": stages,
         "create_calls_plain_dra_s": report.summarize(measured.created_plain),
         "create_calls_compute_domain_s": report.summarize(measured.created),
+        "claims_with_binding_conditions_per_formation": report.summarize(
+            [float(n) for n in measured.conditional]
+        ),
+        "formations_with_a_poll": sum(1 for n in measured.conditional if n),
         "controller_writes_per_formation": report.summarize(measured.writes),
         "controller_writes_per_formation_by_resource": _per_formation(measured),
     }
