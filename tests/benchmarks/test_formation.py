@@ -80,17 +80,6 @@ def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
     raise AssertionError(f"18 pods of {tag} not Ready within 180 s: {len(ready)} are")
 
 
-def _conditional(api: Any, tag: str) -> int:
-    """How many claims of the pods of ``tag`` were allocated with binding conditions."""
-    found = 0
-    for claim in client.ResourceV1Api(api).list_namespaced_resource_claim(NAMESPACE).items:
-        allocation = claim.status.allocation if claim.status else None
-        if not claim.metadata.name.startswith(f"{tag}-n") or allocation is None:
-            continue
-        found += any(r.binding_conditions for r in allocation.devices.results or [])
-    return found
-
-
 def delete_pods(api: Any, tag: str) -> None:
     core = client.CoreV1Api(api)
     core.delete_collection_namespaced_pod(NAMESPACE, label_selector=f"run={tag}")
@@ -276,7 +265,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         out.created.append(created)
         out.formation.append(ready)
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
-        out.conditional.append(_conditional(api, name))
+        out.conditional.append(workload.conditional_claims(api, NAMESPACE, name)[0])
         after = _writes(ownmetrics.scrape(leader))
         out.writes.append(float(after.total - before.total))
         out.conflicts += after.refused - before.refused

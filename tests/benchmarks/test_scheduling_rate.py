@@ -77,18 +77,6 @@ def _settled(api: Any, domain: dict[str, Any], tag: str, want: int) -> None:
                   timeout=600, interval=1)  # fmt: skip
 
 
-def _waited(api: Any, tag: str) -> tuple[int, int]:
-    """(claims allocated with binding conditions, claims) of the pods of wave ``tag``."""
-    claims = client.ResourceV1Api(api).list_namespaced_resource_claim(NAMESPACE).items
-    mine = [
-        c for c in claims
-        if any(o.name.startswith(f"{tag}-") for o in c.metadata.owner_references or [])
-    ]  # fmt: skip
-    results = [c.status.allocation.devices.results if c.status.allocation else [] for c in mine]
-    waited = len([r for r in results if any(d.binding_conditions for d in r)])
-    return waited, len(mine)
-
-
 @pytest.mark.timeout(1800)
 def test_scheduling_rate_of_domain_claims_against_plain_claims(
     installed: tuple[cluster.SimCluster, Any, str],
@@ -108,7 +96,7 @@ def test_scheduling_rate_of_domain_claims_against_plain_claims(
     free_s = _bound(api, template, nodes, "free")  # first pods: on the domain's turn
     _settled(api, domain, "free", pods)  # the held wave must not share the machine with forming
     held_s = _bound(api, template, nodes, "held")  # the domain holds every node now
-    waited = {tag: _waited(api, tag) for tag in ("free", "held")}
+    waited = {tag: workload.conditional_claims(api, NAMESPACE, tag) for tag in ("free", "held")}
     rates = {name: pods / s for name, s in
              (("plain", plain_s), ("free", free_s), ("held", held_s))}  # fmt: skip
     figures = {

@@ -43,3 +43,18 @@ def create_pods(api: Any, namespace: str, bodies: Sequence[dict[str, Any]]) -> f
             for call in calls:
                 call.result()
     return time.monotonic() - started
+
+
+def conditional_claims(api: Any, namespace: str, tag: str) -> tuple[int, int]:
+    """(claims allocated with binding conditions, claims) of the pods named ``<tag>-...``.
+
+    Each claim of the first number waited for the scheduler's PreBind poll.
+    """
+    claims = client.ResourceV1Api(api).list_namespaced_resource_claim(namespace).items
+    mine = [
+        c for c in claims
+        if any(o.name.startswith(f"{tag}-") for o in c.metadata.owner_references or [])
+    ]  # fmt: skip
+    results = [c.status.allocation.devices.results if c.status.allocation else [] for c in mine]
+    waited = len([r for r in results if any(d.binding_conditions for d in r or [])])
+    return waited, len(mine)

@@ -32,8 +32,9 @@ def test_a_second_domain_placing_ends_the_turn_and_a_settled_one_gets_it_back() 
     state = turns.step(State(), {A: Activity(waiting=3, allocated=0)}, 0.0)
     assert state.turn == A
     # B appears while A still waits for nodes: a race is possible, binding conditions decide.
-    state = turns.step(state, {A: Activity(3, 0), B: IDLE}, 1.0)
+    before, state = state, turns.step(state, {A: Activity(3, 0), B: IDLE}, 1.0)
     assert state.turn == "" and state.ended_at == 1.0
+    assert turns.ended(before, state)
     assert turns.settling(state, 2.0) == turns.SETTLE - 1.0
     # Both keep placing: nobody's turn.
     state = turns.step(state, {A: Activity(0, 3), B: Activity(2, 0)}, 2.0)
@@ -77,6 +78,29 @@ def test_a_new_allocation_counts_as_placing_and_a_gone_domain_loses_the_turn() -
     assert state.turn == A
     state = turns.step(state, {}, 3 * turns.WINDOW + 2)
     assert state.turn == "" and turns.settling(state, 3 * turns.WINDOW + 2) == 0.0
+
+
+def test_a_gone_domains_turn_goes_to_the_next_domain_without_a_settle() -> None:
+    state = turns.step(State(), {A: Activity(18, 0)}, 0.0)
+    state = turns.step(state, {A: Activity(0, 18)}, 10.0)
+    assert state.turn == A
+    # A is deleted, nobody places: nobody's turn, and nothing of A to settle.
+    before, state = state, turns.step(state, {}, 11.0)
+    assert state.turn == "" and turns.settling(state, 11.0) == 0.0
+    assert not turns.ended(before, state)
+    # B appears a moment later (a new job): its turn at once, its pods skip the PreBind poll.
+    state = turns.step(state, {B: IDLE}, 11.5)
+    assert state.turn == B
+
+
+def test_a_domain_placing_as_the_turns_domain_goes_gets_it_at_once() -> None:
+    state = turns.step(State(), {A: Activity(0, 18)}, 0.0)
+    # In one step A is gone and B places: from A (nothing of it in flight) straight to B.
+    state = turns.step(state, {B: Activity(18, 0)}, 1.0)
+    assert state.turn == B
+    # A gone while two others place: nobody's turn (their race is the binding conditions').
+    state = turns.step(State(turn=A, active_at={A: 0.0}), {B: IDLE, "uid-c": IDLE}, 1.0)
+    assert state.turn == ""
 
 
 def test_activity_counts_waiting_and_allocated_claims_per_domain() -> None:

@@ -109,6 +109,7 @@ class TurnKeeper:
             self._state = turns.step(before, self._caches.placement_activity(), now)
             turn = self._state.turn
             placing = turns.placing(self._state, now)
+            settles = turns.ended(before, self._state)
         if placing != self._placing:
             shown = ", ".join(sorted(placing)[:3]) + (", ..." if len(placing) > 3 else "")
             log.info("%d domain(s) placing%s", len(placing), f": {shown}" if placing else "")
@@ -117,7 +118,7 @@ class TurnKeeper:
         if turn != self._written or renew:
             changed = turn != self._written
             self._write(turn)
-            if not turn and changed:
+            if settles:
                 # The settle counts from when the plugins can see that the turn ended.
                 with self._lock:
                     self._state = dataclasses.replace(self._state, ended_at=self._clock())

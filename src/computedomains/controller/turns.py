@@ -87,20 +87,33 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
     allocated = {uid: a.allocated for uid, a in domains.items()}
     now_placing = placing(State(active_at=active_at), now)
     turn, ended_at = state.turn, state.ended_at
-    if turn and turn not in domains:
-        turn = ""  # its domain is gone (or deleting): nothing of it is placed any more
+    # A turn whose domain is gone (or deleting) ends without a settle: a deleted domain's
+    # claims are refused at prepare, a deleting one's workload is going away (a claim of it
+    # that still lands on a free node is refused or unstranded, docs/placement.md).
+    gone = bool(turn) and turn not in domains
     closed = any(not domains[uid].tolerant for uid in now_placing)
-    if (len(now_placing) > 1 or closed) and turn:
+    if (len(now_placing) > 1 or closed) and turn and not gone:
         turn, ended_at = "", now  # a race is possible (or a domain needs free nodes open)
     elif len(now_placing) == 1 and not closed and turn not in now_placing:
-        # From a domain that stopped placing (nothing of it is in flight), or from nobody's
-        # once the last turn's allocations have landed (the settle).
+        # From a domain that stopped placing or is gone (nothing of it is in flight), or from
+        # nobody's once the last turn's allocations have landed (the settle).
         (only,) = now_placing
         if turn:
             turn, ended_at = only, now
         elif ended_at is None or now - ended_at >= SETTLE:
             turn = only
+    elif gone:
+        turn = ""
     return State(turn=turn, ended_at=ended_at, active_at=active_at, allocated=allocated)
+
+
+def ended(before: State, after: State) -> bool:
+    """The step from ``before`` to ``after`` ended a turn with a settle (a race is possible).
+
+    A turn that ended because its domain is gone needs none: the next domain may have the
+    turn at once.
+    """
+    return not after.turn and after.ended_at != before.ended_at
 
 
 def settling(state: State, now: float) -> float:
