@@ -187,3 +187,23 @@ def uninstalling(*, helm_record: bool, argo_tracked: bool, required: bool) -> Fi
             "delete the Argo CD Application (docs/upgrade.md)"
         ),
     )
+
+
+SHOWN_PODS = 5
+
+
+def remaining_pods(pods: list[dict[str, Any]]) -> str:
+    """The pods a stop left, for the hook's log: name, node, and whether they terminate."""
+    shown = []
+    for pod in pods[:SHOWN_PODS]:
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        state = (
+            f"terminating since {meta['deletionTimestamp']}"
+            if meta.get("deletionTimestamp")
+            else f"{(pod.get('status') or {}).get('phase', 'Unknown')}, not deleted"
+        )
+        finalizers = meta.get("finalizers") or []
+        held = f", finalizers {finalizers}" if finalizers else ""
+        shown.append(f"{meta['name']} on {spec.get('nodeName') or 'no node'} ({state}{held})")
+    more = f" and {len(pods) - SHOWN_PODS} more" if len(pods) > SHOWN_PODS else ""
+    return f"{len(pods)} pod(s): " + "; ".join(shown) + more

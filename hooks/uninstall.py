@@ -217,12 +217,16 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
             if api.delete(path, propagation="Foreground"):
                 report.step(f"stopping {kind} {kubeio.name(obj)}")
     pods_path = resources.PODS.path(namespace=args.namespace)
-    waiting.until(
-        "the controller, kubelet plugin and IMEX agent pods to be gone",
-        lambda: next(api.list_items(pods_path, label_selector=selector), None) is None,
-        timeout=args.timeout_seconds,
-        interval=POLL_SECONDS,
-    )
+    try:
+        waiting.until(
+            "the controller, kubelet plugin and IMEX agent pods to be gone",
+            lambda: next(api.list_items(pods_path, label_selector=selector), None) is None,
+            timeout=args.timeout_seconds,
+            interval=POLL_SECONDS,
+        )
+    except waiting.WaitTimeout as exc:
+        left = list(api.list_items(pods_path, label_selector=selector))
+        raise waiting.WaitTimeout(f"{exc}; still there: {cleanup.remaining_pods(left)}") from None
     report.step("the controller, kubelet plugin and IMEX agent pods are gone")
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from computedomains.api import constants
 from computedomains.hooks import cleanup
 from computedomains.hooks.compat import GFD_LABEL
@@ -69,3 +71,19 @@ def test_uninstall_acts_only_when_helm_or_argo_cd_runs_it() -> None:
     assert "hooks.enabled=false" in rendered.fix
     unchecked = cleanup.uninstalling(helm_record=False, argo_tracked=False, required=False)
     assert unchecked.severity is Severity.INFO
+
+
+def test_pods_a_stop_left_are_named_with_their_node_and_state() -> None:
+    pods: list[dict[str, Any]] = [
+        {
+            "metadata": {"name": "plugin-a", "deletionTimestamp": "2026-12-04T04:00:00Z",
+                         "finalizers": ["example.com/keep"]},
+            "spec": {"nodeName": "gb200-r0-n01"},
+        },
+        {"metadata": {"name": "agent-b"}, "spec": {}, "status": {"phase": "Pending"}},
+    ] + [{"metadata": {"name": f"p{i}"}, "spec": {"nodeName": "n"}} for i in range(5)]  # fmt: skip
+    text = cleanup.remaining_pods(pods)
+    assert text.startswith("7 pod(s): plugin-a on gb200-r0-n01 (terminating since "
+                           "2026-12-04T04:00:00Z, finalizers ['example.com/keep']); "
+                           "agent-b on no node (Pending, not deleted); ")  # fmt: skip
+    assert text.endswith(" and 2 more")
