@@ -74,14 +74,15 @@ def test_uninstall_acts_only_when_helm_or_argo_cd_runs_it() -> None:
 
 
 def test_pods_a_stop_left_are_named_with_their_node_and_state() -> None:
-    pods: list[dict[str, Any]] = [
-        {
-            "metadata": {"name": "plugin-a", "deletionTimestamp": "2026-12-04T04:00:00Z",
-                         "finalizers": ["example.com/keep"]},
-            "spec": {"nodeName": "gb200-r0-n01"},
-        },
-        {"metadata": {"name": "agent-b"}, "spec": {}, "status": {"phase": "Pending"}},
-    ] + [{"metadata": {"name": f"p{i}"}, "spec": {"nodeName": "n"}} for i in range(5)]  # fmt: skip
+    terminating: dict[str, Any] = {
+        "metadata": {"name": "plugin-a", "deletionTimestamp": "2026-12-04T04:00:00Z",
+                     "finalizers": ["example.com/keep"]},
+        "spec": {"nodeName": "gb200-r0-n01"},
+    }  # fmt: skip
+    pending: dict[str, Any] = {"metadata": {"name": "agent-b"}, "spec": {},
+                               "status": {"phase": "Pending"}}  # fmt: skip
+    more = [{"metadata": {"name": f"p{i}"}, "spec": {"nodeName": "n"}} for i in range(5)]
+    pods = [terminating, pending, *more]
     text = cleanup.remaining_pods(pods)
     assert text.startswith("7 pod(s): plugin-a on gb200-r0-n01 (terminating since "
                            "2026-12-04T04:00:00Z, finalizers ['example.com/keep']); "
