@@ -173,3 +173,54 @@ def test_a_failed_init_container_fails_a_never_restarting_pod(
     assert _condition(status, "Initialized") == "False"
     assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
     assert not (tmp_path / "log" / "main.log").exists(), "containers never started"
+
+
+def _service_pod(tmp_path: pathlib.Path, prober: probes.Prober, script: str) -> runner.PodRunner:
+    plan = podspec.PodPlan(
+        init=(),
+        containers=(
+            podspec.ContainerPlan(name="main", argv=(sys.executable, "-c", script), env={},
+                                  cwd=tmp_path, mounts=()),
+        ),
+        restart_policy="Always",
+    )  # fmt: skip
+    return runner.PodRunner(label="ns/svc", plan=plan, log_dir=tmp_path / "log", prober=prober)
+
+
+@pytest.mark.parametrize(
+    ("script", "phase", "code"),
+    [
+        # Handles SIGTERM and exits 0, as our components do.
+        ("import signal, sys; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
+         "print('up', flush=True); signal.pause()", "Succeeded", 0),
+        # Dies of SIGTERM: 128 + 15.
+        ("import signal; print('up', flush=True); signal.pause()", "Failed", 143),
+    ],
+)  # fmt: skip
+def test_a_deleted_pod_once_stopped_ends_in_the_phase_its_exit_codes_say(
+    tmp_path: pathlib.Path, prober: probes.Prober, script: str, phase: str, code: int
+) -> None:
+    pod = _service_pod(tmp_path, prober, script)
+    log = tmp_path / "log" / "main.log"
+
+    def up() -> bool:
+        pod.tick(time.monotonic())
+        return log.exists() and "up" in log.read_text()
+
+    waiting.until("the container to run", up, timeout=30, interval=0.05)
+    assert pod.phase is None, "an Always pod never finishes by itself"
+    pod.terminate(time.monotonic(), grace=10)
+    assert _status(pod)["phase"] == "Running", "stopping: not terminal before its processes end"
+    assert _until_phase(pod) == phase and pod.finished
+    status = _status(pod)
+    assert status["phase"] == phase
+    (main,) = status["containerStatuses"]
+    assert main["state"]["terminated"]["exitCode"] == code
+    assert _condition(status, "Ready") == "False"
+
+
+def test_stopped_phase_is_succeeded_only_when_every_container_exited_zero() -> None:
+    assert runner.stopped_phase([0, 0]) == "Succeeded"
+    assert runner.stopped_phase([0, 143]) == "Failed"
+    assert runner.stopped_phase([0, None]) == "Failed"  # never ran, or no exit seen
+    assert runner.stopped_phase([]) == "Failed"

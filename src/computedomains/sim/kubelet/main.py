@@ -220,6 +220,10 @@ class SimKubelet:
                 running.runner.terminate(now, grace=_grace(current))
             running.runner.tick(now)
             if running.runner.finished:
+                if uid in chart:  # stopped, still in the API: its terminal phase first
+                    running.pod = chart[uid]
+                    if not self._report(running):
+                        continue  # retried next tick
                 del self._running[uid]
                 self._clean(running.pod)
                 continue
@@ -330,10 +334,12 @@ class SimKubelet:
             _LOG.error("ignoring %s", exc)
             return {}
 
-    def _report(self, running: _Running) -> None:
-        """Write the pod's status when it differs from what was last written.
+    def _report(self, running: _Running) -> bool:
+        """Write the pod's status when it differs from what was last written; False if that failed.
 
-        Retried next tick on failure. A Job's pod thus succeeds or fails by its exit codes.
+        A failed write is retried next tick. A Job's pod thus succeeds or fails by its exit
+        codes, and a deleted pod, once stopped, ends ``Succeeded`` or ``Failed`` before it is
+        removed (``runner.stopped_phase``).
         """
         pod = running.pod
         meta = pod["metadata"]
@@ -342,19 +348,25 @@ class SimKubelet:
             images=_images(pod), gates=gates, conditions=_conditions_known(pod, running.reported)
         )
         if status == running.reported:
-            return
+            return True
         try:
             self._api.patch(
                 f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
                 {"status": status},
                 strategic=True,  # conditions merge by type; container statuses are replaced
             )
+        except kube_client.ApiError as exc:
+            if exc.status == kube_client.NOT_FOUND:
+                return True  # gone meanwhile: nothing left to report
+            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
+            return False
         except kube_client.API_ERRORS as exc:
             _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
-            return
+            return False
         if status["phase"] != (running.reported or {}).get("phase"):
             _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], status["phase"])
         running.reported = status
+        return True
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:
         """Mint a pod-bound token and write the ServiceAccount folder; returns when to renew."""

@@ -114,6 +114,17 @@ def restarts(code: int, *, init: bool, sidecar: bool, pod_policy: str) -> bool:
     return pod_policy == "Always" or (pod_policy == "OnFailure" and code != 0)
 
 
+def stopped_phase(exits: Sequence[int | None]) -> str:
+    """The terminal phase a kubelet writes for a pod it stopped because it was deleted.
+
+    Since Kubernetes 1.27 the kubelet moves a deleted pod to ``Succeeded`` (every container
+    exited 0) or ``Failed`` before it removes the object; the ResourceClaim controller frees a
+    pod's claims only then, and the garbage collector deletes them before a pod deleted in the
+    foreground may go.
+    """
+    return "Succeeded" if exits and all(code == 0 for code in exits) else "Failed"
+
+
 def final_phase(exits: Sequence[int | None], *, init_failed: bool, pod_policy: str) -> str | None:
     """The pod's phase once it can no longer change (``Succeeded``/``Failed``), else None.
 
@@ -243,13 +254,16 @@ class PodRunner:
 
     @property
     def phase(self) -> str | None:
-        """The pod's final phase once no container runs again (see :func:`final_phase`)."""
-        if self._phase is _Phase.TERMINATING:
-            return None
+        """The pod's final phase once no container runs again (see :func:`final_phase`).
+
+        Once stopped (:meth:`terminate`, every process reaped): :func:`stopped_phase`.
+        """
         exits = [
             c.last_exit["exitCode"] if c.completed and c.last_exit is not None else None
             for c in self._containers
         ]
+        if self._phase is _Phase.TERMINATING:
+            return stopped_phase(exits) if self.finished else None
         return final_phase(
             exits, init_failed=self._phase is _Phase.FAILED, pod_policy=self._plan.restart_policy
         )
@@ -366,8 +380,6 @@ class PodRunner:
         container.checks.clear()
         container.trackers.clear()
         container.kill_at = None
-        if self._phase is _Phase.TERMINATING:
-            return
         _LOG.info("%s: container %s exited with %s", self.label, container.plan.name, code)
         finished = datetime.datetime.now(datetime.UTC)
         exit_code = code if code >= 0 else 128 - code  # killed by a signal: 128 + its number
@@ -377,6 +389,9 @@ class PodRunner:
             "startedAt": pod_status.stamp(container.started_wall or finished),
             "finishedAt": pod_status.stamp(finished),
         }  # fmt: skip
+        if self._phase is _Phase.TERMINATING:
+            container.completed = True  # stopped for good: its exit is the pod's last word
+            return
         if not restarts(code, init=container.init, sidecar=container.plan.sidecar,
                         pod_policy=self._plan.restart_policy):  # fmt: skip
             container.completed = True
