@@ -225,8 +225,14 @@ def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> 
             interval=POLL_SECONDS,
         )
     except waiting.WaitTimeout as exc:
-        left = list(api.list_items(pods_path, label_selector=selector))
-        raise waiting.WaitTimeout(f"{exc}; still there: {cleanup.remaining_pods(left)}") from None
+        try:
+            left = list(api.list_items(pods_path, label_selector=selector))
+        except kubeio.ApiError:
+            raise exc from None
+        if left:
+            raise waiting.WaitTimeout(
+                f"{exc}; still there: {cleanup.remaining_pods(left)}"
+            ) from None
     report.step("the controller, kubelet plugin and IMEX agent pods are gone")
 
 

@@ -34,6 +34,8 @@ def pytest_configure(config: pytest.Config) -> None:
 SESSION_SCOPE = "the session cluster"
 LIFECYCLE_SCOPE = "the lifecycle cluster"
 UNIT_SCOPE = "the unit tests"
+SESSION_FILES = ("tests/chart/test_schemas.py",)
+"""Files outside tests/cluster that use the session cluster (server-side dry runs)."""
 DEMO_TEST = "tests/cluster/test_demo.py"
 """Starts its own clusters (two demos side by side), the heaviest single test."""
 
@@ -49,7 +51,7 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", maxsplit=1)[0]
     if path.startswith("tests/cluster/with_releases/") or path == "tests/chart/test_install.py":
         return LIFECYCLE_SCOPE
-    if path.startswith("tests/cluster/") and path != DEMO_TEST:
+    if (path.startswith("tests/cluster/") and path != DEMO_TEST) or path in SESSION_FILES:
         return SESSION_SCOPE
     if path.startswith("tests/unit/"):
         return UNIT_SCOPE
@@ -57,9 +59,8 @@ def work_unit(nodeid: str) -> str:
 
 
 _QUEUE = (SESSION_SCOPE, LIFECYCLE_SCOPE, UNIT_SCOPE, DEMO_TEST)
-"""The workers' queue, as xdist hands it out: each worker gets its cluster's piece and then
-one more; the unit tests follow the session cluster (the longest piece), the demo the
-lifecycle cluster, and the other files even out the end."""
+"""The workers' queue, as xdist hands it out: each worker gets its cluster's piece first;
+the pieces after them go to whichever worker runs short of work first."""
 
 
 def _queue_position(item: pytest.Item) -> int:

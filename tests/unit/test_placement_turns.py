@@ -76,28 +76,30 @@ def test_a_new_allocation_counts_as_placing_and_a_gone_domain_loses_the_turn() -
     # B is deleted (gone from the live domains) and A places again alone: A's turn.
     state = turns.step(state, {A: Activity(1, 2)}, 3 * turns.WINDOW + 1)
     assert state.turn == A
+    # ... and is deleted a second later, still placing: its turn ends with a settle.
     state = turns.step(state, {}, 3 * turns.WINDOW + 2)
-    assert state.turn == "" and turns.settling(state, 3 * turns.WINDOW + 2) == 0.0
+    assert state.turn == "" and turns.settling(state, 3 * turns.WINDOW + 2) == turns.SETTLE
 
 
 def test_a_gone_domains_turn_goes_to_the_next_domain_without_a_settle() -> None:
     state = turns.step(State(), {A: Activity(18, 0)}, 0.0)
     state = turns.step(state, {A: Activity(0, 18)}, 10.0)
     assert state.turn == A
-    # A is deleted, nobody places: nobody's turn, and nothing of A to settle.
-    before, state = state, turns.step(state, {}, 11.0)
-    assert state.turn == "" and turns.settling(state, 11.0) == 0.0
+    # A is deleted once formed, nobody places: nobody's turn, and nothing of A to settle.
+    gone_at = 10.0 + turns.WINDOW + 1
+    before, state = state, turns.step(state, {}, gone_at)
+    assert state.turn == "" and turns.settling(state, gone_at) == 0.0
     assert not turns.ended(before, state)
     # B appears a moment later (a new job): its turn at once, its pods skip the PreBind poll.
-    state = turns.step(state, {B: IDLE}, 11.5)
+    state = turns.step(state, {B: IDLE}, gone_at + 0.5)
     assert state.turn == B
 
 
 def test_a_domain_placing_as_the_turns_domain_goes_gets_it_at_once() -> None:
     state = turns.step(State(), {A: Activity(0, 18)}, 0.0)
     # In one step A is gone and B places: from A (nothing of it in flight) straight to B.
-    state = turns.step(state, {B: Activity(18, 0)}, 1.0)
-    assert state.turn == B
+    state = turns.step(state, {B: Activity(18, 0)}, turns.WINDOW + 1)
+    assert state.turn == B and turns.settling(state, turns.WINDOW + 1) == 0.0
     # A gone while two others place: nobody's turn (their race is the binding conditions').
     state = turns.step(State(turn=A, active_at={A: 0.0}), {B: IDLE, "uid-c": IDLE}, 1.0)
     assert state.turn == ""
@@ -133,4 +135,14 @@ def test_fewer_allocations_are_not_placing() -> None:
     later = turns.WINDOW + 1
     # A's pods end (fewer allocations): not placing, so B placing alone gets the turn.
     state = turns.step(state, {A: Activity(0, 1), B: Activity(1, 0)}, later)
+    assert state.turn == B
+
+
+def test_a_domain_deleted_while_still_placing_ends_its_turn_with_a_settle() -> None:
+    state = turns.step(State(), {A: Activity(18, 0)}, 0.0)
+    assert state.turn == A
+    # A is deleted 1 s later, its claims maybe still on their way: settle before B's turn.
+    before, state = state, turns.step(state, {B: IDLE}, 1.0)
+    assert state.turn == "" and turns.ended(before, state)
+    state = turns.step(state, {B: IDLE}, 1.0 + turns.SETTLE)
     assert state.turn == B

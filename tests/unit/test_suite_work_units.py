@@ -16,6 +16,7 @@ from tests import conftest
         ("tests/chart/test_install.py::test_x[helm3]", conftest.LIFECYCLE_SCOPE),
         ("tests/cluster/test_demo.py::test_x", conftest.DEMO_TEST),
         ("tests/unit/test_placement.py::test_x", conftest.UNIT_SCOPE),
+        ("tests/chart/test_schemas.py::test_x[eks]", conftest.SESSION_SCOPE),
         ("tests/chart/test_render.py::test_x", "tests/chart/test_render.py"),
         ("tests/packaging/test_wheel.py", "tests/packaging/test_wheel.py"),
     ],

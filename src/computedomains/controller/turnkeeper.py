@@ -48,6 +48,8 @@ class TurnKeeper:
         self._written: str | None = None
         self._written_at = 0.0
         self._placing: set[str] = set()
+        self._settle_pending = False
+        """A turn ended (or a leader started): re-stamp the settle once nobody's turn is written."""
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -76,6 +78,7 @@ class TurnKeeper:
         with self._lock:
             # The last leader's turn may have allocations in flight: settle before granting.
             self._state, self._written = turns.State(ended_at=self._clock()), None
+            self._settle_pending = True
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._work, name="turns", daemon=True)
         self._thread.start()
@@ -109,7 +112,8 @@ class TurnKeeper:
             self._state = turns.step(before, self._caches.placement_activity(), now)
             turn = self._state.turn
             placing = turns.placing(self._state, now)
-            settles = turns.ended(before, self._state)
+            if turns.ended(before, self._state):
+                self._settle_pending = True
         if placing != self._placing:
             shown = ", ".join(sorted(placing)[:3]) + (", ..." if len(placing) > 3 else "")
             log.info("%d domain(s) placing%s", len(placing), f": {shown}" if placing else "")
@@ -118,10 +122,13 @@ class TurnKeeper:
         if turn != self._written or renew:
             changed = turn != self._written
             self._write(turn)
-            if settles:
+            if not turn and self._settle_pending:
                 # The settle counts from when the plugins can see that the turn ended.
                 with self._lock:
                     self._state = dataclasses.replace(self._state, ended_at=self._clock())
+                    self._settle_pending = False
+            elif turn:
+                self._settle_pending = False
             if changed:
                 log.info("placement turn: %s", f"ComputeDomain {turn}" if turn else "nobody's "
                          "(binding conditions on free nodes)")  # fmt: skip

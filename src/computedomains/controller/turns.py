@@ -87,10 +87,12 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
     allocated = {uid: a.allocated for uid, a in domains.items()}
     now_placing = placing(State(active_at=active_at), now)
     turn, ended_at = state.turn, state.ended_at
-    # A turn whose domain is gone (or deleting) ends without a settle: a deleted domain's
-    # claims are refused at prepare, a deleting one's workload is going away (a claim of it
-    # that still lands on a free node is refused or unstranded, docs/placement.md).
+    # A turn whose domain is gone (or deleting) after it stopped placing ends without a
+    # settle: nothing of it is in flight (docs/placement.md).
     gone = bool(turn) and turn not in domains
+    if gone and now - state.active_at.get(turn, float("-inf")) < WINDOW:
+        # Deleted while still placing: its allocations may be in flight, so settle.
+        turn, ended_at, gone = "", now, False
     closed = any(not domains[uid].tolerant for uid in now_placing)
     if (len(now_placing) > 1 or closed) and turn and not gone:
         turn, ended_at = "", now  # a race is possible (or a domain needs free nodes open)
@@ -98,7 +100,9 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
         # From a domain that stopped placing or is gone (nothing of it is in flight), or from
         # nobody's once the last turn's allocations have landed (the settle).
         (only,) = now_placing
-        if turn:
+        if gone:
+            turn = only
+        elif turn:
             turn, ended_at = only, now
         elif ended_at is None or now - ended_at >= SETTLE:
             turn = only
