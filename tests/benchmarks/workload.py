@@ -16,18 +16,23 @@ from typing import Any
 
 from kubernetes import client
 
-MAX_BATCH = 500
-"""The Job controller's ceiling on one batch (``MaxPodCreateDeletePerSync``)."""
+MAX_PER_SYNC = 500
+"""The most pods the Job controller creates in one sync (``MaxPodCreateDeletePerSync``); the
+rest wait for its next sync, which starts from a batch of one again."""
 
 
 def slow_start(count: int, first: int = 1) -> Iterator[range]:
-    """Index ranges of the batches for ``count`` pods: 1, 2, 4, ... up to :data:`MAX_BATCH`."""
-    done, size = 0, first
+    """Index ranges of the batches for ``count`` pods: 1, 2, 4, ... within each sync of at
+    most :data:`MAX_PER_SYNC` pods."""
+    done = 0
     while done < count:
-        batch = min(size, count - done, MAX_BATCH)
-        yield range(done, done + batch)
-        done += batch
-        size *= 2
+        sync_end = min(count, done + MAX_PER_SYNC)
+        size = first
+        while done < sync_end:
+            batch = min(size, sync_end - done)
+            yield range(done, done + batch)
+            done += batch
+            size *= 2
 
 
 def create_pods(api: Any, namespace: str, bodies: Sequence[dict[str, Any]]) -> float:

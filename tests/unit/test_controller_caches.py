@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from computedomains.api import constants
+from computedomains.controller import turns
 from computedomains.controller.caches import Caches
 from computedomains.kube import client
+from tests.support.channelclaims import channel_claim
 from tests.support.fakeapi import FakeApi
 
 
@@ -36,3 +38,29 @@ def test_node_events_name_the_old_and_new_domain_and_heartbeats_nothing() -> Non
     on_change("DELETED", node("a", "d2", clique="c2"))
     assert keys[-1] == "d2"
     assert len(keys) == 5
+
+
+def _domain(uid: str) -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "name": uid, "namespace": "ns", "resourceVersion": "1"}}
+
+
+def _allocated(uid: str, domain: str, node_name: str, *, pods: list[str]) -> dict[str, Any]:
+    claim = channel_claim(uid, domain, node=node_name, binding=False)
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": p, "uid": p} for p in pods]
+    return claim
+
+
+def test_a_claim_on_an_unlabelled_node_waits_only_while_a_pod_is_reserved() -> None:
+    caches = Caches(cast(client.Client, FakeApi()), namespace="drv", on_key=lambda _: None,
+                    on_relist=lambda: None)  # fmt: skip
+    caches.domains._put("d1", _domain("d1"))
+    # Allocated on its turn, node not labelled yet: still placing (its node looks free).
+    caches.claims._put("c1", _allocated("c1", "d1", "a", pods=["p1"]))
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=1, allocated=1)}
+    # Prepared there: the label holds the node.
+    caches._node_changed("ADDED", node("a", "d1"))
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    # The pod is gone and the node unprepared, the claim not deleted yet: nothing waits.
+    caches._node_changed("MODIFIED", node("a", "", rv="2"))
+    caches.claims._put("c1", _allocated("c1", "d1", "a", pods=[]))
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}

@@ -16,6 +16,7 @@ from computedomains.controller import placement as decide
 from computedomains.controller.views import Claim, NodeInfo, NodeName
 from computedomains.kubeletplugin import devices
 from tests.support import snapshots
+from tests.support.channelclaims import channel_claim as _claim
 
 X, Y, Z = "uid-x", "uid-y", "uid-z"
 NAMES = {X: "ComputeDomain a/x", Y: "ComputeDomain b/y"}
@@ -96,35 +97,6 @@ def test_the_template_tolerates_and_selects_only_its_own_hold() -> None:
     expression = placement.selector(X)
     assert f'in ["", "{X}"]' in expression
     assert expression.startswith(f'!("{placement.HOLDER_ATTRIBUTE}" in device.attributes[')
-
-
-def _claim(
-    uid: str, domain: str, *, node: str = "n1", at: str = "2026-01-01T00:00:01Z",
-    binding: bool = True, conditions: tuple[tuple[str, str], ...] = (), device: str = "channel-0",
-) -> dict[str, Any]:  # fmt: skip
-    params = {"apiVersion": constants.API_VERSION, "kind": constants.CHANNEL_CONFIG_KIND,
-              "domainID": domain, "allocationMode": "Single"}  # fmt: skip
-    result: dict[str, Any] = {"request": "channel", "driver": constants.DRIVER_NAME,
-                              "pool": node, "device": device}  # fmt: skip
-    if binding:
-        result |= {"bindingConditions": [placement.RESERVED_CONDITION],
-                   "bindingFailureConditions": [placement.REFUSED_CONDITION]}  # fmt: skip
-    status: dict[str, Any] = {
-        "allocation": {
-            "devices": {
-                "results": [result],
-                "config": [{"source": "FromClaim", "requests": ["channel"],
-                            "opaque": {"driver": constants.DRIVER_NAME, "parameters": params}}],
-            },
-            "allocationTimestamp": at,
-        }
-    }  # fmt: skip
-    if conditions:
-        status["devices"] = [
-            {"driver": constants.DRIVER_NAME, "pool": node, "device": device,
-             "conditions": [{"type": t, "status": v} for t, v in conditions]}
-        ]  # fmt: skip
-    return {"metadata": {"uid": uid, "namespace": "ns", "name": f"claim-{uid}"}, "status": status}
 
 
 def _parsed(claim: dict[str, Any]) -> placement.ChannelAllocation:

@@ -76,7 +76,7 @@ def test_a_new_allocation_counts_as_placing_and_a_gone_domain_loses_the_turn() -
     # B is deleted (gone from the live domains) and A places again alone: A's turn.
     state = turns.step(state, {A: Activity(1, 2)}, 3 * turns.WINDOW + 1)
     assert state.turn == A
-    # ... and is deleted a second later, still placing: its turn ends with a settle.
+    # ... and is deleted a second later, a claim still waiting: its turn ends with a settle.
     state = turns.step(state, {}, 3 * turns.WINDOW + 2)
     assert state.turn == "" and turns.settling(state, 3 * turns.WINDOW + 2) == turns.SETTLE
 
@@ -138,11 +138,21 @@ def test_fewer_allocations_are_not_placing() -> None:
     assert state.turn == B
 
 
-def test_a_domain_deleted_while_still_placing_ends_its_turn_with_a_settle() -> None:
+def test_a_domain_deleted_with_claims_waiting_ends_its_turn_with_a_settle() -> None:
     state = turns.step(State(), {A: Activity(18, 0)}, 0.0)
     assert state.turn == A
-    # A is deleted 1 s later, its claims maybe still on their way: settle before B's turn.
+    # A is deleted 1 s later, its claims still on their way: settle before B's turn.
     before, state = state, turns.step(state, {B: IDLE}, 1.0)
     assert state.turn == "" and turns.ended(before, state)
     state = turns.step(state, {B: IDLE}, 1.0 + turns.SETTLE)
     assert state.turn == B
+
+
+def test_a_domain_deleted_just_after_it_formed_hands_the_turn_over_at_once() -> None:
+    state = turns.step(State(), {A: Activity(18, 0)}, 0.0)
+    state = turns.step(state, {A: Activity(0, 18)}, 2.0)
+    assert state.turn == A and A in turns.placing(state, 3.0), "still in its placing window"
+    # Its job ends a second later: nothing of A waits, so B (the next job) has the turn now.
+    before, state = state, turns.step(state, {B: IDLE}, 3.0)
+    assert state.turn == B and not turns.ended(before, state)
+    assert turns.settling(state, 3.0) == 0.0

@@ -13,6 +13,7 @@ import pytest
 
 from computedomains import waiting
 from computedomains.sim.kubelet import podspec, probes, runner
+from computedomains.sim.kubelet import status as pod_status
 
 IMAGES = {"main": "busybox", "init": "busybox"}
 
@@ -224,3 +225,48 @@ def test_stopped_phase_is_succeeded_only_when_every_container_exited_zero() -> N
     assert runner.stopped_phase([0, 143]) == "Failed"
     assert runner.stopped_phase([0, None]) == "Failed"  # never ran, or no exit seen
     assert runner.stopped_phase([]) == "Failed"
+
+
+def test_a_pod_deleted_during_its_init_container_never_reports_initialized(
+    tmp_path: pathlib.Path, prober: probes.Prober
+) -> None:
+    init = podspec.ContainerPlan(
+        name="init", argv=(sys.executable, "-c", "print('init up', flush=True); import time; "
+                           "time.sleep(60)"), env={}, cwd=tmp_path, mounts=(),
+    )  # fmt: skip
+    main = podspec.ContainerPlan(
+        name="main", argv=(sys.executable, "-c", "pass"), env={}, cwd=tmp_path, mounts=()
+    )
+    plan = podspec.PodPlan(init=(init,), containers=(main,), restart_policy="Always")
+    pod = runner.PodRunner(label="ns/init", plan=plan, log_dir=tmp_path / "log", prober=prober)
+    log = tmp_path / "log" / "init.log"
+
+    def up() -> bool:
+        pod.tick(time.monotonic())
+        return log.exists() and "init up" in log.read_text()
+
+    waiting.until("the init container to run", up, timeout=30, interval=0.05)
+    pod.terminate(time.monotonic(), grace=10)
+    assert _until_phase(pod) == "Failed"
+    status = _status(pod)
+    assert _condition(status, "Initialized") == "False"
+    assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
+    assert not (tmp_path / "log" / "main.log").exists(), "the container never started"
+
+
+def test_a_deleted_pod_that_never_ran_ends_failed_with_every_container_unknown() -> None:
+    spec = {"initContainers": [{"name": "init"}], "containers": [{"name": "main"}]}
+    previous = [{"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    final = pod_status.never_started(
+        spec, images=IMAGES, previous=previous, now="2026-01-01T00:00:09Z"
+    )
+    assert final["phase"] == "Failed"
+    for entry in final["initContainerStatuses"] + final["containerStatuses"]:
+        terminated = entry["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (137, "ContainerStatusUnknown")
+        assert entry["image"] == "busybox" and not entry["ready"]
+    conditions = {c["type"]: c for c in final["conditions"]}
+    assert conditions["Initialized"]["status"] == "False"
+    ready = conditions["Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "PodFailed")
+    assert ready["lastTransitionTime"] == "2026-01-01T00:00:00Z", "not ready before either"

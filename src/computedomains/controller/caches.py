@@ -344,8 +344,9 @@ class Caches:
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
                 # A node it took counts as waiting until a prepare labels it: until then its
-                # plugin may still show it free (no slot, no clique).
-                unlabelled = not self.node_label(allocation.node)
+                # plugin may still show it free (no slot, no clique). A claim reserved for no
+                # pod any more (its pod is gone, the node unprepared) is on its way out.
+                unlabelled = bool(allocation.pods) and not self.node_label(allocation.node)
                 seen.append(turns.ClaimState(allocation.domain_uid, allocated=True,
                                              waiting=allocation.pending or unlabelled))  # fmt: skip
         found = turns.activity(seen)

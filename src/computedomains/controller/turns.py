@@ -64,6 +64,9 @@ class State:
     """Per domain: when it was last seen placing (monotonic seconds)."""
     allocated: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """Per domain: its allocated claims last time, so a new allocation counts as placing."""
+    waiting: frozenset[str] = frozenset()
+    """The domains that had a claim waiting last time: one deleted meanwhile may have
+    allocations in flight."""
 
 
 def placing(state: State, now: float) -> set[str]:
@@ -85,13 +88,14 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
         else:
             active_at[uid] = before
     allocated = {uid: a.allocated for uid, a in domains.items()}
+    waiting = frozenset(uid for uid, a in domains.items() if a.waiting)
     now_placing = placing(State(active_at=active_at), now)
     turn, ended_at = state.turn, state.ended_at
-    # A turn whose domain is gone (or deleting) after it stopped placing ends without a
-    # settle: nothing of it is in flight (docs/placement.md).
+    # A turn whose domain is gone (or deleting) with no claim waiting ends without a settle:
+    # nothing of it is in flight (docs/placement.md).
     gone = bool(turn) and turn not in domains
-    if gone and now - state.active_at.get(turn, float("-inf")) < WINDOW:
-        # Deleted while still placing: its allocations may be in flight, so settle.
+    if gone and turn in state.waiting:
+        # Deleted with claims still waiting: their allocations may be in flight, so settle.
         turn, ended_at, gone = "", now, False
     closed = any(not domains[uid].tolerant for uid in now_placing)
     if (len(now_placing) > 1 or closed) and turn and not gone:
@@ -108,7 +112,9 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
             turn = only
     elif gone:
         turn = ""
-    return State(turn=turn, ended_at=ended_at, active_at=active_at, allocated=allocated)
+    return State(
+        turn=turn, ended_at=ended_at, active_at=active_at, allocated=allocated, waiting=waiting
+    )
 
 
 def ended(before: State, after: State) -> bool:

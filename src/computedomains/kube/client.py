@@ -260,6 +260,7 @@ def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pat
 
 NOT_FOUND = 404
 CONFLICT = 409
+INVALID = 422
 API_ERRORS: tuple[type[Exception], ...] = (ApiError, urllib3.exceptions.HTTPError, OSError)
 """What a call raises when the server refuses it or cannot be reached."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import logging
 import os
 import pathlib
@@ -39,6 +40,7 @@ from computedomains.kube import client as kube_client
 from computedomains.kube import events, informer, kubeconfig, pods, wire
 from computedomains.sim import processes
 from computedomains.sim.kubelet import dra, images, node, podspec, probes, runner, serviceproxy
+from computedomains.sim.kubelet import status as pod_status
 
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
@@ -234,12 +236,65 @@ class SimKubelet:
                 self._report(running)
         self._unrunnable &= set(wanted)
         for uid, pod in chart.items():
-            if "deletionTimestamp" in pod["metadata"] and uid not in self._running:
+            deleted = "deletionTimestamp" in pod["metadata"] and uid not in self._running
+            if deleted and self._ended(pod):
                 self._remove(pod)
         self._removed &= set(chart)
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
                 self._maybe_start(pod, now)
+
+    def _ended(self, pod: wire.Pod) -> bool:
+        """A deleted pod that no process of ours runs has a terminal phase (written if need be).
+
+        One never started (deleted before its claims were prepared, or not runnable) ends
+        ``Failed``, as a kubelet ends it.
+        """
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            return True
+        final = pod_status.never_started(
+            pod.get("spec", {}),
+            images=_images(pod),
+            previous=pod.get("status", {}).get("conditions") or [],
+            now=pod_status.stamp(datetime.datetime.now(datetime.UTC)),
+        )
+        return self._patch_status(pod, final)
+
+    def _patch_status(self, pod: wire.Pod, status: Mapping[str, Any]) -> bool:
+        """Write ``status`` to this pod (not a new one of the same name); False: retry later.
+
+        The patch carries the pod's UID, as the kubelet's does, so that it never lands on a
+        pod created since under the same name; such a pod, or none, means nothing is left to
+        report.
+        """
+        meta = pod["metadata"]
+        path = resources.PODS.path(meta["name"], namespace=meta["namespace"])
+        try:
+            self._api.patch(
+                f"{path}/status",
+                {"metadata": {"uid": meta["uid"]}, "status": status},
+                strategic=True,  # conditions merge by type; container statuses are replaced
+            )
+        except kube_client.ApiError as exc:
+            if exc.status == kube_client.NOT_FOUND or (
+                exc.status in (kube_client.CONFLICT, kube_client.INVALID)
+                and not self._same_pod(path, meta["uid"])
+            ):
+                return True  # gone (or replaced) meanwhile: nothing left to report
+            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
+            return False
+        except kube_client.API_ERRORS as exc:
+            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
+            return False
+        return True
+
+    def _same_pod(self, path: str, uid: str) -> bool:
+        """The pod at ``path`` is still the one with ``uid`` (True when that cannot be read)."""
+        try:
+            found = self._api.find(path)
+        except kube_client.API_ERRORS:
+            return True
+        return found is not None and found["metadata"]["uid"] == uid
 
     def _remove(self, pod: wire.Pod) -> None:
         """The kubelet's last word on a deleted pod whose processes have all ended."""
@@ -349,19 +404,7 @@ class SimKubelet:
         )
         if status == running.reported:
             return True
-        try:
-            self._api.patch(
-                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/status",
-                {"status": status},
-                strategic=True,  # conditions merge by type; container statuses are replaced
-            )
-        except kube_client.ApiError as exc:
-            if exc.status == kube_client.NOT_FOUND:
-                return True  # gone meanwhile: nothing left to report
-            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
-            return False
-        except kube_client.API_ERRORS as exc:
-            _LOG.warning("status of %s/%s: %s", meta["namespace"], meta["name"], exc)
+        if not self._patch_status(pod, status):
             return False
         if status["phase"] != (running.reported or {}).get("phase"):
             _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], status["phase"])

@@ -171,6 +171,8 @@ class PodRunner:
         self._init = [_Container(p, init=not p.sidecar) for p in plan.init]
         self._containers = [_Container(p, init=False) for p in plan.containers]
         self._phase = _Phase.INIT
+        self._initialized = False
+        """Every init container completed (stays so while the pod stops)."""
         self._kill_at = 0.0
 
     def pids(self) -> list[int]:
@@ -225,7 +227,7 @@ class PodRunner:
         gates and ``conditions`` its conditions now (for their transition times and gates).
         """
         now = pod_status.stamp(datetime.datetime.now(datetime.UTC))
-        initializing = self._phase in (_Phase.INIT, _Phase.FAILED)
+        initializing = not self._initialized
         init_views = [self._view(c, before_start="PodInitializing") for c in self._init]
         main_views = [
             self._view(c, before_start="PodInitializing" if initializing else "ContainerCreating")
@@ -234,7 +236,7 @@ class PodRunner:
         final = self.phase
         init_only = [v for v, c in zip(init_views, self._init, strict=True) if c.init]
         sidecars = [v for v, c in zip(init_views, self._init, strict=True) if not c.init]
-        initialized = not initializing
+        initialized = self._initialized
         pod_conditions = pod_status.conditions(
             init=init_only, sidecars=sidecars, containers=main_views, initialized=initialized,
             final=final, gates=gates, previous=conditions, now=now,
@@ -322,6 +324,7 @@ class PodRunner:
                 self._start(container, now)
             return  # the next init container waits for this one
         self._phase = _Phase.RUNNING
+        self._initialized = True
 
     # -- probes ---------------------------------------------------------------------------
 

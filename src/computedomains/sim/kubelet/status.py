@@ -165,3 +165,46 @@ def phase(*, initialized: bool, containers: Sequence[ContainerView], final: str 
     if initialized and any(v.state is State.RUNNING or v.exit for v in containers):
         return "Running"
     return "Pending"
+
+
+NEVER_STARTED = {
+    "exitCode": 137,
+    "reason": "ContainerStatusUnknown",
+    "message": "The container could not be located when the pod was terminated",
+}
+"""The ``terminated`` record the kubelet gives a container that never ran in a pod it ends."""
+
+
+def never_started(
+    pod_spec: Mapping[str, Any],
+    *,
+    images: Mapping[str, str],
+    previous: Sequence[Mapping[str, Any]],
+    now: str,
+) -> dict[str, Any]:
+    """The last status of a deleted pod none of whose containers ran: ``Failed``.
+
+    A kubelet ends every pod it stops in a terminal phase before it is removed (the
+    ResourceClaim controller frees a pod's claims only then), a pod it never started too:
+    each container ``terminated`` with :data:`NEVER_STARTED`.
+    """
+
+    def views(kind: str) -> list[ContainerView]:
+        return [
+            ContainerView(c["name"], State.TERMINATED, exit={**NEVER_STARTED, "finishedAt": now})
+            for c in pod_spec.get(kind) or []
+        ]
+
+    init, containers = views("initContainers"), views("containers")
+    failed = conditions(
+        init=init, sidecars=[], containers=containers, initialized=False, final="Failed",
+        gates=[], previous=previous, now=now,
+    )  # fmt: skip
+    body: dict[str, Any] = {
+        "phase": "Failed",
+        "conditions": failed,
+        "containerStatuses": [container_status(v, images.get(v.name, "")) for v in containers],
+    }
+    if init:
+        body["initContainerStatuses"] = [container_status(v, images.get(v.name, "")) for v in init]
+    return body
