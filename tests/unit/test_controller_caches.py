@@ -50,7 +50,7 @@ def _allocated(uid: str, domain: str, node_name: str, *, pods: list[str]) -> dic
     return claim
 
 
-def test_a_claim_on_an_unlabelled_node_waits_only_while_a_pod_is_reserved() -> None:
+def test_a_claim_waits_on_an_unlabelled_node_only_until_it_landed_and_while_reserved() -> None:
     caches = Caches(cast(client.Client, FakeApi()), namespace="drv", on_key=lambda _: None,
                     on_relist=lambda: None)  # fmt: skip
     caches.domains._put("d1", _domain("d1"))
@@ -60,7 +60,10 @@ def test_a_claim_on_an_unlabelled_node_waits_only_while_a_pod_is_reserved() -> N
     # Prepared there: the label holds the node.
     caches._node_changed("ADDED", node("a", "d1"))
     assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
-    # The pod is gone and the node unprepared, the claim not deleted yet: nothing waits.
+    # The pod ends: the node is unprepared (unlabelled) while the pod is still reserved. The
+    # claim has landed, so its domain does not place again.
     caches._node_changed("MODIFIED", node("a", "", rv="2"))
-    caches.claims._put("c1", _allocated("c1", "d1", "a", pods=[]))
     assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    # A pod gone before its node was ever labelled: its claim waits for nothing either.
+    caches.claims._put("c2", _allocated("c2", "d1", "b", pods=[]))
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=2)}

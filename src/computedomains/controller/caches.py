@@ -158,6 +158,8 @@ class Caches:
         self._membership: dict[str, tuple[str, str]] = {}
         """(domain, clique) label values last seen per node: a removed label still names
         its old domain, and a change of neither is no news."""
+        self._landed: frozenset[str] = frozenset()
+        """Allocated channel claims whose node has been seen labelled since (``turns``)."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
@@ -326,6 +328,7 @@ class Caches:
             if not d["metadata"].get("deletionTimestamp")
         }
         seen: list[turns.ClaimState] = []
+        landed: set[str] = set()
         for claim in self.claims.items():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
@@ -344,11 +347,15 @@ class Caches:
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
                 # A node it took counts as waiting until a prepare labels it: until then its
-                # plugin may still show it free (no slot, no clique). A claim reserved for no
-                # pod any more (its pod is gone, the node unprepared) is on its way out.
-                unlabelled = bool(allocation.pods) and not self.node_label(allocation.node)
+                # plugin may still show it free (no slot, no clique). Once labelled it has
+                # landed: its pod ending, which unlabels the node, is no placement; nor is a
+                # claim reserved for no pod any more (its pod gone before it landed).
+                if self.node_label(allocation.node) or allocation.uid in self._landed:
+                    landed.add(allocation.uid)
+                unlabelled = bool(allocation.pods) and allocation.uid not in landed
                 seen.append(turns.ClaimState(allocation.domain_uid, allocated=True,
                                              waiting=allocation.pending or unlabelled))  # fmt: skip
+        self._landed = frozenset(landed)
         found = turns.activity(seen)
         return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}
 
