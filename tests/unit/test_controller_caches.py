@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from computedomains.api import constants
+from computedomains.api import constants, placement
 from computedomains.controller import turns
 from computedomains.controller.caches import Caches
 from computedomains.kube import client
@@ -64,6 +64,14 @@ def test_a_claim_waits_on_an_unlabelled_node_only_until_it_landed_and_while_rese
     # claim has landed, so its domain does not place again.
     caches._node_changed("MODIFIED", node("a", "", rv="2"))
     assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    # Its pod gone, the ResourceClaim controller deallocates it before deleting it.
+    released = _allocated("c1", "d1", "a", pods=[])
+    del released["status"]["allocation"]
+    request = {"name": "channel", "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS}}
+    released["spec"] = {"devices": {"requests": [request]}}
+    assert placement.asks_for_a_channel(released)
+    caches.claims._put("c1", released)
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=0)}
     # A pod gone before its node was ever labelled: its claim waits for nothing either.
     caches.claims._put("c2", _allocated("c2", "d1", "b", pods=[]))
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=2)}
+    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}

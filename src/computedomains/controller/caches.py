@@ -336,12 +336,17 @@ class Caches:
             if allocation is None:
                 if not placement.asks_for_a_channel(claim):
                     continue
+                claim_uid = str(claim["metadata"].get("uid", ""))
+                if claim_uid in self._landed:
+                    # Deallocated once its pod ended (on its way to deletion): waits for nothing.
+                    landed.add(claim_uid)
+                    continue
                 uid = placement.domain_of(claim)
                 if not uid:
                     # Its config names no domain it could read (the plugin refuses it at
                     # prepare, saying why): it needs free nodes open, so it counts as a placer
                     # of its own that no turn fits.
-                    uid = f"claim/{claim['metadata'].get('uid', '')}"
+                    uid = f"claim/{claim_uid}"
                     live.add(uid)
                 tolerant = placement.tolerates_own_hold(claim, uid)
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
