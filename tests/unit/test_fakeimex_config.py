@@ -92,7 +92,10 @@ def test_faults(text: str, faults: config.Faults) -> None:
     assert config.parse_faults(text) == faults
 
 
-@pytest.mark.parametrize("text", ["bnd", "crash-after=soon", "refuse=", "crash"])
+@pytest.mark.parametrize(
+    "text",
+    ["bnd", "crash-after=soon", "refuse=", "crash", "crash-after=2.", "crash-after=.5", "bind=1"],
+)
 def test_unknown_faults_are_errors(text: str) -> None:
     with pytest.raises(config.ConfigError, match="unknown fault"):
         config.parse_faults(text)

@@ -7,6 +7,7 @@ import os
 import pathlib
 import random
 import signal
+import socket
 import subprocess
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from computedomains import waiting
-from computedomains.sim.fakeimex import config, ctl, install
+from computedomains.sim.fakeimex import config, ctl, install, wire
 
 NAMES = ("cd-0badcafe-0000", "cd-0badcafe-0001", "cd-0badcafe-0002")
 
@@ -205,3 +206,20 @@ def test_ctl_without_a_daemon_is_unavailable(domain: list[Fake]) -> None:
     query = ctl_command(a, "-q")
     assert (query.returncode, query.stdout) == (1, "UNAVAILABLE\n")
     assert "cannot reach the IMEX daemon" in query.stderr
+
+
+def test_the_wire_carries_one_message_each_way_and_refuses_garbage() -> None:
+    left, right = socket.socketpair()
+    with left, right:
+        right.settimeout(5)
+        message = {"cmd": "nodes", "nodes": [{"index": 0, "address": None, "up": True}]}
+        wire.send_message(left, message)
+        assert wire.read_message(right) == message
+        for garbage in (b"\x00\x00\x00\x03abc", b"\x00\x00\x00\x02N\x00", (1 << 20).to_bytes(4)):
+            left.sendall(garbage)
+            with pytest.raises(ValueError):
+                wire.read_message(right)
+        left.sendall(b"\x00\x00")
+        left.shutdown(socket.SHUT_WR)
+        with pytest.raises(ConnectionError):
+            wire.read_message(right)

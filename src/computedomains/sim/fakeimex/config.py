@@ -4,16 +4,20 @@ The config format is the real one: ``KEY=VALUE`` lines, ``#`` comments, blank li
 the fake has no use for are accepted and ignored, as IMEX accepts keys of other versions.
 
 ``nvidia-imex-ctl`` imports this module on every run, so it imports only what the ctl
-needs anyway (``socket`` for addresses, ``typing`` for the records): a ctl run is a Python
-start, and a forming domain runs several per node.
+needs anyway (``socket`` for addresses): a ctl run is a Python start, a forming domain runs
+one or more per node, and ``typing``, ``re`` or ``json`` would cost more than the run's own
+work (the real ctl is a native program that starts in a millisecond). The records are
+therefore plain classes (:class:`Record`), and annotation-only names are imported for the
+type checker alone.
 """
 
 from __future__ import annotations
 
-import re
 import socket
-from collections.abc import Sequence
-from typing import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 DEFAULT_CONFIG = "/etc/nvidia-imex/config.cfg"
 HOSTS_ENV = "COMPUTE_DOMAINS_FAKE_IMEX_HOSTS"
@@ -35,11 +39,38 @@ class UsageError(ValueError):
     """A command line is wrong; the message says how."""
 
 
-class CommandLine(NamedTuple):
+class Record:
+    """A small record compared and shown by its fields (``__slots__``), as a NamedTuple is."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def fields(self) -> tuple[object, ...]:
+        """The field values, in ``__slots__`` order."""
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and isinstance(other, Record)
+            and (other.fields() == self.fields())
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.fields())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={v!r}" for n, v in zip(self.__slots__, self.fields(), strict=True))
+        return f"{type(self).__name__}({shown})"
+
+
+class CommandLine(Record):
     """What both programs are given: ``-c CONFIG`` and on/off switches."""
 
-    config: str
-    switches: frozenset[str]
+    __slots__ = ("config", "switches")
+
+    def __init__(self, config: str, switches: frozenset[str]) -> None:
+        self.config = config
+        self.switches = switches
 
 
 def parse_command_line(argv: Sequence[str], switches: set[str]) -> CommandLine:
@@ -67,36 +98,65 @@ def read(path: str) -> str:
         return file.read()
 
 
-class ImexConfig(NamedTuple):
-    """The keys of ``imexd.cfg`` the fake acts on."""
+class ImexConfig(Record):
+    """The keys of ``imexd.cfg`` the fake acts on.
 
-    server_port: int
-    node_config_file: str
-    bind_ip: str
-    """``BIND_INTERFACE_IP``; empty means "the address of this node in nodes.cfg"."""
-    cmd_enabled: bool
-    cmd_bind_ip: str
-    cmd_port: int
+    ``bind_ip`` is ``BIND_INTERFACE_IP``; empty means "the address of this node in
+    nodes.cfg".
+    """
+
+    __slots__ = (
+        "bind_ip",
+        "cmd_bind_ip",
+        "cmd_enabled",
+        "cmd_port",
+        "node_config_file",
+        "server_port",
+    )  # fmt: skip
+
+    def __init__(
+        self, *, server_port: int, node_config_file: str, bind_ip: str, cmd_enabled: bool,
+        cmd_bind_ip: str, cmd_port: int,
+    ) -> None:  # fmt: skip
+        self.server_port = server_port
+        self.node_config_file = node_config_file
+        self.bind_ip = bind_ip
+        self.cmd_enabled = cmd_enabled
+        self.cmd_bind_ip = cmd_bind_ip
+        self.cmd_port = cmd_port
 
 
-class Node(NamedTuple):
-    """One line of ``nodes.cfg`` and the address it resolves to (None: unresolved)."""
+class Node(Record):
+    """One line of ``nodes.cfg`` and the address it resolves to (None: unresolved).
 
-    number: int
-    """The line's position in ``nodes.cfg`` from 0: IMEX's node index."""
-    name: str
-    address: str | None
+    ``number`` is the line's position in ``nodes.cfg`` from 0: IMEX's node index.
+    """
+
+    __slots__ = ("address", "name", "number")
+
+    def __init__(self, *, number: int, name: str, address: str | None) -> None:
+        self.number = number
+        self.name = name
+        self.address = address
 
 
-class Faults(NamedTuple):
-    """Failures to inject, from ``COMPUTE_DOMAINS_FAKE_IMEX_FAIL`` or the ``fail`` file."""
+class Faults(Record):
+    """Failures to inject, from ``COMPUTE_DOMAINS_FAKE_IMEX_FAIL`` or the ``fail`` file.
 
-    bind: bool = False
-    """Fail to bind the server port, as when another IMEX holds it."""
-    crash_after: float | None = None
-    """Seconds after start at which the daemon dies with an error."""
-    refuse: frozenset[str] = frozenset()
-    """``nodes.cfg`` names whose connections are refused, both ways."""
+    ``bind``: fail to bind the server port, as when another IMEX holds it. ``crash_after``:
+    seconds after start at which the daemon dies with an error. ``refuse``: ``nodes.cfg``
+    names whose connections are refused, both ways.
+    """
+
+    __slots__ = ("bind", "crash_after", "refuse")
+
+    def __init__(
+        self, *, bind: bool = False, crash_after: float | None = None,
+        refuse: frozenset[str] = frozenset(),
+    ) -> None:  # fmt: skip
+        self.bind = bind
+        self.crash_after = crash_after
+        self.refuse = refuse
 
     def merged(self, other: Faults) -> Faults:
         """Both sets of faults at once (``other``'s crash time wins when both set one)."""
@@ -208,7 +268,23 @@ def dialable(address: str | None) -> bool:
     return packed[0] == _LOOPBACK_FIRST_OCTET
 
 
-_FAULT = re.compile(r"^(bind|crash-after=(?P<after>\d+(\.\d+)?)|refuse=(?P<name>\S+))$")
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _fault(item: str) -> Faults:
+    """One fault word; raises :class:`ConfigError` for anything else."""
+    kind, _, value = item.partition("=")
+    if item == "bind":
+        return Faults(bind=True)
+    whole, dot, fraction = value.partition(".")
+    if kind == "crash-after" and _digits(whole) and (not dot or _digits(fraction)):
+        return Faults(crash_after=float(value))
+    if kind == "refuse" and value:
+        return Faults(refuse=frozenset({value}))
+    raise ConfigError(
+        f"unknown fault {item!r}: expected bind, crash-after=<seconds> or refuse=<name>"
+    )
 
 
 def parse_faults(text: str) -> Faults:
@@ -218,15 +294,5 @@ def parse_faults(text: str) -> Faults:
     """
     faults = Faults()
     for item in text.replace(",", " ").split():
-        match = _FAULT.match(item)
-        if match is None:
-            raise ConfigError(
-                f"unknown fault {item!r}: expected bind, crash-after=<seconds> or refuse=<name>"
-            )
-        if item == "bind":
-            faults = faults._replace(bind=True)
-        elif match["after"] is not None:
-            faults = faults._replace(crash_after=float(match["after"]))
-        else:
-            faults = faults._replace(refuse=faults.refuse | {match["name"]})
+        faults = faults.merged(_fault(item))
     return faults

@@ -4,19 +4,22 @@
 the nodes of ``nodes.cfg`` with their connection state, ``-N -j`` as JSON. A daemon that does
 not answer is ``UNAVAILABLE`` (exit 1), the reason on stderr.
 
-The agent runs it for every health check, so it starts lean: no ``argparse`` or ``pathlib``
-(their imports cost more than the rest of a run), only the config parser and the wire format.
+The agent runs it for every health check, so it starts lean: no ``argparse``, ``pathlib``,
+``typing`` or ``json`` (``-j`` alone loads it), only the config parser and the wire format
+(their imports cost more than the rest of a run).
 """
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
-from collections.abc import Sequence
-from typing import Any, NamedTuple
 
 from computedomains.sim.fakeimex import config, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
 
 USAGE = "usage: nvidia-imex-ctl [-c CONFIG] (-q | -N [-j])"
 
@@ -32,8 +35,8 @@ def ask(cfg: config.ImexConfig, command: str) -> dict[str, Any]:
         raise ConnectionError(f"fake IMEX talks to loopback addresses only, got {address!r}")
     with socket.create_connection((address, cfg.cmd_port), timeout=_TIMEOUT) as sock:
         sock.settimeout(_TIMEOUT)
-        wire.send_line(sock, {"cmd": command})
-        return wire.read_line(sock)
+        wire.send_message(sock, {"cmd": command})
+        return wire.read_message(sock)
 
 
 def nodes_text(answer: dict[str, Any]) -> str:
@@ -47,13 +50,15 @@ def nodes_text(answer: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class Options(NamedTuple):
-    """The command line: which config, which question, which output."""
+class Options(config.Record):
+    """The command line: which config, which question (``-q``; otherwise ``-N``), which output."""
 
-    config: str
-    query: bool
-    """``-q``; otherwise ``-N``."""
-    json: bool
+    __slots__ = ("config", "json", "query")
+
+    def __init__(self, *, config: str, query: bool, json: bool) -> None:
+        self.config = config
+        self.query = query
+        self.json = json
 
 
 def parse_args(argv: Sequence[str]) -> Options:
@@ -82,5 +87,10 @@ def main(argv: Sequence[str]) -> int:
     if options.query:
         print(answer.get("state", "UNAVAILABLE"))
         return 0 if answer.get("state") == "READY" else 1
-    print(json.dumps(answer, indent=2) if options.json else nodes_text(answer))
+    if options.json:
+        import json  # noqa: PLC0415 - only -j needs it; every -q run would pay its import
+
+        print(json.dumps(answer, indent=2))
+    else:
+        print(nodes_text(answer))
     return 0

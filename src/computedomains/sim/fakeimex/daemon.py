@@ -15,10 +15,13 @@ import socket
 import threading
 import time
 import types
-from collections.abc import Sequence
-from typing import Any, NamedTuple
 
 from computedomains.sim.fakeimex import config, links, log, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: ``typing`` would cost every daemon start its import
+    from collections.abc import Sequence
+    from typing import Any
 
 RELOAD_INTERVAL = 5.0
 """Seconds between processed SIGUSR1s; real IMEX ignores signals that come sooner."""
@@ -30,12 +33,15 @@ class StartupError(Exception):
     """The daemon cannot run; the message is logged as IMEX's error and it exits 1."""
 
 
-class Inputs(NamedTuple):
+class Inputs(config.Record):
     """Everything the daemon reads from disk and the environment, parsed."""
 
-    config_path: str
-    imex: config.ImexConfig
-    faults: config.Faults
+    __slots__ = ("config_path", "faults", "imex")
+
+    def __init__(self, config_path: str, imex: config.ImexConfig, faults: config.Faults) -> None:
+        self.config_path = config_path
+        self.imex = imex
+        self.faults = faults
 
 
 def load_faults(config_path: str, environ: dict[str, str]) -> config.Faults:
@@ -193,8 +199,8 @@ class Daemon:
     def _peer(self, conn: socket.socket, source: str) -> None:
         conn.settimeout(5)
         try:
-            answer = self._links.answer(wire.read_line(conn), source)
-            wire.send_line(conn, answer)
+            answer = self._links.answer(wire.read_message(conn), source)
+            wire.send_message(conn, answer)
         except (OSError, ValueError):
             return
         if answer["ok"]:
@@ -203,8 +209,8 @@ class Daemon:
     def _command(self, conn: socket.socket, source: str) -> None:
         conn.settimeout(5)
         try:
-            request = wire.read_line(conn)
-            wire.send_line(conn, self._answer(str(request.get("cmd", ""))))
+            request = wire.read_message(conn)
+            wire.send_message(conn, self._answer(str(request.get("cmd", ""))))
         except (OSError, ValueError):
             return
 

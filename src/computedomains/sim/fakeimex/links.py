@@ -15,10 +15,13 @@ import enum
 import hashlib
 import socket
 import threading
-from collections.abc import Mapping
-from typing import Any, NamedTuple
 
 from computedomains.sim.fakeimex import config, log, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: ``typing`` would cost every daemon start its import
+    from collections.abc import Mapping
+    from typing import Any
 
 PROTOCOL = "fake-imex/1"
 _CONNECT_TIMEOUT = 2.0
@@ -41,14 +44,20 @@ class PeerState(enum.StrEnum):
     """Not a loopback address (an unused slot): never dialed."""
 
 
-class View(NamedTuple):
+class View(config.Record):
     """One configuration generation: this node, its peers, the port, the domain."""
 
-    self_node: config.Node
-    nodes: tuple[config.Node, ...]
-    server_port: int
-    tag: str
-    refuse: frozenset[str]
+    __slots__ = ("nodes", "refuse", "self_node", "server_port", "tag")
+
+    def __init__(
+        self, *, self_node: config.Node, nodes: tuple[config.Node, ...], server_port: int,
+        tag: str, refuse: frozenset[str],
+    ) -> None:  # fmt: skip
+        self.self_node = self_node
+        self.nodes = nodes
+        self.server_port = server_port
+        self.tag = tag
+        self.refuse = refuse
 
 
 def domain_tag(entries: tuple[str, ...]) -> str:
@@ -186,8 +195,8 @@ class Links:
                     source_address=(view.self_node.address, 0),
                 ) as sock:
                     sock.settimeout(_HANDSHAKE_TIMEOUT)
-                    wire.send_line(sock, hello(view, node))
-                    reply = wire.read_line(sock)
+                    wire.send_message(sock, hello(view, node))
+                    reply = wire.read_message(sock)
                     if not reply.get("ok"):
                         self._set(view, node, PeerState.REFUSED, str(reply.get("error", "")))
                     else:
