@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any, cast
 
 from computedomains.api import constants, placement
@@ -44,34 +45,76 @@ def _domain(uid: str) -> dict[str, Any]:
     return {"metadata": {"uid": uid, "name": uid, "namespace": "ns", "resourceVersion": "1"}}
 
 
-def _allocated(uid: str, domain: str, node_name: str, *, pods: list[str]) -> dict[str, Any]:
+def _allocated(uid: str, domain: str, node_name: str, *, generated: bool = True) -> dict[str, Any]:
     claim = channel_claim(uid, domain, node=node_name, binding=False)
-    claim["status"]["reservedFor"] = [{"resource": "pods", "name": p, "uid": p} for p in pods]
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": "p"}]
+    claim["spec"] = {"devices": {
+        "requests": [{"name": "channel",
+                      "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS}}],
+        "config": claim["status"]["allocation"]["devices"]["config"],
+    }}  # fmt: skip
+    if generated:
+        claim["metadata"]["ownerReferences"] = [
+            {"kind": "Pod", "name": "p", "uid": "p", "controller": True}
+        ]
     return claim
 
 
-def test_a_claim_waits_on_an_unlabelled_node_only_until_it_landed_and_while_reserved() -> None:
+def _released(claim: dict[str, Any]) -> dict[str, Any]:
+    """As the ResourceClaim controller leaves a claim whose pod is gone, before deleting it."""
+    claim = copy.deepcopy(claim)
+    del claim["status"]["allocation"], claim["status"]["reservedFor"]
+    assert placement.asks_for_a_channel(claim)
+    return claim
+
+
+def _caches() -> Caches:
     caches = Caches(cast(client.Client, FakeApi()), namespace="drv", on_key=lambda _: None,
                     on_relist=lambda: None)  # fmt: skip
     caches.domains._put("d1", _domain("d1"))
+    return caches
+
+
+def test_a_claim_waits_on_its_node_until_labelled_for_its_domain_then_has_landed() -> None:
+    caches = _caches()
     # Allocated on its turn, node not labelled yet: still placing (its node looks free).
-    caches.claims._put("c1", _allocated("c1", "d1", "a", pods=["p1"]))
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=1, allocated=1)}
-    # Prepared there: the label holds the node.
-    caches._node_changed("ADDED", node("a", "d1"))
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    claim = _allocated("c1", "d1", "a")
+    caches.claims._put("c1", claim)
+    assert caches.placement_activity() == ({"d1": turns.Activity(1, 1)}, frozenset())
+    # Another domain's label (a job that is ending) is not this claim's prepare.
+    caches._node_changed("ADDED", node("a", "d0"))
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(1, 1)}
+    # Prepared there: the label holds the node for d1.
+    caches._node_changed("MODIFIED", node("a", "d1", rv="2"))
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
     # The pod ends: the node is unprepared (unlabelled) while the pod is still reserved. The
     # claim has landed, so its domain does not place again.
-    caches._node_changed("MODIFIED", node("a", "", rv="2"))
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    caches._node_changed("MODIFIED", node("a", "", rv="3"))
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
     # Its pod gone, the ResourceClaim controller deallocates it before deleting it.
-    released = _allocated("c1", "d1", "a", pods=[])
-    del released["status"]["allocation"]
-    request = {"name": "channel", "exactly": {"deviceClassName": constants.CHANNEL_DEVICE_CLASS}}
-    released["spec"] = {"devices": {"requests": [request]}}
-    assert placement.asks_for_a_channel(released)
-    caches.claims._put("c1", released)
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=0)}
-    # A pod gone before its node was ever labelled: its claim waits for nothing either.
-    caches.claims._put("c2", _allocated("c2", "d1", "b", pods=[]))
-    assert caches.placement_activity() == {"d1": turns.Activity(waiting=0, allocated=1)}
+    caches.claims._put("c1", _released(claim))
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 0)}
+
+
+def test_a_claim_made_by_hand_waits_again_when_a_new_pod_needs_it() -> None:
+    caches = _caches()
+    claim = _allocated("c1", "d1", "a", generated=False)
+    caches.claims._put("c1", claim)
+    caches._node_changed("ADDED", node("a", "d1"))
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
+    # Deallocated when its pod ended, it stays (nobody deletes it): a new pod waits for it.
+    caches.claims._put("c1", _released(claim))
+    waiting = caches.placement_activity()[0]["d1"]
+    assert (waiting.waiting, waiting.allocated) == (1, 0)
+    # Allocated again, on a node not labelled: placing until its prepare labels it.
+    again = channel_claim("c1", "d1", node="b", at="2026-01-01T00:09:00Z", binding=False)
+    caches.claims._put("c1", {**again, "spec": claim["spec"]})
+    assert caches.placement_activity()[0] == {"d1": turns.Activity(1, 1)}
+
+
+def test_a_deleted_domains_waiting_claims_are_reported() -> None:
+    caches = _caches()
+    caches.claims._put("c1", _allocated("c1", "d1", "a"))
+    caches.domains._put("d1", {**_domain("d1"), "metadata": {
+        **_domain("d1")["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})  # fmt: skip
+    assert caches.placement_activity() == ({}, frozenset({"d1"}))

@@ -156,3 +156,11 @@ def test_a_domain_deleted_just_after_it_formed_hands_the_turn_over_at_once() -> 
     before, state = state, turns.step(state, {B: IDLE}, 3.0)
     assert state.turn == B and not turns.ended(before, state)
     assert turns.settling(state, 3.0) == 0.0
+
+
+def test_a_domain_deleted_as_a_claim_of_it_starts_waiting_ends_its_turn_with_a_settle() -> None:
+    state = turns.step(State(), {A: Activity(0, 18)}, 0.0)
+    assert state.turn == A and not state.waiting
+    # Deleted in the same second as a last pod of it was created: that claim is in flight.
+    before, state = state, turns.step(state, {B: IDLE}, 1.0, gone_waiting=frozenset({A}))
+    assert state.turn == "" and turns.ended(before, state)

@@ -254,19 +254,28 @@ def test_a_pod_deleted_during_its_init_container_never_reports_initialized(
     assert not (tmp_path / "log" / "main.log").exists(), "the container never started"
 
 
-def test_a_deleted_pod_that_never_ran_ends_failed_with_every_container_unknown() -> None:
-    spec = {"initContainers": [{"name": "init"}], "containers": [{"name": "main"}]}
+@pytest.mark.parametrize("with_init", [False, True])
+def test_a_deleted_pod_that_never_ran_ends_failed(with_init: bool) -> None:
+    spec: dict[str, Any] = {"containers": [{"name": "main"}]}
+    if with_init:
+        spec["initContainers"] = [{"name": "init"}]
     previous = [{"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
     final = pod_status.never_started(
         spec, images=IMAGES, previous=previous, now="2026-01-01T00:00:09Z"
     )
     assert final["phase"] == "Failed"
-    for entry in final["initContainerStatuses"] + final["containerStatuses"]:
-        terminated = entry["state"]["terminated"]
-        assert (terminated["exitCode"], terminated["reason"]) == (137, "ContainerStatusUnknown")
-        assert entry["image"] == "busybox" and not entry["ready"]
     conditions = {c["type"]: c for c in final["conditions"]}
-    assert conditions["Initialized"]["status"] == "False"
     ready = conditions["Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "PodFailed")
     assert ready["lastTransitionTime"] == "2026-01-01T00:00:00Z", "not ready before either"
+    (main,) = final["containerStatuses"]
+    assert main["image"] == "busybox" and not main["ready"]
+    if with_init:  # never initialized: nothing ran, every container still waits
+        assert conditions["Initialized"]["status"] == "False"
+        (init,) = final["initContainerStatuses"]
+        assert init["state"]["waiting"]["reason"] == "PodInitializing"
+        assert main["state"]["waiting"]["reason"] == "PodInitializing"
+    else:  # nothing to initialize: the container that never ran is unknown
+        assert conditions["Initialized"]["status"] == "True"
+        terminated = main["state"]["terminated"]
+        assert (terminated["exitCode"], terminated["reason"]) == (137, "ContainerStatusUnknown")

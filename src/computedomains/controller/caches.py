@@ -66,6 +66,12 @@ _KEPT_REQUEST_FIELDS = ("deviceClassName", "tolerations")
 """What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
 
 
+def _generated(claim: dict[str, Any]) -> bool:
+    """The claim was made for one pod from a template (it goes when the pod goes)."""
+    owners = claim["metadata"].get("ownerReferences") or []
+    return any(o.get("kind") == "Pod" and o.get("controller") for o in owners)
+
+
 def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
     """What placement reads of a claim; claims of other drivers keep their identity only.
 
@@ -75,6 +81,9 @@ def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
     keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
             "deletionTimestamp")  # fmt: skip
     trimmed: dict[str, Any] = {"metadata": {k: meta[k] for k in keep if k in meta}}
+    pod_owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+    if pod_owners:  # generated for a pod (from a template): deleted with it
+        trimmed["metadata"]["ownerReferences"] = pod_owners
     if placement.parse_claim(claim) is None and not placement.asks_for_a_channel(claim):
         return trimmed
     status = claim.get("status") or {}
@@ -158,8 +167,9 @@ class Caches:
         self._membership: dict[str, tuple[str, str]] = {}
         """(domain, clique) label values last seen per node: a removed label still names
         its old domain, and a change of neither is no news."""
-        self._landed: frozenset[str] = frozenset()
-        """Allocated channel claims whose node has been seen labelled since (``turns``)."""
+        self._landed: frozenset[tuple[str, str, str]] = frozenset()
+        """(claim, node, allocation time) of each allocation whose node has been seen labelled
+        for its domain since (``turns``)."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
@@ -316,11 +326,14 @@ class Caches:
             and (not domain or a.domain_uid == domain)
         ]
 
-    def placement_activity(self) -> dict[str, turns.Activity]:
-        """Per live domain: its claims waiting for a node and those allocated one (``turns``).
+    def placement_activity(self) -> tuple[dict[str, turns.Activity], frozenset[str]]:
+        """What the turn decides from (``turns``): live domains' activity, gone ones waiting.
+
+        Per live domain, its claims waiting for a node and those allocated one; and the gone
+        (or deleting) domains that still have a claim waiting.
 
         A waiting channel claim whose config names no readable domain counts as a domain of
-        its own that cannot use any turn.
+        its own that cannot use any turn. Only the turn keeper calls this (one thread).
         """
         live = {
             str(d["metadata"]["uid"])
@@ -328,7 +341,8 @@ class Caches:
             if not d["metadata"].get("deletionTimestamp")
         }
         seen: list[turns.ClaimState] = []
-        landed: set[str] = set()
+        landed: set[tuple[str, str, str]] = set()
+        landed_claims = {key[0] for key in self._landed}
         for claim in self.claims.items():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
@@ -337,9 +351,9 @@ class Caches:
                 if not placement.asks_for_a_channel(claim):
                     continue
                 claim_uid = str(claim["metadata"].get("uid", ""))
-                if claim_uid in self._landed:
-                    # Deallocated once its pod ended (on its way to deletion): waits for nothing.
-                    landed.add(claim_uid)
+                if claim_uid in landed_claims and _generated(claim):
+                    # Deallocated once its pod ended, on its way to deletion: waits for nothing.
+                    landed |= {key for key in self._landed if key[0] == claim_uid}
                     continue
                 uid = placement.domain_of(claim)
                 if not uid:
@@ -351,18 +365,21 @@ class Caches:
                 tolerant = placement.tolerates_own_hold(claim, uid)
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
-                # A node it took counts as waiting until a prepare labels it: until then its
-                # plugin may still show it free (no slot, no clique). Once labelled it has
-                # landed: its pod ending, which unlabels the node, is no placement; nor is a
-                # claim reserved for no pod any more (its pod gone before it landed).
-                if self.node_label(allocation.node) or allocation.uid in self._landed:
-                    landed.add(allocation.uid)
-                unlabelled = bool(allocation.pods) and allocation.uid not in landed
-                seen.append(turns.ClaimState(allocation.domain_uid, allocated=True,
-                                             waiting=allocation.pending or unlabelled))  # fmt: skip
+                # A node it took counts as waiting until a prepare labels it for the domain:
+                # until then its plugin may still show it free (no slot, no clique). Once so
+                # labelled the allocation has landed: its pod ending, which unlabels the node,
+                # is no placement.
+                key = (allocation.uid, allocation.node, allocation.allocated_at)
+                if key in self._landed or self.node_label(allocation.node) == allocation.domain_uid:
+                    landed.add(key)
+                waiting = allocation.pending or key not in landed
+                seen.append(
+                    turns.ClaimState(allocation.domain_uid, allocated=True, waiting=waiting)
+                )
         self._landed = frozenset(landed)
         found = turns.activity(seen)
-        return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}
+        gone_waiting = frozenset(uid for uid, a in found.items() if uid not in live and a.waiting)
+        return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}, gone_waiting
 
     def _took(self, allocation: placement.ChannelAllocation) -> bool:
         """The claim's domain holds its unlabelled node (``placement.holder``).

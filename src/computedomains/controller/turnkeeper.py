@@ -109,7 +109,8 @@ class TurnKeeper:
         now = self._clock()
         with self._lock:
             before = self._state
-            self._state = turns.step(before, self._caches.placement_activity(), now)
+            live, gone_waiting = self._caches.placement_activity()
+            self._state = turns.step(before, live, now, gone_waiting)
             turn = self._state.turn
             placing = turns.placing(self._state, now)
             if turns.ended(before, self._state):

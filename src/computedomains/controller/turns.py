@@ -74,10 +74,16 @@ def placing(state: State, now: float) -> set[str]:
     return {uid for uid, at in state.active_at.items() if now - at < WINDOW}
 
 
-def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
+def step(
+    state: State,
+    domains: Mapping[str, Activity],
+    now: float,
+    gone_waiting: frozenset[str] = frozenset(),
+) -> State:
     """The next state, from the live domains' activity at ``now`` (monotonic seconds).
 
     ``domains`` holds every live (not deleting) domain; a domain missing from it is gone.
+    ``gone_waiting``: the gone domains that still have a claim waiting now.
     """
     active_at: dict[str, float] = {}
     for uid, activity in domains.items():
@@ -94,7 +100,7 @@ def step(state: State, domains: Mapping[str, Activity], now: float) -> State:
     # A turn whose domain is gone (or deleting) with no claim waiting ends without a settle:
     # nothing of it is in flight (docs/placement.md).
     gone = bool(turn) and turn not in domains
-    if gone and turn in state.waiting:
+    if gone and (turn in state.waiting or turn in gone_waiting):
         # Deleted with claims still waiting: their allocations may be in flight, so settle.
         turn, ended_at, gone = "", now, False
     closed = any(not domains[uid].tolerant for uid in now_placing)

@@ -161,6 +161,9 @@ class SimKubelet:
         self._unrunnable: set[str] = set()
         self._removed: set[str] = set()
         """UIDs of deleted chart pods this kubelet has removed (their last delete sent)."""
+        self._ended_pods: set[str] = set()
+        """UIDs of deleted chart pods whose terminal phase this kubelet wrote (the pod list
+        may not show it yet)."""
         self._prober = probes.Prober()
 
     def run(self, stop: threading.Event) -> None:
@@ -226,6 +229,7 @@ class SimKubelet:
                     running.pod = chart[uid]
                     if not self._report(running):
                         continue  # retried next tick
+                    self._ended_pods.add(uid)
                 del self._running[uid]
                 self._clean(running.pod)
                 continue
@@ -237,28 +241,34 @@ class SimKubelet:
         self._unrunnable &= set(wanted)
         for uid, pod in chart.items():
             deleted = "deletionTimestamp" in pod["metadata"] and uid not in self._running
-            if deleted and self._ended(pod):
+            if deleted and (uid in self._ended_pods or self._ended(pod)):
                 self._remove(pod)
         self._removed &= set(chart)
+        self._ended_pods &= set(chart)
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
                 self._maybe_start(pod, now)
 
     def _ended(self, pod: wire.Pod) -> bool:
-        """A deleted pod that no process of ours runs has a terminal phase (written if need be).
+        """A deleted pod that no process of ours ran has a terminal phase (written if need be).
 
         One never started (deleted before its claims were prepared, or not runnable) ends
         ``Failed``, as a kubelet ends it.
         """
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return True
-        final = pod_status.never_started(
+        if not self._patch_status(pod, self._never_started(pod)):
+            return False
+        self._ended_pods.add(pod["metadata"]["uid"])
+        return True
+
+    def _never_started(self, pod: wire.Pod) -> dict[str, Any]:
+        return pod_status.never_started(
             pod.get("spec", {}),
             images=_images(pod),
             previous=pod.get("status", {}).get("conditions") or [],
             now=pod_status.stamp(datetime.datetime.now(datetime.UTC)),
         )
-        return self._patch_status(pod, final)
 
     def _patch_status(self, pod: wire.Pod, status: Mapping[str, Any]) -> bool:
         """Write ``status`` to this pod (not a new one of the same name); False: retry later.

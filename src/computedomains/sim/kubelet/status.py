@@ -185,19 +185,25 @@ def never_started(
     """The last status of a deleted pod none of whose containers ran: ``Failed``.
 
     A kubelet ends every pod it stops in a terminal phase before it is removed (the
-    ResourceClaim controller frees a pod's claims only then), a pod it never started too:
-    each container ``terminated`` with :data:`NEVER_STARTED`.
+    ResourceClaim controller frees a pod's claims only then), a pod it never started too.
+    As its ``TerminatePod`` does: init containers that never started stay waiting, and the
+    containers are ``terminated`` with :data:`NEVER_STARTED` only once the pod counts as
+    initialized, which a pod without init containers does.
     """
-
-    def views(kind: str) -> list[ContainerView]:
-        return [
-            ContainerView(c["name"], State.TERMINATED, exit={**NEVER_STARTED, "finishedAt": now})
-            for c in pod_spec.get(kind) or []
-        ]
-
-    init, containers = views("initContainers"), views("containers")
+    init = [
+        ContainerView(c["name"], State.WAITING, reason="PodInitializing")
+        for c in pod_spec.get("initContainers") or []
+    ]
+    initialized = not init
+    unknown = {**NEVER_STARTED, "finishedAt": now}
+    containers = [
+        ContainerView(c["name"], State.TERMINATED, exit=unknown)
+        if initialized
+        else ContainerView(c["name"], State.WAITING, reason="PodInitializing")
+        for c in pod_spec.get("containers") or []
+    ]
     failed = conditions(
-        init=init, sidecars=[], containers=containers, initialized=False, final="Failed",
+        init=init, sidecars=[], containers=containers, initialized=initialized, final="Failed",
         gates=[], previous=previous, now=now,
     )  # fmt: skip
     body: dict[str, Any] = {
