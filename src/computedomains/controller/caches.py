@@ -167,9 +167,9 @@ class Caches:
         self._membership: dict[str, tuple[str, str]] = {}
         """(domain, clique) label values last seen per node: a removed label still names
         its old domain, and a change of neither is no news."""
-        self._landed: frozenset[tuple[str, str, str]] = frozenset()
-        """(claim, node, allocation time) of each allocation whose node has been seen labelled
-        for its domain since (``turns``)."""
+        self._landed: dict[str, tuple[str, str]] = {}
+        """Claim UID → (node, allocation time) of its allocation whose node has been seen
+        labelled for its domain since (``turns``)."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
@@ -341,8 +341,7 @@ class Caches:
             if not d["metadata"].get("deletionTimestamp")
         }
         seen: list[turns.ClaimState] = []
-        landed: set[tuple[str, str, str]] = set()
-        landed_claims = {key[0] for key in self._landed}
+        landed: dict[str, tuple[str, str]] = {}
         for claim in self.claims.items():
             if claim["metadata"].get("deletionTimestamp"):
                 continue
@@ -351,9 +350,9 @@ class Caches:
                 if not placement.asks_for_a_channel(claim):
                     continue
                 claim_uid = str(claim["metadata"].get("uid", ""))
-                if claim_uid in landed_claims and _generated(claim):
+                if claim_uid in self._landed and _generated(claim):
                     # Deallocated once its pod ended, on its way to deletion: waits for nothing.
-                    landed |= {key for key in self._landed if key[0] == claim_uid}
+                    landed[claim_uid] = self._landed[claim_uid]
                     continue
                 uid = placement.domain_of(claim)
                 if not uid:
@@ -369,14 +368,17 @@ class Caches:
                 # until then its plugin may still show it free (no slot, no clique). Once so
                 # labelled the allocation has landed: its pod ending, which unlabels the node,
                 # is no placement.
-                key = (allocation.uid, allocation.node, allocation.allocated_at)
-                if key in self._landed or self.node_label(allocation.node) == allocation.domain_uid:
-                    landed.add(key)
-                waiting = allocation.pending or key not in landed
+                where = (allocation.node, allocation.allocated_at)
+                if (
+                    self._landed.get(allocation.uid) == where
+                    or self.node_label(allocation.node) == allocation.domain_uid
+                ):
+                    landed[allocation.uid] = where
+                waiting = allocation.pending or allocation.uid not in landed
                 seen.append(
                     turns.ClaimState(allocation.domain_uid, allocated=True, waiting=waiting)
                 )
-        self._landed = frozenset(landed)
+        self._landed = landed
         found = turns.activity(seen)
         gone_waiting = frozenset(uid for uid, a in found.items() if uid not in live and a.waiting)
         return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}, gone_waiting

@@ -112,7 +112,7 @@ class ImexConfig(Record):
         "cmd_port",
         "node_config_file",
         "server_port",
-    )  # fmt: skip
+    )
 
     def __init__(
         self, *, server_port: int, node_config_file: str, bind_ip: str, cmd_enabled: bool,

@@ -257,18 +257,16 @@ class SimKubelet:
         """
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             return True
-        if not self._patch_status(pod, self._never_started(pod)):
-            return False
-        self._ended_pods.add(pod["metadata"]["uid"])
-        return True
-
-    def _never_started(self, pod: wire.Pod) -> dict[str, Any]:
-        return pod_status.never_started(
+        final = pod_status.never_started(
             pod.get("spec", {}),
             images=_images(pod),
             previous=pod.get("status", {}).get("conditions") or [],
             now=pod_status.stamp(datetime.datetime.now(datetime.UTC)),
         )
+        if not self._patch_status(pod, final):
+            return False
+        self._ended_pods.add(pod["metadata"]["uid"])
+        return True
 
     def _patch_status(self, pod: wire.Pod, status: Mapping[str, Any]) -> bool:
         """Write ``status`` to this pod (not a new one of the same name); False: retry later.
