@@ -145,6 +145,26 @@ def test_no_ctl_runs_before_the_command_port_accepts(tmp_path: pathlib.Path) -> 
         sup.stop()
 
 
+def test_an_answer_short_of_ready_at_the_ports_opening_is_checked_again_soon(
+    tmp_path: pathlib.Path,
+) -> None:
+    # IMEX answers on its command port a moment before it is READY: the check after that
+    # answer counts from the port's opening, not from the start a whole start-up ago.
+    asked = tmp_path / "asked"
+    ctl = f"if [ -e {asked} ]; then echo READY; else touch {asked}; echo INITIALIZING; exit 1; fi\n"
+    with socket.socket() as port:
+        port.bind(("127.0.0.1", 0))
+        port.listen()
+        sup, _, _ = make(tmp_path, "exec sleep 30\n", ctl, command_port=port.getsockname())
+        sup.start(MEMBERSHIP, now=0.0)
+        sup.check(now=4.0)
+        assert sup.observed().health == Health.STARTING
+        assert sup.next_check() == pytest.approx(4.0 + supervisor.CHECK_FIRST)
+        sup.check(now=4.0 + supervisor.CHECK_FIRST)
+        assert sup.observed().health == Health.READY
+        sup.stop()
+
+
 def test_crash_is_reported_with_its_error_and_restarted_after_backoff(
     tmp_path: pathlib.Path,
 ) -> None:

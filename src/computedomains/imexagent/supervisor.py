@@ -50,8 +50,11 @@ def backoff(failures: int) -> float:
 def check_interval(*, steady: bool, elapsed: float) -> float:
     """Seconds until the next ``nvidia-imex-ctl -q``: rare once READY.
 
-    While IMEX starts, about half the time it has run so far: READY is seen soon after it
-    happens (prepare waits for it), and a slow start-up costs a few checks, not ten a second.
+    While IMEX starts, about half of ``elapsed``, the time since its command port opened (or,
+    without a port to look at, since the start): READY is seen soon after it happens (prepare
+    waits for it), and a slow start-up costs a few checks, not ten a second. Counting from the
+    port's opening matters: IMEX answers there a moment before it is READY, and a check that
+    lands in that moment must not put the next one half a start-up away.
     """
     if steady:
         return CHECK_READY
@@ -151,6 +154,8 @@ class Supervisor:
         self._start_not_before = -math.inf
         self._reload_not_before = -math.inf
         self._started_at = 0.0
+        self._port_open_at: float | None = None
+        """When the command port first accepted after the start (None: not yet)."""
         self._next_check = math.inf
         self._misses = 0
         self._ever_ready = False
@@ -185,6 +190,7 @@ class Supervisor:
         self._crashed = False
         self._domain = membership.domain_uid
         self._started_at = now
+        self._port_open_at = None
         try:
             self._process = process.ImexProcess(self._argv, on_exit=self._on_exit)
         except OSError as exc:
@@ -258,6 +264,8 @@ class Supervisor:
             assert port is not None
             ready, ctl_text = False, f"its command port {port[0]}:{port[1]} is not open yet"
         else:
+            if port is not None and self._port_open_at is None:
+                self._port_open_at = now
             ready, ctl_text = self._query()
         result = assess(
             ready=ready,
@@ -275,7 +283,8 @@ class Supervisor:
         if ready:
             self._failure, self._ever_ready = "", True
         steady = result.health == decide.Health.READY and not result.misses
-        interval = check_interval(steady=steady, elapsed=now - self._started_at)
+        since = self._started_at if self._port_open_at is None else self._port_open_at
+        interval = check_interval(steady=steady, elapsed=now - since)
         self._next_check = now + (PROBE_INTERVAL if closed else interval)
 
     # -- helpers ------------------------------------------------------------------------
