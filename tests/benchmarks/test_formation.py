@@ -18,6 +18,7 @@ import dataclasses
 import pathlib
 import re
 import time
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -37,19 +38,25 @@ from tests.support.controller import WRITE_VERBS
 RUNS = 20
 RUNS_OTHER = 8
 """Formations in each of the other two placement modes."""
+SIZES = (2, 6)
+"""Smaller domains on the turn, beside the 18-node one: how the cost above a plain claim grows
+with the nodes forming at once, every node's processes on this machine's cores."""
+RUNS_SIZE = 4
 NODES = [f"gb200-r1-n{i:02d}" for i in range(18)]
 PLAIN_TEMPLATE = "plain-dra"
 
 
-def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
-    """Create the 18 pods (claiming from ``template`` if given) as a Job would
-    (:mod:`workload`); (create calls, all Ready) s.
+def _pods(
+    api: Any, template: str | None, tag: str, nodes: Sequence[str] = NODES
+) -> tuple[float, float]:
+    """Create one pod per node of ``nodes`` (claiming from ``template`` if given) as a Job
+    would (:mod:`workload`); (create calls, all Ready) s.
 
     Readiness is followed by a watch, not by listing: the measurement adds no load of its own.
     """
     core = client.CoreV1Api(api)
     bodies = []
-    for node in NODES:
+    for node in nodes:
         spec: dict[str, Any] = {
             "nodeSelector": {"kubernetes.io/hostname": node},
             "containers": [{"name": "main", "image": "busybox:1.37", "command": ["sleep", "3600"]}],
@@ -74,10 +81,10 @@ def _pods(api: Any, template: str | None, tag: str) -> tuple[float, float]:
             ready.add(pod.metadata.name)
         else:
             ready.discard(pod.metadata.name)
-        if len(ready) == len(NODES):
+        if len(ready) == len(nodes):
             stream.stop()  # type: ignore[no-untyped-call]
             return created, time.monotonic() - started
-    raise AssertionError(f"18 pods of {tag} not Ready within 180 s: {len(ready)} are")
+    raise AssertionError(f"{len(nodes)} pods of {tag} not Ready within 180 s: {len(ready)} are")
 
 
 def delete_pods(api: Any, tag: str) -> None:
@@ -245,15 +252,17 @@ class Rounds:
     """(domain UID, wall-clock creation of its pods) per formation, for the trace."""
 
 
-def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
+def rounds(
+    api: Any, driver_ns: str, prefix: str, runs: int, nodes: Sequence[str] = NODES
+) -> Rounds:
     """``runs`` times: the baseline pods, the plain DRA pods, then a domain and the same pods
-    claiming from it."""
+    claiming from it, one pod per node of ``nodes``."""
     out = Rounds()
     for run in range(runs):
         name = f"{prefix}{run}"
-        out.baseline.append(_pods(api, None, f"base-{name}")[1])
+        out.baseline.append(_pods(api, None, f"base-{name}", nodes)[1])
         delete_pods(api, f"base-{name}")
-        created_plain, ready_plain = _pods(api, PLAIN_TEMPLATE, f"plain-{name}")
+        created_plain, ready_plain = _pods(api, PLAIN_TEMPLATE, f"plain-{name}", nodes)
         out.created_plain.append(created_plain)
         out.plain.append(ready_plain)
         delete_pods(api, f"plain-{name}")
@@ -261,7 +270,7 @@ def rounds(api: Any, driver_ns: str, prefix: str, runs: int) -> Rounds:
         before = _writes(ownmetrics.scrape(leader))
         template = _domain(api, name)
         out.started.append((_uid(api, name), time.time()))
-        created, ready = _pods(api, template, name)
+        created, ready = _pods(api, template, name, nodes)
         out.created.append(created)
         out.formation.append(ready)
         waiting.until(f"ComputeDomain {name} Ready", partial(_ready, api, name), timeout=30)
@@ -319,6 +328,20 @@ def _side_by_side(modes: dict[str, Rounds]) -> report.Table:
     )
 
 
+def _by_size(sizes: dict[int, Rounds]) -> report.Table:
+    """ComputeDomain minus plain DRA on the turn, by the number of nodes forming at once."""
+    rows: list[tuple[str, list[float | str]]] = []
+    for nodes, measured in sorted(sizes.items()):
+        plain, form = report.summarize(measured.plain), report.summarize(measured.formation)
+        minus = _paired(measured)
+        cells: list[float | str] = [plain["p50"], form["p50"], minus["p50"], minus["p99"]]
+        rows.append((f"{nodes} nodes", [*cells, minus["n"]]))
+    title = ("The turn by domain size: seconds to all Ready (each node's agent, IMEX, plugin "
+             "and kubelet share this machine's cores)")  # fmt: skip
+    columns = ["plain DRA p50", "ComputeDomain p50", "minus plain p50", "minus plain p99", "runs"]
+    return report.Table(title=title, columns=columns, rows=rows)
+
+
 def _mode(measured: Rounds, stages: dict[str, dict[str, float]]) -> dict[str, Any]:
     base, plain = report.summarize(measured.baseline), report.summarize(measured.plain)
     form = report.summarize(measured.formation)
@@ -358,6 +381,8 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
     cpu_before = footprint.cpu_now()
     on = rounds(api, driver_ns, "cd", RUNS)
     cpu = footprint.cpu_spent(cpu_before, footprint.cpu_now())
+    sizes = {n: rounds(api, driver_ns, f"size{n}-", RUNS_SIZE, NODES[:n]) for n in SIZES}
+    sizes[len(NODES)] = on
     leader = ownmetrics.leader(api, driver_ns)
     last: list[int] = []
 
@@ -447,10 +472,16 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
             "cpu_s_per_round_total": round(sum(per_round.values()), 1),
             "binding_conditions_on_every_free_node": _mode(asked, stages_asked),
             "without_binding_conditions": _mode(off, stages_off),
+            "turn_by_domain_size": {
+                str(n): {"runs": len(m.formation), "plain_dra_claim_s": report.summarize(m.plain),
+                         "formation_s": report.summarize(m.formation),
+                         "formation_minus_plain_dra_s": _paired(m)}
+                for n, m in sizes.items()
+            },
         },
         plots=plots,
         tables=[_side_by_side({"turn (default)": on, "binding conditions on every free node":
-                               asked, "neither (device taints alone)": off})],
+                               asked, "neither (device taints alone)": off}), _by_size(sizes)],
     )  # fmt: skip
     assert form["n"] == RUNS and form_asked["n"] == form_off["n"] == RUNS_OTHER
     # With binding conditions on every free node, every stage was traced on every run.
