@@ -188,11 +188,14 @@ def test_pods_of_a_required_domain_get_the_label_the_clique_affinity_and_the_spr
     assert term.topology_key == constants.CLIQUE_LABEL
     assert term.label_selector.match_labels == {"computedomains.io/domain": uid}
     # The API server took the anti-affinity as well (--spread-domains is on by default).
-    anti = pod.spec.affinity.pod_anti_affinity.preferred_during_scheduling_ignored_during_execution
+    anti = pod.spec.affinity.pod_anti_affinity.required_during_scheduling_ignored_during_execution
     assert anti is not None and len(anti) == 1
     apart = anti[0]
-    assert apart.weight == 100 and apart.pod_affinity_term.topology_key == "kubernetes.io/hostname"
-    others = apart.pod_affinity_term.label_selector.match_expressions
+    assert apart.topology_key == "kubernetes.io/hostname"
+    # An empty namespace selector: other tenants' domains are kept apart too.
+    assert apart.namespace_selector is not None and not apart.namespace_selector.match_labels
+    assert not apart.namespace_selector.match_expressions
+    others = apart.label_selector.match_expressions
     assert [(e.key, e.operator, e.values) for e in others] == [
         ("computedomains.io/domain", "Exists", None),
         ("computedomains.io/domain", "NotIn", [uid]),

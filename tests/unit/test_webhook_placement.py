@@ -161,16 +161,14 @@ def test_the_label_key_is_escaped_in_the_pointer() -> None:
 # -- domains apart (--spread-domains) -------------------------------------------------------
 
 SPREAD = {
-    "weight": 100,
-    "podAffinityTerm": {
-        "labelSelector": {"matchExpressions": [
-            {"key": LABEL, "operator": "Exists"},
-            {"key": LABEL, "operator": "NotIn", "values": ["uid-1"]},
-        ]},
-        "topologyKey": "kubernetes.io/hostname",
-    },
+    "labelSelector": {"matchExpressions": [
+        {"key": LABEL, "operator": "Exists"},
+        {"key": LABEL, "operator": "NotIn", "values": ["uid-1"]},
+    ]},
+    "namespaceSelector": {},  # every namespace: domains of other tenants too
+    "topologyKey": "kubernetes.io/hostname",
 }  # fmt: skip
-ANTI = "preferredDuringSchedulingIgnoredDuringExecution"
+ANTI = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _spread(pod: dict[str, Any], known: list[domains.Domain]) -> dict[str, Any]:
@@ -196,15 +194,18 @@ def test_spread_and_clique_placement_both_land_in_one_affinity() -> None:
 
 
 def test_spread_appends_to_the_users_own_anti_affinity() -> None:
-    mine = {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
+    mine = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "zone"}
+    soft = {"weight": 5, "podAffinityTerm": {"labelSelector": {}, "topologyKey": "zone"}}
+    preferred = "preferredDuringSchedulingIgnoredDuringExecution"
     node_affinity: dict[str, Any] = {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}
     }
-    pod = _pod(affinity={"nodeAffinity": node_affinity, "podAntiAffinity": {ANTI: [mine]}})
+    pod = _pod(affinity={"nodeAffinity": node_affinity,
+                         "podAntiAffinity": {ANTI: [mine], preferred: [soft]}})  # fmt: skip
     out = _spread(pod, [_domain(CliquePlacement.REQUIRED)])
     assert out["spec"]["affinity"] == {
         "nodeAffinity": node_affinity,
-        "podAntiAffinity": {ANTI: [mine, SPREAD]},
+        "podAntiAffinity": {ANTI: [mine, SPREAD], preferred: [soft]},
         "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [TERM]},
     }
 

@@ -54,7 +54,7 @@ class WebhookConfig:
     shutdown_grace: float
     """Seconds the endpoint keeps serving after SIGTERM, while the Service drops the pod."""
     spread_domains: bool = True
-    """Pods of a domain get a preferred anti-affinity against other domains' pods (placement)."""
+    """Pods of a domain get a required anti-affinity against other domains' pods (placement)."""
 
     @property
     def dns_names(self) -> tuple[str, ...]:
@@ -115,8 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add(parser, "--shutdown-grace", default="3", type=float,
               help="seconds of serving after SIGTERM")  # fmt: skip
     flags.add_switch(parser, "--spread-domains", default=True, negatable=True,
-                     help="give a domain's pods a preferred anti-affinity against other "
-                     "domains' pods: domains placing at once take different nodes")  # fmt: skip
+                     help="give a domain's pods a required anti-affinity (per node) against "
+                     "other domains' pods: domains placing at once take different "
+                     "nodes")  # fmt: skip
 
 
 def from_args(args: argparse.Namespace) -> WebhookConfig:

@@ -3,12 +3,14 @@
 A pod that claims the channel template of one v1beta2 ComputeDomain (same namespace) gets the
 label ``computedomains.io/domain: <domain UID>`` and:
 
-- with ``spread`` (``--spread-domains``, on by default), a preferred pod anti-affinity (weight
-  100, per node) against pods of other domains. A node another domain holds is tainted anyway;
-  this keeps domains apart where nothing else can: several domains placing at once, whose
-  claims the scheduler would otherwise allocate on the same free node (it counts its own
-  pods in flight, not our one-domain-per-node rule), so that all but one lose the race and
-  wait another PreBind poll (docs/placement.md);
+- with ``spread`` (``--spread-domains``, on by default), a required pod anti-affinity (per
+  node, every namespace) against pods of other domains. A node another domain holds is
+  tainted anyway; this keeps domains apart where nothing else can: several domains placing at
+  once, whose claims the scheduler would otherwise allocate on the same free node (it knows
+  its own pods in flight, but not our one-domain-per-node rule), so that all but one lose the
+  race and wait another PreBind poll (docs/placement.md). Required, because the scheduler
+  counts the pods it has just placed and not yet bound: two domains' pods then never share a
+  node, which is our rule anyway, so the term never keeps a pod from a node it could use;
 - with ``spec.placement.clique`` ``Required`` or ``Preferred``, a pod affinity term on the
   label with topology key ``nvidia.com/gpu.clique``: required or preferred (weight 100). The
   scheduler then puts the domain's later pods into the clique of its first pods; the first
@@ -55,13 +57,19 @@ def _pointer(*parts: str) -> str:
 
 
 def spread_term(uid: str) -> dict[str, Any]:
-    """The preferred anti-affinity that keeps pods of other domains off a pod's node."""
+    """The anti-affinity term that keeps pods of other domains off a pod's node.
+
+    Every namespace's: a term without a namespace selector sees only the pod's own namespace.
+    """
     others = [
         {"key": DOMAIN_LABEL, "operator": "Exists"},
         {"key": DOMAIN_LABEL, "operator": "NotIn", "values": [uid]},
     ]
-    term = {"labelSelector": {"matchExpressions": others}, "topologyKey": HOSTNAME_LABEL}
-    return {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term}
+    return {
+        "labelSelector": {"matchExpressions": others},
+        "namespaceSelector": {},
+        "topologyKey": HOSTNAME_LABEL,
+    }
 
 
 def place(
@@ -110,7 +118,7 @@ def patch(
             ("podAffinity", PREFERRED, {"weight": PREFERRED_WEIGHT, "podAffinityTerm": term})
         )
     if spread:
-        wanted.append(("podAntiAffinity", PREFERRED, spread_term(domain.uid)))
+        wanted.append(("podAntiAffinity", REQUIRED, spread_term(domain.uid)))
     # The pod's affinity as the API server will see it after each operation.
     affinity = copy.deepcopy((pod.get("spec") or {}).get("affinity"))
     for kind, field, entry in wanted:
