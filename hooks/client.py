@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, release: bool = False) -> 
 
     The first two are every component's; ``--release`` is the Helm release name, required.
     """
-    flaggroups.add_kube(parser)
+    flaggroups.add_kube(parser, budget=None)  # the generated client: no budget of ours
     if release:
         flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
 

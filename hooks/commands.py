@@ -6,6 +6,9 @@ import argparse
 import importlib
 from typing import Any
 
+from computedomains import logs
+from computedomains.hooks import report
+
 HOOKS: dict[str, str] = {
     "preflight": "before install/upgrade: versions, DRA APIs, conflicting installs, values",
     "verify": "after install/upgrade: node-init's verdicts, the fabric per rack, components",
@@ -26,6 +29,7 @@ def add_parsers(subparsers: Any) -> None:
     for name, help_text in HOOKS.items():
         hook_parser = hook_parsers.add_parser(name, help=help_text)
         _module(name).add_arguments(hook_parser)
+        logs.add_flags(hook_parser)
         hook_parser.set_defaults(func=_runner(name))
 
 
@@ -37,6 +41,7 @@ def _module(name: str) -> Any:
 
 def _runner(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
+        logs.configure(args, progress=report.LOGGER)
         return int(_module(name).run(args))
 
     return run

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import sys
+import logging
 from collections.abc import Iterable
 from typing import TextIO
 
@@ -40,24 +40,39 @@ def failed(findings: Iterable[Finding]) -> bool:
     return any(f.severity is Severity.FAIL for f in findings)
 
 
+LOGGER = "computedomains.hooks.progress"
+"""The logger of every hook's progress lines (stdout, :func:`computedomains.logs.configure`)."""
+_LEVELS = {Severity.OK: logging.INFO, Severity.INFO: logging.INFO,
+           Severity.WARN: logging.WARNING, Severity.FAIL: logging.ERROR}  # fmt: skip
+
+
 class Report:
-    """Writes a hook's progress lines to ``out`` (stdout by default), flushed line by line."""
+    """Writes a hook's progress lines.
+
+    To ``out`` when given (tests), else through the logger :data:`LOGGER`, which the hook
+    command sends to stdout as text or JSON (``--log-format``, :mod:`computedomains.logs`).
+    """
 
     def __init__(self, hook: str, out: TextIO | None = None) -> None:
         self._hook = hook
         self._out = out
+        self._log = logging.getLogger(LOGGER)
 
-    def step(self, message: str) -> None:
+    def step(self, message: str, *, level: int = logging.INFO) -> None:
         """One progress line."""
-        out = self._out if self._out is not None else sys.stdout
-        print(f"{self._hook}: {message}", file=out, flush=True)
+        line = f"{self._hook}: {message}"
+        if self._out is not None:
+            print(line, file=self._out, flush=True)
+        else:
+            self._log.log(level, line)
 
     def finding(self, finding: Finding) -> None:
         """A finding: its message behind its severity (``ok`` unmarked), then its fix if any."""
         marker = "" if finding.severity is Severity.OK else f"{finding.severity.upper()}: "
-        self.step(f"{marker}{finding.message}")
+        level = _LEVELS[finding.severity]
+        self.step(f"{marker}{finding.message}", level=level)
         if finding.fix:
-            self.step(f"  fix: {finding.fix}")
+            self.step(f"  fix: {finding.fix}", level=level)
 
     def findings(self, findings: Iterable[Finding]) -> bool:
         """Print every finding; whether any failed."""

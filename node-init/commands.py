@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 import types
 from typing import Any
 
+from computedomains import logs
+
 from . import run, settings
+
+PROGRESS = "computedomains.nodeinit.progress"
+"""The logger of node-init's progress lines."""
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -23,6 +29,7 @@ def add_parsers(subparsers: Any) -> None:
         ),
     )
     settings.add_flags(parser)
+    logs.add_flags(parser)
     parser.set_defaults(func=lambda args: _main(parser, args))
 
 
@@ -35,4 +42,8 @@ def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    return run.run(config, stop=stop)
+    # Its lines go to stdout as before (the init container's log), as text or JSON.
+    logs.configure(args, progress=PROGRESS)
+    out = logging.getLogger(PROGRESS)
+    return run.run(config, stop=stop, log=lambda line: out.info("node-init: %s", line),
+                   warn=lambda line: out.warning("node-init: %s", line))  # fmt: skip

@@ -40,7 +40,7 @@ def run(
 
     ``warn`` takes the lines about failed re-checks (``log`` when not given).
     """
-    api = kube_client.connect(settings.kubeconfig)
+    api = kube_client.connect(settings.kubeconfig, settings.api_budget)
     observer = discovery.Observer(
         settings.discovery.make_backend(),
         settings.discovery.proc_root,

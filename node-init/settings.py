@@ -29,6 +29,8 @@ class Settings:
     recheck_interval: float = 60.0
     poll_interval: float = 5.0
     """Seconds between looks while a registration is in progress (not a flag)."""
+    api_budget: flaggroups.ApiBudget = flaggroups.NODE_BUDGET
+    """Its API request budget (``--kube-api-qps``, ``--kube-api-burst``)."""
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +112,7 @@ def _settings(args: argparse.Namespace, *, watch: bool, interval: float) -> Sett
     return Settings(
         node_name=args.node_name,
         kubeconfig=args.kubeconfig,
+        api_budget=flaggroups.api_budget(args),
         discovery=discovery.DiscoverySettings.from_args(args),
         verdict_file=args.fabric_verdict_file,
         transitional_grace=args.transitional_grace,

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any, cast
 
 LOGGER = "computedomains.trace"
 """The logger every trace line is written to; its records' message is the JSON object."""
@@ -90,19 +91,32 @@ class Tracer:
 
 
 def parse(lines: Iterable[str]) -> Iterator[Event]:
-    """The trace events in log lines (other lines, and lines that do not parse, are skipped)."""
+    """The trace events in log lines, text or JSON (``--log-format``).
+
+    Other lines, and lines that do not parse, are skipped.
+    """
     for line in lines:
-        where = line.find(MARK)
-        if where < 0:
-            continue
         try:
-            body = json.loads(line[where + len(MARK) :])
+            body = _body(line)
+            if body is None:
+                continue
             yield Event(
                 Stage(body["stage"]), str(body["domain"]), str(body["node"]),
                 float(body["at"]), str(body["component"]), str(body.get("claim", "")),
             )  # fmt: skip
         except (ValueError, KeyError, TypeError):
             continue
+
+
+def _body(line: str) -> dict[str, Any] | None:
+    """A trace line's JSON object, from a text line (after :data:`MARK`) or a JSON line."""
+    if line.startswith("{"):
+        record = json.loads(line)
+        if not isinstance(record, dict) or record.get("logger") != LOGGER:
+            return None
+        return cast(dict[str, Any], json.loads(str(record.get("message", ""))))
+    where = line.find(MARK)
+    return None if where < 0 else cast(dict[str, Any], json.loads(line[where + len(MARK) :]))
 
 
 def first_reached(events: Iterable[Event], *, domain: str) -> dict[Stage, dict[str, float]]:

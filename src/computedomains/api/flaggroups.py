@@ -47,8 +47,33 @@ NODE_PATHS = {
 """Every node path flag; the chart mounts each at the same path in the containers."""
 
 
-def add_kube(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None:
-    """``--kubeconfig`` (and ``--namespace``, the driver's namespace)."""
+@dataclasses.dataclass(frozen=True)
+class ApiBudget:
+    """A process's API request budget, client-go's QPS and burst (``kube/ratelimit.py``)."""
+
+    qps: float
+    """Requests per second on average; 0 limits nothing."""
+    burst: int
+    """Requests at once above the average."""
+
+
+CONTROL_BUDGET = ApiBudget(50, 100)
+"""The controller's: kube-scheduler's defaults (it writes for every node of a domain)."""
+NODE_BUDGET = ApiBudget(20, 40)
+"""Every other component's, one per node or a few: near kube-controller-manager's 20/30."""
+
+
+def add_kube(
+    parser: argparse.ArgumentParser,
+    *,
+    namespace: bool = True,
+    budget: ApiBudget | None = NODE_BUDGET,
+) -> None:
+    """``--kubeconfig`` and ``--namespace`` (the driver's).
+
+    For a component with a ``budget`` also ``--kube-api-qps`` and ``--kube-api-burst``,
+    defaulting to it.
+    """
     flags.add(
         parser,
         "--kubeconfig",
@@ -58,6 +83,30 @@ def add_kube(parser: argparse.ArgumentParser, *, namespace: bool = True) -> None
     )
     if namespace:
         flags.add(parser, "--namespace", default="default", help="the driver's namespace")
+    if budget is not None:
+        flags.add(parser, "--kube-api-qps", default=f"{budget.qps:g}", type=_non_negative,
+                  help="API requests per second on average (0: no limit)")  # fmt: skip
+        flags.add(parser, "--kube-api-burst", default=str(budget.burst), type=_positive,
+                  help="API requests at once above the average")  # fmt: skip
+
+
+def api_budget(args: argparse.Namespace) -> ApiBudget:
+    """The budget :func:`add_kube`'s flags parsed to."""
+    return ApiBudget(args.kube_api_qps, args.kube_api_burst)
+
+
+def _non_negative(value: str) -> float:
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return number
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return number
 
 
 def add_node(parser: argparse.ArgumentParser, *, required: bool = True) -> None:

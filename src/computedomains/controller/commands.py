@@ -15,11 +15,12 @@ def add_parsers(subparsers: Any) -> None:
         "controller", help="run the ComputeDomain controller (templates, slots, cliques, status)"
     )
     config.add_arguments(parser)
+    logs.add_flags(parser)
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from computedomains.controller import manager  # noqa: PLC0415 - keeps `--help` fast
 
-    logs.configure()
+    logs.configure(args)
     return manager.run(config.from_args(args))

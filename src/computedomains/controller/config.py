@@ -36,11 +36,13 @@ class ControllerConfig:
     placement_turns: bool
     """Give the one domain placing the turn on free nodes (``controller/turns.py``)."""
     http_bind: str
+    api_budget: flaggroups.ApiBudget = flaggroups.CONTROL_BUDGET
+    """Its API request budget (``--kube-api-qps``, ``--kube-api-burst``)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the controller's flags."""
-    flaggroups.add_kube(parser)
+    flaggroups.add_kube(parser, budget=flaggroups.CONTROL_BUDGET)
     flags.add(parser, "--pod-name", default=None,
               help="this replica's pod name (default: the host name)")  # fmt: skip
     flags.add_switch(parser, "--leader-elect", default=True, negatable=True,
@@ -77,6 +79,7 @@ def from_args(args: argparse.Namespace) -> ControllerConfig:
     return ControllerConfig(
         namespace=args.namespace,
         kubeconfig=args.kubeconfig,
+        api_budget=flaggroups.api_budget(args),
         pod_name=args.pod_name or socket.gethostname(),
         leader_elect=args.leader_elect,
         lease_name=args.lease_name,

@@ -153,7 +153,7 @@ class Controller:
         self.stop = threading.Event()
         self.synced = threading.Event()
         self.leading = threading.Event()
-        self.api = kube_client.connect(cfg.kubeconfig)
+        self.api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
         self.stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
         self.stats.api_requests.attach(self.api)
         self.queue = workqueue.WorkQueue()

@@ -264,7 +264,7 @@ class Agent:
 def run(cfg: config.AgentConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
     stop = threading.Event()
-    api = kube_client.connect(cfg.kubeconfig)
+    api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
     stats = metrics.AgentMetrics(prometheus_client.CollectorRegistry())
     stats.api_requests.attach(api)
     agent = Agent(cfg, api=api, stats=stats)

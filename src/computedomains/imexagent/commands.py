@@ -15,11 +15,12 @@ def add_parsers(subparsers: Any) -> None:
         "imex-agent", help="run the node's IMEX daemon for the node's ComputeDomain"
     )
     config.add_arguments(parser)
+    logs.add_flags(parser)
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from computedomains.imexagent import agent  # noqa: PLC0415 - keeps `--help` fast
 
-    logs.configure()
+    logs.configure(args)
     return agent.run(config.from_args(args))

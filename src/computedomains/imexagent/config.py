@@ -41,6 +41,8 @@ class AgentConfig:
     """Seconds between rewrites of an unchanged status file: it proves the agent alive to the
     kubelet plugin, which takes a status unchanged for longer than its bound as stale."""
     http_bind: str
+    api_budget: flaggroups.ApiBudget = flaggroups.NODE_BUDGET
+    """Its API request budget (``--kube-api-qps``, ``--kube-api-burst``)."""
 
     @property
     def imex_binary(self) -> pathlib.Path:
@@ -120,6 +122,7 @@ def from_args(args: argparse.Namespace) -> AgentConfig:
         pod_uid=args.pod_uid,
         pod_ip=pod_ip,
         kubeconfig=args.kubeconfig,
+        api_budget=flaggroups.api_budget(args),
         driver_root=args.driver_root,
         imex_dir=args.imex_dir,
         hosts_file=args.hosts_file,

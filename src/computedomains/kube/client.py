@@ -9,7 +9,9 @@ on every node and only ever need a handful of verbs on raw objects, so they use 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
+import logging
 import os
 import pathlib
 import ssl
@@ -24,6 +26,10 @@ import urllib3
 import urllib3.exceptions
 
 from computedomains.api import resources
+from computedomains.api.flaggroups import ApiBudget
+from computedomains.kube import ratelimit, retry
+
+log = logging.getLogger(__name__)
 
 SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
@@ -64,6 +70,22 @@ def _error(response: urllib3.BaseHTTPResponse) -> ApiError:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class _Call:
+    """One request as every try of it sends it."""
+
+    method: str
+    path: str
+    url: str
+    body: bytes | None
+    content_type: str
+    timeout: float
+
+
+_NOT_SENT = (urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
+"""Failures before the request left: nothing reached the server."""
+
+
 class Client:
     """Talks to one API server as one identity (bearer token or client certificate)."""
 
@@ -76,8 +98,19 @@ class Client:
         token_file: pathlib.Path | None = None,
         cert: tuple[pathlib.Path, pathlib.Path] | None = None,
         max_connections: int = 16,
+        qps: float = 0.0,
+        burst: int = 1,
+        policy: retry.Policy | None = None,
     ) -> None:
+        """A client of ``server``.
+
+        ``qps``/``burst``: its request budget (``qps <= 0``: none, for tools and tests; the
+        components pass their ``--kube-api-qps``/``--kube-api-burst``); ``policy``: how failed
+        requests are tried again (:mod:`retry`).
+        """
         self.server = server.rstrip("/")
+        self.limiter = ratelimit.TokenBucket(qps, burst)
+        self.policy = policy or retry.Policy()
         self._token = token
         self._token_file = token_file
         self._token_read = 0.0
@@ -142,26 +175,53 @@ class Client:
         content_type: str = "application/json",
         timeout: float = 30,
     ) -> dict[str, Any]:
-        """One request; returns the decoded JSON body, raises :class:`ApiError` on non-2xx."""
+        """One request; returns the decoded JSON body, raises :class:`ApiError` on non-2xx.
+
+        Throttled by :attr:`limiter`; a refusal to act (429, a 5xx with ``Retry-After``) or a
+        failure the request cannot have caused is tried again as :mod:`retry` says, and only
+        the last outcome reaches the caller.
+        """
+        data = None if body is None else json.dumps(body).encode()
+        call = _Call(method, path, self._url(path, query), data, content_type, timeout)
+        for attempt in range(self.policy.attempts):
+            self.limiter.take()
+            outcome = self._try(call, attempt)
+            if isinstance(outcome, dict):
+                return outcome
+            time.sleep(outcome)
+        raise AssertionError("unreachable: the last attempt raises or returns")
+
+    def _try(self, call: _Call, attempt: int) -> dict[str, Any] | float:
+        """One try: the decoded body, or the seconds to wait before the next try."""
         headers = self._headers()
-        data = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            data = json.dumps(body).encode()
+        if call.body is not None:
+            headers["Content-Type"] = call.content_type
         status = 0
         try:
             response = self._pool.request(
-                method, self._url(path, query), body=data, headers=headers,
-                timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
+                call.method, call.url, body=call.body, headers=headers, retries=False,
+                timeout=urllib3.Timeout(connect=min(5, call.timeout), read=call.timeout),
             )  # fmt: skip
             status = response.status
+        except API_ERRORS as exc:
+            sent = not isinstance(exc, _NOT_SENT)
+            wait = retry.after_failure(self.policy, call.method, sent=sent, attempt=attempt)
+            if wait is None:
+                raise
+            log.debug("%s %s failed (%s); trying again in %.2fs", call.method, call.path, exc, wait)
+            return wait
         finally:
             if self.observer is not None:
-                self.observer(method, path, status)
-        if not 200 <= response.status <= 299:
+                self.observer(call.method, call.path, status)
+        if 200 <= status <= 299:
+            decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
+            return decoded
+        asked = response.headers.get("Retry-After")
+        wait = retry.after_answer(self.policy, call.method, status, asked, attempt)
+        if wait is None:
             raise _error(response)
-        decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
-        return decoded
+        log.debug("%s %s answered %d; trying again in %.2fs", call.method, call.path, status, wait)
+        return wait
 
     def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """GET ``path``."""
@@ -200,7 +260,11 @@ class Client:
     def stream(
         self, path: str, *, query: Mapping[str, str], timeout: float
     ) -> Iterator[dict[str, Any]]:
-        """Watch events (decoded JSON lines) of a ``watch=1`` request until the server ends it."""
+        """Watch events (decoded JSON lines) of a ``watch=1`` request until the server ends it.
+
+        Not tried again here: the informer that watches lists and watches again itself.
+        """
+        self.limiter.take()
         response = self._pool.request(
             "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
             timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
@@ -265,9 +329,15 @@ API_ERRORS: tuple[type[Exception], ...] = (ApiError, urllib3.exceptions.HTTPErro
 """What a call raises when the server refuses it or cannot be reached."""
 
 
-def connect(kubeconfig: pathlib.Path | None = None) -> Client:
-    """The client a component uses: ``kubeconfig`` if given, else the pod's ServiceAccount."""
-    return Client.from_kubeconfig(kubeconfig) if kubeconfig is not None else Client.in_cluster()
+def connect(kubeconfig: pathlib.Path | None = None, budget: ApiBudget | None = None) -> Client:
+    """The client a component uses: ``kubeconfig`` if given, else the pod's ServiceAccount.
+
+    ``budget``: its request budget (``--kube-api-qps``/``--kube-api-burst``); None: unlimited.
+    """
+    api = Client.from_kubeconfig(kubeconfig) if kubeconfig is not None else Client.in_cluster()
+    if budget is not None:
+        api.limiter = ratelimit.TokenBucket(budget.qps, budget.burst)
+    return api
 
 
 def server_version(api: Client) -> str:

@@ -47,6 +47,8 @@ class PluginConfig:
     http_bind: str
     fabric_recheck: nodeinit_settings.Settings | None = None
     """node-init's fabric re-check, run in a thread of the plugin (None: not here)."""
+    api_budget: flaggroups.ApiBudget = flaggroups.NODE_BUDGET
+    """Its API request budget (``--kube-api-qps``, ``--kube-api-burst``)."""
 
     @property
     def plugin_dir(self) -> pathlib.Path:
@@ -134,6 +136,7 @@ def from_args(args: argparse.Namespace) -> PluginConfig:
         node_name=args.node_name,
         namespace=args.namespace,
         kubeconfig=args.kubeconfig,
+        api_budget=flaggroups.api_budget(args),
         registry_dir=args.kubelet_registry_dir,
         plugins_dir=args.kubelet_plugins_dir,
         cdi_root=args.cdi_root,

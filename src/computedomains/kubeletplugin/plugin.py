@@ -97,7 +97,7 @@ def run(cfg: config.PluginConfig) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    api = kube_client.connect(cfg.kubeconfig)
+    api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
     stats.api_requests.attach(api)
     # First: the fabric re-check must not wait for (or depend on) the plugin's own start.

@@ -16,11 +16,12 @@ def add_parsers(subparsers: Any) -> None:
         help="serve ComputeDomain conversion, validation and clique placement (HTTPS)",
     )
     config.add_arguments(parser)
+    logs.add_flags(parser)
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from computedomains.webhook import service  # noqa: PLC0415 - keeps `--help` fast
 
-    logs.configure()
+    logs.configure(args)
     return service.run(config.from_args(args))

@@ -55,6 +55,8 @@ class WebhookConfig:
     """Seconds the endpoint keeps serving after SIGTERM, while the Service drops the pod."""
     spread_domains: bool = True
     """Pods of a domain get a required anti-affinity against other domains' pods (placement)."""
+    api_budget: flaggroups.ApiBudget = flaggroups.NODE_BUDGET
+    """Its API request budget (``--kube-api-qps``, ``--kube-api-burst``)."""
 
     @property
     def dns_names(self) -> tuple[str, ...]:
@@ -138,6 +140,7 @@ def from_args(args: argparse.Namespace) -> WebhookConfig:
     return WebhookConfig(
         namespace=args.namespace,
         kubeconfig=args.kubeconfig,
+        api_budget=flaggroups.api_budget(args),
         bind=args.bind,
         http_bind=args.http_bind,
         service_name=args.service_name,

@@ -196,7 +196,7 @@ class Webhook:
 
 def run(cfg: config.WebhookConfig) -> int:
     """Serve until SIGTERM/SIGINT; 0 then."""
-    webhook = Webhook(cfg, api=kube_client.connect(cfg.kubeconfig))
+    webhook = Webhook(cfg, api=kube_client.connect(cfg.kubeconfig, cfg.api_budget))
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:

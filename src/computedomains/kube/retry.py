@@ -1,0 +1,87 @@
+"""When a failed API request is tried again, and how long to wait first (pure).
+
+The rules of client-go, which every Kubernetes component shares:
+
+- **429 Too Many Requests** (API Priority and Fairness, or a webhook's limit): the server did
+  not act, so any request is sent again, after its ``Retry-After``;
+- **a 5xx with ``Retry-After``**: the server says it did not act and when to come back: any
+  request, after that wait;
+- **another 5xx, or the connection lost mid-request**: the server may have acted, so only a
+  read is sent again (a write's outcome is the caller's to find out);
+- **the connection not made at all**: nothing was sent, so any request is sent again.
+
+Waits double from :attr:`Policy.backoff_initial` up to :attr:`Policy.backoff_cap`; a
+``Retry-After`` is honoured up to :attr:`Policy.retry_after_cap`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import email.utils
+import time
+
+TOO_MANY_REQUESTS = 429
+READS = frozenset({"GET", "HEAD"})
+"""Methods sent again whatever happened to the first try: they change nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    """How often and how patiently one request is tried."""
+
+    attempts: int = 5
+    """Tries in all, the first included."""
+    backoff_initial: float = 0.25
+    backoff_cap: float = 4.0
+    retry_after_cap: float = 30.0
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds before try ``attempt + 1`` (0-based ``attempt``) when the server named none."""
+        return min(self.backoff_cap, self.backoff_initial * 2.0 ** min(attempt, 30))
+
+
+def retry_after(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (delta-seconds or an HTTP date).
+
+    None when it is absent or unreadable.
+    """
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    current = time.time() if now is None else now
+    return max(0.0, when.timestamp() - current)
+
+
+def after_answer(
+    policy: Policy, method: str, status: int, retry_after_header: str | None, attempt: int
+) -> float | None:
+    """Seconds to wait before sending again after an HTTP answer of ``status``; None: do not.
+
+    ``attempt`` counts from 0 (the first try).
+    """
+    if attempt + 1 >= policy.attempts:
+        return None
+    asked = retry_after(retry_after_header)
+    if status == TOO_MANY_REQUESTS or (status >= 500 and asked is not None):
+        return min(policy.retry_after_cap, policy.backoff(attempt) if asked is None else asked)
+    if status >= 500 and method.upper() in READS:
+        return policy.backoff(attempt)
+    return None
+
+
+def after_failure(policy: Policy, method: str, *, sent: bool, attempt: int) -> float | None:
+    """Seconds to wait before sending again after no answer came; None: do not.
+
+    ``sent`` is False when the connection was never made (nothing reached the server).
+    """
+    if attempt + 1 >= policy.attempts:
+        return None
+    if not sent or method.upper() in READS:
+        return policy.backoff(attempt)
+    return None

@@ -1,0 +1,108 @@
+"""The API client against a loopback HTTP server that refuses, then answers."""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import logging
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from computedomains.kube import client, retry
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    answers: list[tuple[int, dict[str, str]]]
+    """(status, extra headers) per request in turn; the last repeats."""
+    seen: list[str]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    server: _Server
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self.server.seen.append(self.command)
+        answers = self.server.answers
+        status, headers = answers[min(len(self.server.seen), len(answers)) - 1]
+        document: dict[str, object]
+        if status >= 400:
+            document = {"kind": "Status", "reason": "Refused", "message": f"answer {status}"}
+        else:
+            document = {"kind": "ConfigMap", "metadata": {"name": "x"}}
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@contextlib.contextmanager
+def _serving(*answers: tuple[int, dict[str, str]]) -> Iterator[_Server]:
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.answers, server.seen = list(answers), []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _client(server: _Server) -> client.Client:
+    host, port = server.server_address[:2]
+    fast = retry.Policy(attempts=3, backoff_initial=0.01, backoff_cap=0.02)
+    return client.Client(f"http://{host!s}:{port}", policy=fast)
+
+
+def test_a_429_with_retry_after_then_200_succeeds_without_an_error_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG), _serving((429, {"Retry-After": "1"}), (200, {})) as server:
+        api = _client(server)
+        seen: list[int] = []
+        api.observer = lambda method, path, status: seen.append(status)
+        answer = api.create("/api/v1/namespaces/default/configmaps", {"metadata": {"name": "x"}})
+    assert answer["metadata"]["name"] == "x"
+    assert server.seen == ["POST", "POST"]
+    assert seen == [429, 200]  # the request metrics count the refusal too
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    (waited,) = [r.getMessage() for r in caplog.records if "trying again" in r.getMessage()]
+    assert "answered 429" in waited and "1.00s" in waited
+
+
+def test_a_write_that_failed_on_the_server_is_not_sent_twice() -> None:
+    with _serving((500, {})) as server, pytest.raises(client.ApiError) as raised:
+        _client(server).create("/api/v1/namespaces/default/configmaps", {})
+    assert raised.value.status == 500 and server.seen == ["POST"]
+
+
+def test_a_read_is_tried_the_policys_count_then_the_last_error_is_raised() -> None:
+    with _serving((503, {})) as server, pytest.raises(client.ApiError) as raised:
+        _client(server).get("/api/v1/namespaces/default/configmaps/x")
+    assert raised.value.status == 503 and server.seen == ["GET"] * 3
+
+
+def test_a_refused_connection_is_tried_again_even_for_a_write() -> None:
+    with _serving((200, {})) as server:
+        address = server.server_address
+    api = client.Client(f"http://{address[0]!s}:{address[1]}",
+                        policy=retry.Policy(attempts=2, backoff_initial=0.01))  # fmt: skip
+    tries: list[int] = []
+    api.observer = lambda method, path, status: tries.append(status)
+    with pytest.raises(client.API_ERRORS):
+        api.create("/api/v1/namespaces/default/configmaps", {})
+    assert tries == [0, 0]  # nothing listens any more: both tries failed to connect
