@@ -446,6 +446,24 @@ compute-domains.nodeInit.args
   It takes the fault grace: a restarted pod on a node running a job holds its verdict as the
   plugin's re-check does.
 */}}
+{{/*
+compute-domains.logArgs
+  Takes: the root context.
+  Returns: the YAML list items of `--log-format` and `--verbosity` from `logging`, for every
+  container that runs `computedomains`; nothing at the defaults (text, 0), so a default render
+  carries no logging flags.
+*/}}
+{{- define "compute-domains.logArgs" -}}
+{{- $args := list -}}
+{{- if ne .Values.logging.format "text" -}}
+{{- $args = append $args (printf "--log-format=%s" .Values.logging.format) -}}
+{{- end -}}
+{{- if .Values.logging.verbosity -}}
+{{- $args = append $args (printf "--verbosity=%d" (int .Values.logging.verbosity)) -}}
+{{- end -}}
+{{- if $args }}{{ toYaml $args }}{{ end -}}
+{{- end -}}
+
 {{- define "compute-domains.nodeInit.args" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
 - node-init
@@ -455,6 +473,9 @@ compute-domains.nodeInit.args
 - --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}
 - --fault-grace-seconds={{ .Values.nodeInit.faultGrace.seconds }}
 {{ include "compute-domains.fabricCheck.args" . }}
+{{- with include "compute-domains.logArgs" . }}
+{{ . }}
+{{- end }}
 {{- end -}}
 
 {{/*
@@ -742,6 +763,7 @@ spec:
             - hooks
             - {{ $hook }}
             - --namespace={{ $root.Release.Namespace }}
+            {{- with include "compute-domains.logArgs" $root }}{{ . | nindent 12 }}{{ end }}
             {{- range .args }}
             - {{ . | quote }}
             {{- end }}

@@ -163,6 +163,23 @@ def test_an_answer_short_of_ready_at_the_ports_opening_is_checked_again_soon(
         sup.check(now=4.0 + supervisor.CHECK_FIRST)
         assert sup.observed().health == Health.READY
         sup.stop()
+        asked.unlink()
+        sup.start(MEMBERSHIP, now=10.0)  # a new start looks for the port's opening again
+        sup.check(now=13.0)
+        assert sup.next_check() == pytest.approx(13.0 + supervisor.CHECK_FIRST)
+        sup.stop()
+
+
+def test_past_the_start_timeout_the_checks_keep_their_pace(tmp_path: pathlib.Path) -> None:
+    # ctl runs then without a look at the port: that is no sign of the port opening.
+    with socket.socket() as port:
+        port.bind(("127.0.0.1", 0))
+        sup, _, _ = make(tmp_path, "exec sleep 30\n", "echo INITIALIZING\nexit 1\n",
+                         command_port=port.getsockname())  # fmt: skip
+        sup.start(MEMBERSHIP, now=0.0)
+        sup.check(now=31.0)  # the start timeout is 30 s
+        assert sup.next_check() == pytest.approx(31.0 + supervisor.CHECK_STARTING_MAX)
+        sup.stop()
 
 
 def test_crash_is_reported_with_its_error_and_restarted_after_backoff(

@@ -54,7 +54,7 @@ def check_interval(*, steady: bool, elapsed: float) -> float:
     without a port to look at, since the start): READY is seen soon after it happens (prepare
     waits for it), and a slow start-up costs a few checks, not ten a second. Counting from the
     port's opening matters: IMEX answers there a moment before it is READY, and a check that
-    lands in that moment must not put the next one half a start-up away.
+    lands in that moment must not put the next one up to a second away.
     """
     if steady:
         return CHECK_READY
@@ -254,18 +254,18 @@ class Supervisor:
             return
         port = self._command_port
         # Past the start timeout ctl runs anyway: its own words say why IMEX is not up.
-        closed = (
+        looked = (
             not self._ever_ready
             and port is not None
             and now - self._started_at < self._start_timeout
-            and not accepts(port)
         )
+        closed = looked and port is not None and not accepts(port)
         if closed:
             assert port is not None
             ready, ctl_text = False, f"its command port {port[0]}:{port[1]} is not open yet"
         else:
-            if port is not None and self._port_open_at is None:
-                self._port_open_at = now
+            if looked and self._port_open_at is None:
+                self._port_open_at = now  # seen open just now
             ready, ctl_text = self._query()
         result = assess(
             ready=ready,
