@@ -440,13 +440,6 @@ compute-domains.tokenExtraVariable
 {{- end -}}
 
 {{/*
-compute-domains.nodeInit.args
-  Takes: the root context.
-  Returns: the YAML list items of the init container's `computedomains node-init` arguments.
-  It takes the fault grace: a restarted pod on a node running a job holds its verdict as the
-  plugin's re-check does.
-*/}}
-{{/*
 compute-domains.logArgs
   Takes: the root context.
   Returns: the YAML list items of `--log-format` and `--verbosity` from `logging`, for every
@@ -464,6 +457,13 @@ compute-domains.logArgs
 {{- if $args }}{{ toYaml $args }}{{ end -}}
 {{- end -}}
 
+{{/*
+compute-domains.nodeInit.args
+  Takes: the root context.
+  Returns: the YAML list items of the init container's `computedomains node-init` arguments.
+  It takes the fault grace: a restarted pod on a node running a job holds its verdict as the
+  plugin's re-check does.
+*/}}
 {{- define "compute-domains.nodeInit.args" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
 - node-init

@@ -79,8 +79,8 @@ BASE_KINDS = {
     "RoleBinding": 8,
     "Service": 4,
     "ServiceAccount": 9,
-    "ValidatingAdmissionPolicy": 6,
-    "ValidatingAdmissionPolicyBinding": 6,
+    "ValidatingAdmissionPolicy": 7,
+    "ValidatingAdmissionPolicyBinding": 7,
     "ValidatingWebhookConfiguration": 1,
 }
 """What the default values render: plugin, controller, agent and webhook, with their RBAC,

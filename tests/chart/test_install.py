@@ -159,7 +159,7 @@ def _check_admission_policies(api: client.ApiClient, release: str) -> None:
     selector = f"app.kubernetes.io/instance={release}"
     policies = admission.list_validating_admission_policy(label_selector=selector).items
     bindings = admission.list_validating_admission_policy_binding(label_selector=selector).items
-    assert len(policies) == 6
+    assert len(policies) == 7
     assert {b.spec.policy_name for b in bindings} == {p.metadata.name for p in policies}
 
     def type_checked() -> list[Any] | None:

@@ -169,7 +169,7 @@ def test_names_fit_in_63_characters_with_the_longest_release_name(h: helm.Helm) 
     kinds_and_names = [(o["kind"], o["metadata"]["name"]) for o in objects]
     assert len(set(kinds_and_names)) == len(kinds_and_names)
     policies = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
-    assert len(set(policies)) == 6, "shortening the release name must keep the suffixes apart"
+    assert len(set(policies)) == 7, "shortening the release name must keep the suffixes apart"
 
 
 def test_fullname_override_names_the_objects(h4: helm.Helm) -> None:
@@ -819,7 +819,7 @@ def test_controller_may_delete_only_stranded_workload_pods(h4: helm.Helm) -> Non
 def test_daemon_class_policy_can_be_turned_off(h4: helm.Helm) -> None:
     objects = r.rendered(h4, **{"daemonDeviceClass.restrictToReleaseNamespace": "false"})
     names = [o["metadata"]["name"] for o in r.of_kind(objects, "ValidatingAdmissionPolicy")]
-    assert len(names) == 5 and "cd-compute-domains-daemon-device-class" not in names
+    assert len(names) == 6 and "cd-compute-domains-daemon-device-class" not in names
     assert not [
         b
         for b in r.of_kind(objects, "ValidatingAdmissionPolicyBinding")

@@ -859,3 +859,31 @@ def test_the_webhook_budget_lets_a_drain_through_with_one_replica(h4: helm.Helm)
     assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1} and "minAvailable" not in pdb["spec"]
     error = r.rejected(h4, *r.set_args({"webhook.podDisruptionBudget.minAvailable": "1"}))
     assert "webhook.podDisruptionBudget.minAvailable is retired" in error
+
+
+def _our_containers(objects: list[r.Obj]) -> dict[str, r.Obj]:
+    """Every container (init containers too) that runs ``computedomains``, by object/name."""
+    found: dict[str, r.Obj] = {}
+    for obj in objects:
+        spec = obj.get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec") or {}
+        for c in [*pod.get("initContainers", []), *pod.get("containers", [])]:
+            if c.get("command") == ["computedomains"]:
+                found[f"{obj['kind']}/{obj['metadata']['name']}/{c['name']}"] = c
+    return found
+
+
+def test_logging_values_reach_every_component_hook_and_node_init(h4: helm.Helm) -> None:
+    values = {"logging.format": "json", "logging.verbosity": "2",
+              "nodeInit.recheckIn": "sidecar"}  # fmt: skip
+    ours = _our_containers(r.rendered(h4, **values))
+    kinds = {key.split("/")[0] for key in ours}
+    assert kinds == {"Deployment", "DaemonSet", "Job"}, ours.keys()
+    assert any(key.endswith("/node-init-watch") for key in ours), ours.keys()
+    missing = [k for k, c in ours.items()
+               if not {"--log-format=json", "--verbosity=2"} <= set(c["args"])]  # fmt: skip
+    assert missing == []
+    # At the defaults (text, 0) no container carries a logging flag.
+    flags = ("--log-format", "--verbosity")
+    defaults = _our_containers(r.template(h4))
+    assert not [k for k, c in defaults.items() if any(a.startswith(flags) for a in c["args"])]

@@ -126,7 +126,7 @@ def test_replicas_spread_softly(h4: helm.Helm) -> None:
 
 def test_every_webhook_object_is_in_sync_wave_minus_one(h: helm.Helm) -> None:
     objects = r.of_component(r.rendered(h, **{"webhook.certManager.enabled": "true"}), WEBHOOK)
-    assert len(objects) == 15  # 11 and the two Issuers and two Certificates
+    assert len(objects) == 17  # 13 and the two Issuers and two Certificates
     for obj in objects:
         assert obj["metadata"]["annotations"].items() >= WAVE.items(), obj["kind"]
 

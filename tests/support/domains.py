@@ -98,13 +98,40 @@ def get_domain(
     return found
 
 
+def claim_by_hand(api: client.ApiClient, namespace: str, domain: dict[str, Any], name: str) -> str:
+    """A ResourceClaim of ``domain``'s channel made by hand from its template's spec; its name.
+
+    A pod claiming it by name never reaches the webhook (it claims from no template), so it
+    gets neither the domain's label nor the anti-affinity between domains: such pods race for
+    a free node as claims of any other tool would.
+    """
+    template_name = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    resource = client.ResourceV1Api(api)
+    template = waiting.until(
+        f"ResourceClaimTemplate {namespace}/{template_name}",
+        lambda: resource.read_namespaced_resource_claim_template(template_name, namespace),
+        timeout=60,
+        retry_on=(ApiException,),
+    )
+    spec = api.sanitize_for_serialization(template.spec.spec)  # type: ignore[no-untyped-call]
+    body = {"metadata": {"name": name}, "spec": spec}
+    resource.create_namespaced_resource_claim(namespace, body)
+    return name
+
+
 def pod_spec(
-    domain: dict[str, Any], *, node: str = "", affinity: dict[str, Any] | None = None
+    domain: dict[str, Any],
+    *,
+    node: str = "",
+    affinity: dict[str, Any] | None = None,
+    claim: str = "",
 ) -> dict[str, Any]:
-    """The spec of a pod of ``domain`` (its claim template): on ``node``, or anywhere."""
+    """The spec of a pod of ``domain``: on ``node``, or anywhere; claiming from its template, or
+    the claim ``claim`` by name (:func:`claim_by_hand`)."""
     template = domain["spec"]["channel"]["resourceClaimTemplate"]["name"]
+    source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
     spec: dict[str, Any] = {
-        "resourceClaims": [{"name": "imex", "resourceClaimTemplateName": template}],
+        "resourceClaims": [{"name": "imex", **source}],
         "containers": [
             {
                 "name": "main",
@@ -129,6 +156,7 @@ def create_pod(
     *,
     node: str = "",
     affinity: dict[str, Any] | None = None,
+    claim: str = "",
 ) -> str:
     """A bare pod of ``domain``, labelled ``domain=<its name>``; returns its name."""
     labels = {"domain": domain["metadata"]["name"]}
@@ -136,7 +164,7 @@ def create_pod(
         namespace,
         {
             "metadata": {"name": name, "labels": labels},
-            "spec": pod_spec(domain, node=node, affinity=affinity),
+            "spec": pod_spec(domain, node=node, affinity=affinity, claim=claim),
         },
     )
     return name
@@ -148,6 +176,7 @@ def create_deployment(
     domain: dict[str, Any],
     *,
     affinity: dict[str, Any] | None = None,
+    claim: str = "",
 ) -> str:
     """A one-replica Deployment of ``domain``'s pods (an owner that recreates them)."""
     name = str(domain["metadata"]["name"])
@@ -161,7 +190,7 @@ def create_deployment(
                 "selector": {"matchLabels": labels},
                 "template": {
                     "metadata": {"labels": labels},
-                    "spec": pod_spec(domain, affinity=affinity),
+                    "spec": pod_spec(domain, affinity=affinity, claim=claim),
                 },
             },
         },

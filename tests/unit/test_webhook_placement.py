@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -237,3 +238,36 @@ def test_the_warning_names_only_the_domains_that_ask_for_a_clique() -> None:
     pod, known = _two_domains(CliquePlacement.REQUIRED, CliquePlacement.NONE)
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and "(a)" in verdict.warnings[0]
+
+
+# -- the domain label is the webhook's alone -----------------------------------------------
+
+
+def _forged(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["metadata"]["labels"] = {LABEL: "uid-of-someone-else", "app": "x"}
+    return pod
+
+
+@pytest.mark.parametrize(
+    "known",
+    [[], [_domain(CliquePlacement.REQUIRED, template="other")],
+     [_domain(CliquePlacement.NONE, uid="u-a", template="a-channel"),
+      _domain(CliquePlacement.NONE, uid="u-b", template="a-channel", name="b")]],
+    ids=["no-domain", "another-template", "two-domains"],
+)  # fmt: skip
+def test_a_forged_domain_label_is_removed_with_a_warning(known: list[domains.Domain]) -> None:
+    pod = _forged(_pod(resourceClaims=[{"name": "a", "resourceClaimTemplateName": "a-channel"}]))
+    verdict = placement.place(_request(pod), known, spread=True)
+    assert verdict.allowed
+    assert verdict.patch == [{"op": "remove", "path": "/metadata/labels/computedomains.io~1domain"}]
+    assert any("removed the label" in w for w in verdict.warnings)
+
+
+def test_a_forged_label_on_a_domains_pod_is_replaced_by_its_domains_uid() -> None:
+    pod = _applied(_forged(_pod()), [_domain(CliquePlacement.NONE)])
+    assert pod["metadata"]["labels"] == {LABEL: "uid-1", "app": "x"}
+
+
+def test_a_domain_being_deleted_places_nothing() -> None:
+    dying = dataclasses.replace(_domain(CliquePlacement.REQUIRED), deleting=True)
+    assert placement.place(_request(_pod()), [dying], spread=True) == placement.review.Verdict()

@@ -21,6 +21,7 @@ label ``computedomains.io/domain: <domain UID>`` and:
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -75,27 +76,43 @@ def spread_term(uid: str) -> dict[str, Any]:
 def place(
     request: dict[str, Any], known: Iterable[domains.Domain], *, spread: bool = False
 ) -> review.Verdict:
-    """The mutation of a pod CREATE: the patch for its domain's placement, if it has one."""
+    """The mutation of a pod CREATE: the patch for its domain's placement, if it has one.
+
+    The domain label is the webhook's alone: a pod that carries it without claiming exactly
+    one live domain's channel loses it (with a warning), since every domain's pods keep off
+    the nodes of pods with another domain's label. A domain being deleted places nothing.
+    """
     pod = request.get("object") or {}
     namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "")
     templates = claimed_templates(pod)
     if not templates:
         return review.Verdict()
-    claimed = [d for d in domains.in_namespace(known, namespace) if d.template in templates]
+    live = [d for d in domains.in_namespace(known, namespace) if not d.deleting]
+    claimed = [d for d in live if d.template in templates]
     placed = [d for d in claimed if d.clique is not models.CliquePlacement.NONE]
-    if len(claimed) > 1:
-        if not placed:
-            return review.Verdict()
-        names = ", ".join(d.name for d in placed)
-        return review.Verdict(
-            warnings=(
-                f"the pod claims channels of several ComputeDomains with a clique "
-                f"placement ({names}): no placement was added",
-            )
-        )
-    if not placed and not (claimed and spread):
-        return review.Verdict()
+    if len(claimed) != 1:
+        verdict = _unlabelled(pod)
+        if len(claimed) > 1 and placed:
+            names = ", ".join(d.name for d in placed)
+            warning = (f"the pod claims channels of several ComputeDomains with a clique "
+                       f"placement ({names}): no placement was added")  # fmt: skip
+            return dataclasses.replace(verdict, warnings=(*verdict.warnings, warning))
+        return verdict
+    label = ((pod.get("metadata") or {}).get("labels") or {}).get(DOMAIN_LABEL)
+    if not placed and not spread and label in (None, claimed[0].uid):
+        return review.Verdict()  # nothing to add, and no label of another domain to correct
     return review.Verdict(patch=patch(pod, claimed[0], spread=spread))
+
+
+def _unlabelled(pod: Mapping[str, Any]) -> review.Verdict:
+    """The removal of a domain label the pod carries though it claims no one domain's channel."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    if DOMAIN_LABEL not in labels:
+        return review.Verdict()
+    remove = {"op": "remove", "path": _pointer("metadata", "labels", DOMAIN_LABEL)}
+    warning = (f"removed the label {DOMAIN_LABEL}: only the webhook sets it, on a pod that "
+               "claims the channel of exactly one ComputeDomain of its namespace")  # fmt: skip
+    return review.Verdict(patch=[remove], warnings=(warning,))
 
 
 def patch(

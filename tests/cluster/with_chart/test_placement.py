@@ -5,7 +5,9 @@ devices) and, for a free node, waits for the controller's answer to the devices'
 conditions, unless only one domain is placing: then free nodes are tainted for that domain
 (its turn) and its pods bind without waiting (docs/placement.md). The kubelet plugin's
 refusal (``NodeInAnotherComputeDomain``) stays the last defence: on Kubernetes 1.36 these
-tests check that it never has to act. Before 1.36 (``COMPUTE_DOMAINS_KUBE_VERSION=1.34``,
+tests check that it never has to act. The webhook's anti-affinity between domains keeps the
+pods it labels apart before any of that; the racing tests claim by hand (no webhook) so that
+the race still happens. Before 1.36 (``COMPUTE_DOMAINS_KUBE_VERSION=1.34``,
 ``make test-fallback``) there are no binding conditions: a pod that loses a same-moment race
 for a free node is refused by the plugin and, when a workload controller owns it, deleted by
 the controller and created again elsewhere.
@@ -19,6 +21,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from computedomains import waiting
 from computedomains.api import constants, placement
@@ -148,12 +151,18 @@ def _preferring(node: str, fallback: str) -> dict[str, Any]:
 def test_two_domains_racing_for_one_free_node_the_loser_goes_elsewhere(
     chart: str, api: client.ApiClient, namespace: str
 ) -> None:
+    # Claims made by hand: their pods get no anti-affinity from the webhook, so they do race
+    # for the node, and the binding conditions (the plugin's refusal and the controller's
+    # unstranding before 1.36) must settle it.
     target, fallback = "gb200-r1-n15", "gb200-r1-n16"
     tenants = _namespaces(api, 2)
     try:
         created = [domains.create_domain(api, ns) for ns in tenants]
         for ns, domain in zip(tenants, created, strict=True):
-            domains.create_deployment(api, ns, domain, affinity=_preferring(target, fallback))
+            claim = domains.claim_by_hand(api, ns, domain, "channel")
+            domains.create_deployment(
+                api, ns, domain, affinity=_preferring(target, fallback), claim=claim
+            )
         for ns, domain in zip(tenants, created, strict=True):
             domains.wait_ready(api, ns, domain, ["one replica"])
         placed = sorted(_running_node(api, ns) for ns in tenants)
@@ -173,7 +182,10 @@ def test_a_domain_aimed_only_at_a_held_node_waits_with_a_reason_then_runs(
         holder, waiter = (domains.create_domain(api, ns) for ns in tenants)
         domains.create_pod(api, tenants[0], holder, "worker", node=node)
         domains.wait_ready(api, tenants[0], holder, ["worker"])
-        domains.create_pod(api, tenants[1], waiter, "worker", node=node)
+        # By a claim made by hand, so no anti-affinity keeps it off the node: the held devices
+        # must (the hold reaching the scheduler is what this checks).
+        claim = domains.claim_by_hand(api, tenants[1], waiter, "channel")
+        domains.create_pod(api, tenants[1], waiter, "worker", node=node, claim=claim)
         core = client.CoreV1Api(api)
 
         def reason() -> str | None:
@@ -185,9 +197,7 @@ def test_a_domain_aimed_only_at_a_held_node_waits_with_a_reason_then_runs(
             return found[0] if found else None
 
         message = waiting.until("the waiting pod's scheduling failure", reason, timeout=60)
-        # The webhook's anti-affinity between domains (--spread-domains) keeps it off the node
-        # before the held devices do.
-        assert "didn't match pod anti-affinity rules" in message, message
+        assert "cannot allocate all claims" in message, message
         assert _node_of(api, tenants[1], "worker") == ""  # never bound, never prepared
         core.delete_namespaced_pod("worker", tenants[0], grace_period_seconds=0)
         domains.wait_ready(api, tenants[1], waiter, ["worker"])
@@ -264,3 +274,27 @@ def test_a_domain_placing_alone_binds_at_once_a_second_one_brings_the_conditions
         assert _refusals(api, tenants) == []
     finally:
         _cleanup(api, tenants)
+
+
+def test_the_domain_label_on_pods_is_the_webhooks_alone(
+    chart: str, api: client.ApiClient, namespace: str
+) -> None:
+    # Every domain's pods keep off the nodes of pods with another domain's label: a forged one
+    # would keep ComputeDomains off any node.
+    core = client.CoreV1Api(api)
+    key = "computedomains.io/domain"
+    bare = {"metadata": {"name": "forged", "labels": {key: "someone-else"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}}  # fmt: skip
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(namespace, bare)
+    assert refused.value.status in (403, 422), refused.value
+    assert "set by the compute-domains webhook alone" in str(refused.value.body)
+    domain = domains.create_domain(api, namespace)
+    domains.create_pod(api, namespace, domain, "labelled")
+    pod = core.read_namespaced_pod("labelled", namespace)
+    assert pod.metadata.labels[key] == domain["metadata"]["uid"]
+    with pytest.raises(ApiException) as changed:
+        core.patch_namespaced_pod("labelled", namespace, {"metadata": {"labels": {key: "x"}}})
+    assert "set by the compute-domains webhook alone" in str(changed.value.body)
+    core.patch_namespaced_pod("labelled", namespace, {"metadata": {"labels": {"team": "a"}}})
+    core.delete_namespaced_pod("labelled", namespace, grace_period_seconds=0)
