@@ -10,7 +10,7 @@ import pytest
 
 from computedomains.api import constants
 from computedomains.api.models import CliquePlacement
-from computedomains.webhook import domains, placement
+from computedomains.webhook import domains, placement, review
 
 NS = "team-a"
 LABEL = placement.DOMAIN_LABEL
@@ -270,4 +270,4 @@ def test_a_forged_label_on_a_domains_pod_is_replaced_by_its_domains_uid() -> Non
 
 def test_a_domain_being_deleted_places_nothing() -> None:
     dying = dataclasses.replace(_domain(CliquePlacement.REQUIRED), deleting=True)
-    assert placement.place(_request(_pod()), [dying], spread=True) == placement.review.Verdict()
+    assert placement.place(_request(_pod()), [dying], spread=True) == review.Verdict()
