@@ -76,3 +76,19 @@ def add_switch(
 def path(value: str) -> pathlib.Path:
     """Flag type for paths."""
     return pathlib.Path(value)
+
+
+def at_least_one(value: str) -> int:
+    """Flag type for counts of 1 or more."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
+def not_negative(value: str) -> float:
+    """Flag type for amounts of 0 or more."""
+    number = float(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {number:g}")
+    return number

@@ -160,14 +160,14 @@ def add_grace_flags(parser: argparse.ArgumentParser) -> None:
         parser,
         "--fault-grace-checks",
         default=str(defaults.checks),
-        type=_at_least_one,
+        type=flags.at_least_one,
         help="failed fabric checks in a row after which a usable verdict is given up (>= 1)",
     )
     flags.add(
         parser,
         "--fault-grace-seconds",
         default=f"{defaults.seconds:g}",
-        type=_not_negative,
+        type=flags.not_negative,
         help="seconds of failed fabric checks after which a usable verdict is given up",
     )
 
@@ -175,17 +175,3 @@ def add_grace_flags(parser: argparse.ArgumentParser) -> None:
 def grace_from_args(args: argparse.Namespace) -> Grace:
     """The grace :func:`add_grace_flags` parsed."""
     return Grace(checks=args.fault_grace_checks, seconds=args.fault_grace_seconds)
-
-
-def _at_least_one(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
-
-
-def _not_negative(value: str) -> float:
-    number = float(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {number:g}")
-    return number

@@ -84,29 +84,15 @@ def add_kube(
     if namespace:
         flags.add(parser, "--namespace", default="default", help="the driver's namespace")
     if budget is not None:
-        flags.add(parser, "--kube-api-qps", default=f"{budget.qps:g}", type=_non_negative,
+        flags.add(parser, "--kube-api-qps", default=f"{budget.qps:g}", type=flags.not_negative,
                   help="API requests per second on average (0: no limit)")  # fmt: skip
-        flags.add(parser, "--kube-api-burst", default=str(budget.burst), type=_positive,
+        flags.add(parser, "--kube-api-burst", default=str(budget.burst), type=flags.at_least_one,
                   help="API requests at once above the average")  # fmt: skip
 
 
 def api_budget(args: argparse.Namespace) -> ApiBudget:
     """The budget :func:`add_kube`'s flags parsed to."""
     return ApiBudget(args.kube_api_qps, args.kube_api_burst)
-
-
-def _non_negative(value: str) -> float:
-    number = float(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return number
-
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return number
 
 
 def add_node(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
