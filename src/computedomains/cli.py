@@ -7,12 +7,26 @@ import sys
 from collections.abc import Sequence
 
 import computedomains
-from computedomains.controller import commands as controller_commands
+from computedomains import subcommand
+from computedomains.controller import config as controller_config
 from computedomains.fabric import commands as fabric_commands
-from computedomains.imexagent import commands as imexagent_commands
-from computedomains.kubeletplugin import commands as kubeletplugin_commands
+from computedomains.imexagent import config as imexagent_config
+from computedomains.kubeletplugin import config as kubeletplugin_config
 from computedomains.nodeinit import commands as nodeinit_commands
-from computedomains.webhook import commands as webhook_commands
+from computedomains.webhook import config as webhook_config
+
+COMPONENTS = (
+    subcommand.Component("kubelet-plugin", "run the DRA kubelet plugin on a node",
+                         kubeletplugin_config, "computedomains.kubeletplugin.plugin"),
+    subcommand.Component("controller", "run the ComputeDomain controller (templates, slots, "
+                         "cliques, status)", controller_config,
+                         "computedomains.controller.manager"),
+    subcommand.Component("imex-agent", "run the node's IMEX daemon for the node's ComputeDomain",
+                         imexagent_config, "computedomains.imexagent.agent"),
+    subcommand.Component("webhook", "serve ComputeDomain conversion, validation and clique "
+                         "placement (HTTPS)", webhook_config, "computedomains.webhook.service"),
+)  # fmt: skip
+"""The long-running components: each one's subcommand, flags and the module that serves."""
 
 _SIM_COMMANDS = frozenset({"sim", "tools", "demo"})
 """Subcommands of the simulated cluster: only they import it (and cryptography, for its PKI),
@@ -49,12 +63,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         from computedomains.hooks import commands as hooks_commands  # noqa: PLC0415 - see above
 
         hooks_commands.add_parsers(subparsers)
-    kubeletplugin_commands.add_parsers(subparsers)
-    controller_commands.add_parsers(subparsers)
-    imexagent_commands.add_parsers(subparsers)
+    for component in COMPONENTS:
+        subcommand.add_component(subparsers, component)
     fabric_commands.add_parsers(subparsers)
     nodeinit_commands.add_parsers(subparsers)
-    webhook_commands.add_parsers(subparsers)
     return parser
 
 

@@ -12,14 +12,12 @@ import json
 import resource
 import sys
 
-RUN_MODULES = {
-    "kubelet-plugin": "computedomains.kubeletplugin.plugin",
-    "controller": "computedomains.controller.manager",
-    "imex-agent": "computedomains.imexagent.agent",
-    "node-init": "computedomains.nodeinit.run",
-    "webhook": "computedomains.webhook.service",
-}
-"""The module each component's command imports to run (its ``commands._run``)."""
+
+def _run_modules() -> dict[str, str]:
+    """The module each command imports to run."""
+    from computedomains import cli  # noqa: PLC0415 - measured from main's import on
+
+    return {c.name: c.runs for c in cli.COMPONENTS} | {"node-init": "computedomains.nodeinit.run"}
 
 
 def main(argv: list[str]) -> None:
@@ -27,7 +25,7 @@ def main(argv: list[str]) -> None:
     from computedomains import cli  # noqa: PLC0415 - measured from here on
 
     cli.build_parser(argv).parse_args(argv)
-    importlib.import_module(RUN_MODULES[argv[0]])
+    importlib.import_module(_run_modules()[argv[0]])
     modules = sorted(sys.modules)
     print(
         json.dumps(
