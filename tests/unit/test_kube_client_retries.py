@@ -7,6 +7,7 @@ import http.server
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -106,3 +107,13 @@ def test_a_refused_connection_is_tried_again_even_for_a_write() -> None:
     with pytest.raises(client.API_ERRORS):
         api.create("/api/v1/namespaces/default/configmaps", {})
     assert tries == [0, 0]  # nothing listens any more: both tries failed to connect
+
+
+def test_no_wait_reaches_past_the_requests_timeout() -> None:
+    # The leader's Lease renewal passes the time left before its deadline as the timeout.
+    with _serving((429, {"Retry-After": "5"})) as server:
+        started = time.monotonic()
+        with pytest.raises(client.ApiError) as raised:
+            _client(server).get("/apis/coordination.k8s.io/v1/leases", timeout=1)
+    assert raised.value.status == 429 and server.seen == ["GET"]
+    assert time.monotonic() - started < 1, "it waited for a try it could not make in time"

@@ -79,7 +79,14 @@ class _Call:
     url: str
     body: bytes | None
     content_type: str
-    timeout: float
+    deadline: float
+    """``time.monotonic()`` after which no try starts and no wait ends."""
+
+    def within(self, wait: float | None) -> float | None:
+        """``wait`` if the next try would still start before the deadline, else None."""
+        if wait is None or time.monotonic() + wait >= self.deadline:
+            return None
+        return wait
 
 
 _NOT_SENT = (urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
@@ -179,10 +186,12 @@ class Client:
 
         Throttled by :attr:`limiter`; a refusal to act (429, a 5xx with ``Retry-After``) or a
         failure the request cannot have caused is tried again as :mod:`retry` says, and only
-        the last outcome reaches the caller.
+        the last outcome reaches the caller. ``timeout`` bounds every try and every wait
+        together: a caller with a deadline (the leader's Lease renewal) never waits past it.
         """
         data = None if body is None else json.dumps(body).encode()
-        call = _Call(method, path, self._url(path, query), data, content_type, timeout)
+        deadline = time.monotonic() + timeout
+        call = _Call(method, path, self._url(path, query), data, content_type, deadline)
         for attempt in range(self.policy.attempts):
             self.limiter.take()
             outcome = self._try(call, attempt)
@@ -197,15 +206,17 @@ class Client:
         if call.body is not None:
             headers["Content-Type"] = call.content_type
         status = 0
+        left = max(0.001, call.deadline - time.monotonic())
         try:
             response = self._pool.request(
                 call.method, call.url, body=call.body, headers=headers, retries=False,
-                timeout=urllib3.Timeout(connect=min(5, call.timeout), read=call.timeout),
+                timeout=urllib3.Timeout(connect=min(5, left), read=left),
             )  # fmt: skip
             status = response.status
         except API_ERRORS as exc:
             sent = not isinstance(exc, _NOT_SENT)
-            wait = retry.after_failure(self.policy, call.method, sent=sent, attempt=attempt)
+            wait = call.within(retry.after_failure(self.policy, call.method, sent=sent,
+                                                   attempt=attempt))  # fmt: skip
             if wait is None:
                 raise
             log.debug("%s %s failed (%s); trying again in %.2fs", call.method, call.path, exc, wait)
@@ -217,7 +228,7 @@ class Client:
             decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
             return decoded
         asked = response.headers.get("Retry-After")
-        wait = retry.after_answer(self.policy, call.method, status, asked, attempt)
+        wait = call.within(retry.after_answer(self.policy, call.method, status, asked, attempt))
         if wait is None:
             raise _error(response)
         log.debug("%s %s answered %d; trying again in %.2fs", call.method, call.path, status, wait)
