@@ -117,3 +117,19 @@ def test_no_wait_reaches_past_the_requests_timeout() -> None:
             _client(server).get("/apis/coordination.k8s.io/v1/leases", timeout=1)
     assert raised.value.status == 429 and server.seen == ["GET"]
     assert time.monotonic() - started < 1, "it waited for a try it could not make in time"
+
+
+def test_a_guard_that_refuses_stops_the_retry_of_a_write() -> None:
+    # The controller's fence: a replica that lost the lead while a write waited sends no more.
+    leading = [True]
+
+    def fence() -> None:
+        if not leading[0]:
+            raise RuntimeError("no longer leading")
+
+    with _serving((429, {"Retry-After": "0"}), (200, {})) as server:
+        api = _client(server)
+        api.observer = lambda method, path, status: leading.__setitem__(0, False)
+        with pytest.raises(RuntimeError, match="no longer leading"):
+            api.create("/api/v1/namespaces/default/configmaps", {}, guard=fence)
+    assert server.seen == ["POST"]

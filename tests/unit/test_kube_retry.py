@@ -48,7 +48,7 @@ def test_after_no_answer_only_reads_or_requests_never_sent_go_again() -> None:
 def test_retry_after_reads_seconds_and_http_dates() -> None:
     assert retry.retry_after("3") == 3.0
     assert retry.retry_after(" ") is None and retry.retry_after(None) is None
-    assert retry.retry_after("soon") is None
+    assert retry.retry_after("soon") is None and retry.retry_after("²") is None
     date = email.utils.formatdate(1_000_010, usegmt=True)
     assert retry.retry_after(date, now=1_000_000) == pytest.approx(10.0)
     assert retry.retry_after(date, now=1_000_020) == 0.0

@@ -135,18 +135,25 @@ class TurnKeeper:
                          "(binding conditions on free nodes)")  # fmt: skip
         return turn
 
-    def _write(self, turn: str) -> None:
+    def _fence(self) -> None:
+        """Raise unless this replica may still write (checked before every try of a write)."""
         if not self._may_write():
             raise writes.Fenced("not writing the turn: this replica may no longer lead")
+
+    def _write(self, turn: str) -> None:
+        self._fence()
         namespace = self._caches.namespace
         path = resources.CONFIG_MAPS.path(placement.TURN_CONFIGMAP, namespace=namespace)
         body = placement.turn_configmap(
             turn, namespace=namespace, now=datetime.datetime.now(datetime.UTC)
         )
         try:
-            self._api.replace(path, body)
+            # No resourceVersion: the turn is overwritten whole, so only the fence keeps a
+            # deposed leader's retried write from replacing its successor's.
+            self._api.replace(path, body, guard=self._fence)
         except client.ApiError as exc:
             if exc.status != client.NOT_FOUND:
                 raise
-            self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body)
+            self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body,
+                             guard=self._fence)  # fmt: skip
         self._written, self._written_at = turn, self._clock()

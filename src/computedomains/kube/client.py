@@ -89,6 +89,13 @@ class _Call:
         return wait
 
 
+@dataclasses.dataclass(frozen=True)
+class _Again:
+    """A try that is to be made again after ``seconds``."""
+
+    seconds: float
+
+
 _NOT_SENT = (urllib3.exceptions.ConnectTimeoutError, ConnectionRefusedError)
 """Failures before the request left: nothing reached the server."""
 
@@ -181,6 +188,7 @@ class Client:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float = 30,
+        guard: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """One request; returns the decoded JSON body, raises :class:`ApiError` on non-2xx.
 
@@ -188,20 +196,24 @@ class Client:
         failure the request cannot have caused is tried again as :mod:`retry` says, and only
         the last outcome reaches the caller. ``timeout`` bounds every try and every wait
         together: a caller with a deadline (the leader's Lease renewal) never waits past it.
+        ``guard`` runs before every try and raises to send nothing more (a leader's fence: a
+        write waiting for its budget or a retry is not sent by a replica that lost the lead).
         """
         data = None if body is None else json.dumps(body).encode()
         deadline = time.monotonic() + timeout
         call = _Call(method, path, self._url(path, query), data, content_type, deadline)
         for attempt in range(self.policy.attempts):
             self.limiter.take()
+            if guard is not None:
+                guard()
             outcome = self._try(call, attempt)
-            if isinstance(outcome, dict):
+            if not isinstance(outcome, _Again):
                 return outcome
-            time.sleep(outcome)
+            time.sleep(outcome.seconds)
         raise AssertionError("unreachable: the last attempt raises or returns")
 
-    def _try(self, call: _Call, attempt: int) -> dict[str, Any] | float:
-        """One try: the decoded body, or the seconds to wait before the next try."""
+    def _try(self, call: _Call, attempt: int) -> dict[str, Any] | _Again:
+        """One try: the decoded body, or how long to wait before the next try."""
         headers = self._headers()
         if call.body is not None:
             headers["Content-Type"] = call.content_type
@@ -220,7 +232,7 @@ class Client:
             if wait is None:
                 raise
             log.debug("%s %s failed (%s); trying again in %.2fs", call.method, call.path, exc, wait)
-            return wait
+            return _Again(wait)
         finally:
             if self.observer is not None:
                 self.observer(call.method, call.path, status)
@@ -232,7 +244,7 @@ class Client:
         if wait is None:
             raise _error(response)
         log.debug("%s %s answered %d; trying again in %.2fs", call.method, call.path, status, wait)
-        return wait
+        return _Again(wait)
 
     def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """GET ``path``."""

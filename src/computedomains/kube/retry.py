@@ -4,8 +4,9 @@ The rules of client-go, which every Kubernetes component shares:
 
 - **429 Too Many Requests** (API Priority and Fairness, or a webhook's limit): the server did
   not act, so any request is sent again, after its ``Retry-After``;
-- **a 5xx with ``Retry-After``**: the server says it did not act and when to come back: any
-  request, after that wait;
+- **a 5xx with ``Retry-After``**: the server asks to come back later: any request, after
+  that wait (as client-go; a write it may have carried out then meets its precondition or
+  name conflict);
 - **another 5xx, or the connection lost mid-request**: the server may have acted, so only a
   read is sent again (a write's outcome is the caller's to find out);
 - **the connection not made at all**: nothing was sent, so any request is sent again.
@@ -48,7 +49,7 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return float(text)
     try:
         when = email.utils.parsedate_to_datetime(text)
