@@ -7,6 +7,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
+from computedomains import rfc3339
 from computedomains.api import resources
 from computedomains.hooks import crdview, kubeio, report, snapshotplan
 
@@ -79,7 +80,7 @@ def take(
     _delete_stale_chunks(api, namespace=namespace, prefix=prefix, keep=len(chunks))
     manifest = snapshotplan.Manifest(
         migration=migration,
-        taken_at=now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        taken_at=rfc3339.stamp(now),
         crds=tuple({**c.identity(), "resourceVersion": c.resource_version} for c in crds),
         counts={name: len(objs) for name, objs in listed.items()},
         chunks=tuple(snapshotplan.digest(c) for c in chunks),

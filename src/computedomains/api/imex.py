@@ -41,7 +41,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from computedomains import nodefiles
+from computedomains import nodefiles, rfc3339
 from computedomains.api import constants
 
 DOMAIN_ANNOTATION = f"{constants.OWN_PREFIX}/imex-domain"
@@ -274,7 +274,7 @@ def status_patch(
     makes the write fail rather than land on a newer pod of the same name.
     """
     status = "True" if report.ready else "False"
-    stamp = now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = rfc3339.stamp(now)
     previous = next(
         (c for c in conditions if c.get("type") == constants.IMEX_READY_CONDITION), None
     )

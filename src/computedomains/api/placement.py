@@ -34,6 +34,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from computedomains import rfc3339
 from computedomains.api import constants, models
 from computedomains.api.schema import ValidationError
 
@@ -294,7 +295,7 @@ def turn_configmap(domain_uid: str, *, namespace: str, now: datetime.datetime) -
         "metadata": {"name": TURN_CONFIGMAP, "namespace": namespace},
         "data": {
             TURN_KEY: domain_uid,
-            TURN_RENEWED_KEY: now.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            TURN_RENEWED_KEY: rfc3339.stamp(now),
         },
     }
 

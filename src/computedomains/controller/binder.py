@@ -16,12 +16,11 @@ tells the owner of a bare pod why it waits (docs/placement.md).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import logging
 import threading
 from collections.abc import Callable
 
-from computedomains import trace
+from computedomains import rfc3339, trace
 from computedomains.api import placement as contract
 from computedomains.api import resources
 from computedomains.controller import placement
@@ -37,7 +36,7 @@ def _key(allocation: contract.ChannelAllocation) -> tuple[str, str, tuple[str, .
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339.stamp()
 
 
 class Binder:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from computedomains import trace
+from computedomains import rfc3339, trace
 from computedomains.api import constants, models, resources
 from computedomains.controller import decide, objects
 from computedomains.controller.caches import Caches
@@ -51,11 +51,6 @@ _TRANSIENT = frozenset({408, 429})
 def _refused(exc: client.ApiError) -> bool:
     """A 4xx that repeating the same request cannot change (conflicts are handled apart)."""
     return 400 <= exc.status < 500 and exc.status not in _TRANSIENT
-
-
-def _rfc3339(when: datetime.datetime) -> str:
-    """``when`` as metav1.Time writes it (UTC, whole seconds)."""
-    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -107,7 +102,7 @@ class Reconciler:
         if raw is None:
             self._forget(uid)
             return None
-        snapshot = self._caches.snapshot(raw, now=_rfc3339(self._wall_clock()))
+        snapshot = self._caches.snapshot(raw, now=rfc3339.stamp(self._wall_clock()))
         domain = snapshot.domain
         if domain.deleting and not domain.finalized:
             self._forget(uid)  # not ours to order any more; the collector takes leftovers

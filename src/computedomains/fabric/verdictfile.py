@@ -7,14 +7,10 @@ from __future__ import annotations
 
 import datetime
 
+from computedomains import rfc3339
 from computedomains.api import fabricverdict
 from computedomains.fabric import codec
 from computedomains.fabric.model import NodeReport, Verdict
-
-
-def rfc3339(moment: datetime.datetime) -> str:
-    """``moment`` as ``2026-11-30T07:30:00Z`` (UTC, whole seconds)."""
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def build(
@@ -30,5 +26,5 @@ def build(
         driver_version=report.driver_version if report else "",
         imex_channel_count=report.imex_channel_count if report else None,
         gpus=tuple(codec.gpu_entry(g) for g in report.gpus) if report else (),
-        observed_at=rfc3339(observed_at),
+        observed_at=rfc3339.stamp(observed_at),
     )

@@ -8,7 +8,7 @@ import ipaddress
 import pathlib
 
 from computedomains import settings as flags
-from computedomains.api import flaggroups, imex
+from computedomains.api import constants, flaggroups, imex
 from computedomains.imexagent import render
 
 
@@ -67,7 +67,7 @@ class AgentConfig:
     @property
     def status_file(self) -> pathlib.Path:
         """The ImexStatus node file the kubelet plugin reads."""
-        return self.imex_dir / render.STATUS_FILE
+        return self.imex_dir / constants.IMEX_STATUS_FILE.name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,6 @@ SERVER_PORT = 50000
 CMD_PORT = 50005
 CONFIG_FILE = "imexd.cfg"
 NODES_FILE = "nodes.cfg"
-STATUS_FILE = "status.json"
 BLOCK_BEGIN = "# BEGIN compute-domains IMEX peers (written by the IMEX agent; do not edit)"
 BLOCK_END = "# END compute-domains IMEX peers"
 

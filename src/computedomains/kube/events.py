@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
+from computedomains import rfc3339
 from computedomains.api import resources
 from computedomains.kube import client
 
@@ -284,8 +285,7 @@ class Correlator:
 
 
 def _timestamp(seconds: float) -> str:
-    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339.stamp(datetime.datetime.fromtimestamp(seconds, datetime.UTC))
 
 
 @dataclasses.dataclass

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import cast
 
+from computedomains import rfc3339
 from computedomains.api import resources
 from computedomains.kube import client, wire
 
@@ -155,11 +156,6 @@ def pause(renewed_at: float | None, *, now: float, timing: Timing) -> float:
     if renewed_at is None:
         return timing.retry_period
     return max(min(timing.retry_period, renewed_at + timing.renew_deadline - now), 0.0)
-
-
-def micro_time(moment: datetime.datetime) -> str:
-    """A Kubernetes MicroTime."""
-    return moment.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _wall_now() -> datetime.datetime:
@@ -308,7 +304,7 @@ class LeaderElector:
             return False
         wanted = next_record(
             record, action, me=self.identity, duration=self._timing.lease_duration,
-            now=micro_time(self._wall()),
+            now=rfc3339.stamp(self._wall(), micro=True),
         )  # fmt: skip
         sent = self._clock()
         timeout = self._timeout()
@@ -350,7 +346,7 @@ class LeaderElector:
             if record.holder != self.identity:
                 return
             released = dataclasses.replace(
-                record, holder="", duration=1, renew_time=micro_time(self._wall())
+                record, holder="", duration=1, renew_time=rfc3339.stamp(self._wall(), micro=True)
             )
             self._write(lease, released, timeout=timeout)
             log.info("%s released the lease %s", self.identity, self._name)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 from collections.abc import Mapping
 from typing import Any
 
+from computedomains import rfc3339
 from computedomains.api import resources
 from computedomains.kube import client
 
@@ -70,7 +70,7 @@ class NodeView:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339.stamp()
 
 
 def get(api: client.Client, name: str) -> NodeView:

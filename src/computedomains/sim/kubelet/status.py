@@ -14,10 +14,12 @@ import enum
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from computedomains import rfc3339
+
 
 def stamp(moment: datetime.datetime) -> str:
     """A time as the kubelet writes it: RFC 3339, whole seconds (rounded down)."""
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339.stamp(moment)
 
 
 class State(enum.Enum):
