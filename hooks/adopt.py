@@ -15,8 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from computedomains import settings as flags
-from computedomains import waiting
+from computedomains import flags, waiting
 from computedomains.api import constants, crds, resources
 from computedomains.hooks import adoptplan, crdview, kubeio, report
 

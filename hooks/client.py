@@ -16,7 +16,7 @@ import kubernetes.config
 import kubernetes.dynamic
 from kubernetes.config import incluster_config
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import flaggroups
 from computedomains.kube import client as kube_client
 
@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, release: bool = False) -> 
 
     The first two are every component's; ``--release`` is the Helm release name, required.
     """
-    flaggroups.add_kube(parser, budget=None)  # the generated client: no budget of ours
+    # The generated client: no request budget of ours.
+    flags.register(parser, flaggroups.KUBECONFIG)
+    flags.register(parser, flaggroups.NAMESPACE)
     if release:
         flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
 

@@ -16,8 +16,7 @@ import datetime
 import time
 from collections.abc import Mapping, Sequence
 
-from computedomains import settings as flags
-from computedomains import waiting
+from computedomains import flags, waiting
 from computedomains.api import crds as api_crds
 from computedomains.api import resources
 from computedomains.hooks import (

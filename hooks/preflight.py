@@ -14,7 +14,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import constants, resources
 
 from . import client, compat, crdversions, kubeio

@@ -15,7 +15,7 @@ import argparse
 import time
 from collections.abc import Mapping
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import constants, models, resources
 from computedomains.kube import pods as kube_pods
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from computedomains import settings as flags
-from computedomains import waiting
+from computedomains import flags, waiting
 from computedomains.api import constants, placement, resources
 
 from . import cleanup, client, compat, kubeio

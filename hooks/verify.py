@@ -13,7 +13,7 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import constants, resources
 
 from . import client, compat, fabricreport, kubeio, rollagents

@@ -9,7 +9,7 @@ import threading
 import types
 from typing import Any
 
-from computedomains import logs
+from computedomains import flags, logs
 
 from . import run, settings
 
@@ -28,13 +28,13 @@ def add_parsers(subparsers: Any) -> None:
             "condition and (for a broken fabric) the taint. Exits 0 whatever the verdict."
         ),
     )
-    settings.add_flags(parser)
+    flags.add_to(parser, settings.Settings)
     logs.add_flags(parser)
-    parser.set_defaults(func=lambda args: _main(parser, args))
+    parser.set_defaults(func=_main)
 
 
-def _main(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    config = settings.from_args(parser, args)
+def _main(args: argparse.Namespace) -> int:
+    config = flags.build(settings.Settings, args)
     stop = threading.Event()
 
     def _stop(signum: int, _frame: types.FrameType | None) -> None:

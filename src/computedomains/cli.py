@@ -8,23 +8,23 @@ from collections.abc import Sequence
 
 import computedomains
 from computedomains import subcommand
-from computedomains.controller import config as controller_config
+from computedomains.controller.config import ControllerConfig
 from computedomains.fabric import commands as fabric_commands
-from computedomains.imexagent import config as imexagent_config
-from computedomains.kubeletplugin import config as kubeletplugin_config
+from computedomains.imexagent.config import AgentConfig
+from computedomains.kubeletplugin.config import PluginConfig
 from computedomains.nodeinit import commands as nodeinit_commands
-from computedomains.webhook import config as webhook_config
+from computedomains.webhook.config import WebhookConfig
 
 COMPONENTS = (
     subcommand.Component("kubelet-plugin", "run the DRA kubelet plugin on a node",
-                         kubeletplugin_config, "computedomains.kubeletplugin.plugin"),
+                         PluginConfig, "computedomains.kubeletplugin.plugin"),
     subcommand.Component("controller", "run the ComputeDomain controller (templates, slots, "
-                         "cliques, status)", controller_config,
+                         "cliques, status)", ControllerConfig,
                          "computedomains.controller.manager"),
     subcommand.Component("imex-agent", "run the node's IMEX daemon for the node's ComputeDomain",
-                         imexagent_config, "computedomains.imexagent.agent"),
+                         AgentConfig, "computedomains.imexagent.agent"),
     subcommand.Component("webhook", "serve ComputeDomain conversion, validation and clique "
-                         "placement (HTTPS)", webhook_config, "computedomains.webhook.service"),
+                         "placement (HTTPS)", WebhookConfig, "computedomains.webhook.service"),
 )  # fmt: skip
 """The long-running components: each one's subcommand, flags and the module that serves."""
 

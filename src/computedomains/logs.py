@@ -1,6 +1,6 @@
 """How every component and hook logs: one line per record, as text or as JSON.
 
-Two flags, each with its environment twin (:mod:`computedomains.settings`):
+Two flags, each with its environment twin (:mod:`computedomains.flags`):
 
 - ``-v N`` / ``--verbosity N``: 0 logs INFO and above; 1 adds our DEBUG lines (each API
   retry, each decision's inputs); 2 adds the libraries' DEBUG lines too (urllib3, gRPC);
@@ -18,7 +18,7 @@ import logging
 import sys
 from typing import TextIO
 
-from computedomains import settings
+from computedomains import flags
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """``<time> <level> <logger>: <message>``; :mod:`computedomains.trace` parses its lines by it."""
@@ -48,9 +48,9 @@ class JsonFormatter(logging.Formatter):
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """``-v``/``--verbosity`` and ``--log-format``."""
-    settings.add(parser, "--log-format", default="text", choices=FORMATS,
+    flags.add(parser, "--log-format", default="text", choices=FORMATS,
                  help="log lines as text or as JSON objects")  # fmt: skip
-    settings.add(parser, "--verbosity", default="0", type=_verbosity,
+    flags.add(parser, "--verbosity", default="0", type=_verbosity,
                  help="0: INFO and above; 1: our DEBUG lines too; 2: the libraries' "
                  "as well")  # fmt: skip
     parser.add_argument("-v", dest="verbosity", type=_verbosity, default=argparse.SUPPRESS,

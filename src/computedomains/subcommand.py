@@ -9,10 +9,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-from types import ModuleType
 from typing import Any
 
-from computedomains import logs
+from computedomains import flags, logs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,8 +20,8 @@ class Component:
 
     name: str
     help: str
-    config: ModuleType
-    """Its config module: ``add_arguments(parser)`` and ``from_args(args)``."""
+    config: type
+    """Its config dataclass, whose fields declare its flags (:mod:`computedomains.flags`)."""
     runs: str
     """The module whose ``run(config)`` serves, imported only when the command runs."""
 
@@ -30,15 +29,15 @@ class Component:
 def add_component(subparsers: Any, component: Component) -> None:
     """Register ``computedomains <name>`` with its config's flags and the logging flags.
 
-    It configures logging, then calls ``run(from_args(args))`` of the module ``runs``.
+    It configures logging, then calls ``run(config)`` of the module ``runs``.
     """
     parser = subparsers.add_parser(component.name, help=component.help)
-    component.config.add_arguments(parser)
+    flags.add_to(parser, component.config)
     logs.add_flags(parser)
 
     def start(args: argparse.Namespace) -> int:
         logs.configure(args)
         served = importlib.import_module(component.runs)
-        return int(served.run(component.config.from_args(args)))
+        return int(served.run(flags.build(component.config, args)))
 
     parser.set_defaults(func=start)

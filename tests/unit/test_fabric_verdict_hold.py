@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import pathlib
 
 import pytest
 
+from computedomains import flags
 from computedomains.api import fabricverdict
 from computedomains.kubeletplugin import nodestate
 
-HEALTHY = nodestate.Fabric("healthy", "FabricHealthy", "4 GPUs", "abc.1", 2048)
-OTHER = nodestate.Fabric("degraded", "FabricDegraded", "slow links", "abc.1", 2048)
-BROKEN = nodestate.Fabric("broken", "FabricDiscoveryFailed", "NVML gone", "", 0)
+HEALTHY = fabricverdict.NodeFabric("healthy", "FabricHealthy", "4 GPUs", "abc.1", 2048)
+OTHER = fabricverdict.NodeFabric("degraded", "FabricDegraded", "slow links", "abc.1", 2048)
+BROKEN = fabricverdict.NodeFabric("broken", "FabricDiscoveryFailed", "NVML gone", "", 0)
 UNREADABLE = dataclasses.replace(
-    nodestate.UNKNOWN, reason=nodestate.UNREADABLE_REASON, message="not valid JSON"
+    fabricverdict.NO_VERDICT, reason=fabricverdict.UNREADABLE_REASON, message="not valid JSON"
 )
 GRACE = fabricverdict.Grace(checks=3, seconds=60)
 Hold = nodestate.FabricHold
@@ -29,7 +29,7 @@ Hold = nodestate.FabricHold
         (Hold(kept=HEALTHY), OTHER, 5, OTHER, Hold(kept=OTHER)),
         # node-init wrote it unusable: it already rode out the fault it saw.
         (Hold(kept=HEALTHY), BROKEN, 5, BROKEN, Hold()),
-        (Hold(kept=HEALTHY), nodestate.UNKNOWN, 5, nodestate.UNKNOWN, Hold()),
+        (Hold(kept=HEALTHY), fabricverdict.NO_VERDICT, 5, fabricverdict.NO_VERDICT, Hold()),
         # Unreadable: the last usable verdict stands for the grace...
         (Hold(kept=HEALTHY), UNREADABLE, 10, HEALTHY, Hold(HEALTHY, 10)),
         (Hold(HEALTHY, 10), UNREADABLE, 69, HEALTHY, Hold(HEALTHY, 10)),
@@ -44,9 +44,9 @@ Hold = nodestate.FabricHold
 )
 def test_hold(
     state: nodestate.FabricHold,
-    read: nodestate.Fabric,
+    read: fabricverdict.NodeFabric,
     now: float,
-    acted_on: nodestate.Fabric,
+    acted_on: fabricverdict.NodeFabric,
     after: nodestate.FabricHold,
 ) -> None:
     assert nodestate.hold(state, read, now=now, grace=GRACE) == (acted_on, after)
@@ -70,7 +70,7 @@ def test_tracker_reads_the_file_through_the_hold(tmp_path: pathlib.Path) -> None
     path = tmp_path / "fabric-verdict.json"
     now = [0.0]
     tracker = nodestate.FabricTracker(path, grace=GRACE, clock=lambda: now[0])
-    assert tracker.read() == nodestate.UNKNOWN
+    assert tracker.read() == fabricverdict.NO_VERDICT
     _write(path)
     healthy = tracker.read()
     assert healthy.usable and healthy.has_fabric and healthy.channel_count == 2048
@@ -79,7 +79,7 @@ def test_tracker_reads_the_file_through_the_hold(tmp_path: pathlib.Path) -> None
     assert tracker.read() == healthy, "an unreadable file keeps the last usable verdict"
     now[0] = 90
     gone = tracker.read()
-    assert not gone.usable and gone.reason == nodestate.UNREADABLE_REASON
+    assert not gone.usable and gone.reason == fabricverdict.UNREADABLE_REASON
     assert "not valid JSON" in gone.message
     _write(path, "broken")
     assert not tracker.read().usable
@@ -94,16 +94,12 @@ def test_tracker_reads_the_file_through_the_hold(tmp_path: pathlib.Path) -> None
     ],
 )
 def test_grace_flags(argv: list[str], grace: fabricverdict.Grace) -> None:
-    parser = argparse.ArgumentParser()
-    fabricverdict.add_grace_flags(parser)
-    assert fabricverdict.grace_from_args(parser.parse_args(argv)) == grace
+    assert flags.parse(fabricverdict.Grace, argv) == grace
 
 
 def test_grace_flags_have_env_twins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FAULT_GRACE_CHECKS", "7")
-    parser = argparse.ArgumentParser()
-    fabricverdict.add_grace_flags(parser)
-    assert fabricverdict.grace_from_args(parser.parse_args([])).checks == 7
+    assert flags.parse(fabricverdict.Grace, []).checks == 7
 
 
 @pytest.mark.parametrize(
@@ -124,10 +120,8 @@ def test_grace_flags_are_bounded(
 ) -> None:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    parser = argparse.ArgumentParser()
-    fabricverdict.add_grace_flags(parser)
     with pytest.raises(SystemExit):
-        parser.parse_args(argv)
+        flags.parse(fabricverdict.Grace, argv)
     assert error in capsys.readouterr().err
 
 

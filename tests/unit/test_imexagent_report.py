@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import datetime
@@ -11,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from computedomains import flags
 from computedomains.api import constants, imex
 from computedomains.imexagent import config, decide, report
 from computedomains.kube import client
@@ -52,13 +52,10 @@ class Wall:
 
 
 def _config(tmp_path: pathlib.Path, *argv: str) -> config.AgentConfig:
-    parser = argparse.ArgumentParser()
-    config.add_arguments(parser)
-    args = parser.parse_args([
+    return flags.parse(config.AgentConfig, [
         "--node-name=n1", "--namespace=ns", "--pod-name=agent-1", "--pod-uid=pod-1",
         "--pod-ip=127.0.0.5", f"--imex-dir={tmp_path}", *argv,
     ])  # fmt: skip
-    return config.from_args(args)
 
 
 def _reporter(tmp_path: pathlib.Path, api: PodApi, wall: Wall) -> report.Reporter:
@@ -123,9 +120,10 @@ def test_a_refused_condition_write_is_retried_while_the_file_keeps_beating(
 
 
 def test_the_heartbeat_interval_is_a_setting_with_the_contracts_default(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert _config(tmp_path).heartbeat_interval == imex.HEARTBEAT_INTERVAL
-    with pytest.raises(SystemExit, match="--heartbeat-interval must be positive"):
+    with pytest.raises(SystemExit):
         _config(tmp_path, "--heartbeat-interval=0")
+    assert "--heartbeat-interval: must be positive, got 0" in capsys.readouterr().err
     assert _config(tmp_path, "--heartbeat-interval=0.5").heartbeat_interval == 0.5

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
+from computedomains import flags
 from computedomains.api.fabricverdict import Grace, VerdictKind
 from computedomains.fabric.model import Reason, Verdict
 from computedomains.nodeinit import hold, settings
@@ -119,10 +118,8 @@ def test_messages_say_why() -> None:
 
 
 def test_node_init_takes_the_grace_flags() -> None:
-    parser = argparse.ArgumentParser()
-    settings.add_flags(parser)
-    defaults = settings.from_args(parser, parser.parse_args(["--node-name=n"]))
+    defaults = flags.parse(settings.Settings, ["--node-name=n"])
     assert defaults.fault_grace == Grace(checks=3, seconds=180)
     argv = ["--node-name=n", "--fault-grace-checks=5", "--fault-grace-seconds=30"]
-    chosen = settings.from_args(parser, parser.parse_args(argv))
+    chosen = flags.parse(settings.Settings, argv)
     assert chosen.fault_grace == Grace(checks=5, seconds=30)

@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 
-from computedomains.api import constants
-from computedomains.kubeletplugin import checkpoint, claims, devices, errors, nodestate, validate
+from computedomains.api import constants, fabricverdict
+from computedomains.kubeletplugin import checkpoint, claims, devices, errors, validate
 
-HEALTHY = nodestate.Fabric("healthy", "FabricHealthy", "", "abc.1", 2048)
-NO_FABRIC = nodestate.Fabric("no-fabric", "NoFabric", "", "", 0)
-BROKEN = nodestate.Fabric("broken", "FabricRegistrationFailed", "registration failed", "", 0)
+HEALTHY = fabricverdict.NodeFabric("healthy", "FabricHealthy", "", "abc.1", 2048)
+NO_FABRIC = fabricverdict.NodeFabric("no-fabric", "NoFabric", "", "", 0)
+BROKEN = fabricverdict.NodeFabric(
+    "broken", "FabricRegistrationFailed", "registration failed", "", 0
+)
 
 
 def _domain(uid: str, namespace: str = "team-a", name: str = "cd") -> dict[str, Any]:
@@ -81,7 +83,7 @@ def _daemon(domain: str = "cd-1") -> dict[str, Any]:
     }
 
 
-def _plan(claim: dict[str, Any], fabric: nodestate.Fabric = HEALTHY) -> validate.Plan:
+def _plan(claim: dict[str, Any], fabric: fabricverdict.NodeFabric = HEALTHY) -> validate.Plan:
     return validate.plan(
         claims.view(claim, expected_uid="u1"),
         fabric=fabric,
@@ -148,7 +150,7 @@ def test_claim_view_strips_subrequests_and_orders_class_configs_first() -> None:
     ],
 )
 def test_claims_that_cannot_be_prepared_say_why(
-    claim: dict[str, Any], fabric: nodestate.Fabric, reason: str
+    claim: dict[str, Any], fabric: fabricverdict.NodeFabric, reason: str
 ) -> None:
     with pytest.raises(errors.PrepareError) as refused:
         _plan(claim, fabric)

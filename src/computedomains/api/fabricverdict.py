@@ -8,14 +8,12 @@ so writer and readers cannot drift apart.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import enum
 import pathlib
 from typing import ClassVar
 
-from computedomains import nodefiles
-from computedomains import settings as flags
+from computedomains import flags, nodefiles
 from computedomains.api.schema import Model, ValidationError, field
 
 KIND = "FabricVerdict"
@@ -121,6 +119,64 @@ def read(path: pathlib.Path) -> FabricVerdict | None:
         raise nodefiles.CorruptNodeFile(path, str(exc)) from None
 
 
+@dataclasses.dataclass(frozen=True)
+class NodeFabric:
+    """The node's verdict as the node's components act on it (plugin, IMEX agent)."""
+
+    verdict: str
+    """A :class:`VerdictKind` value, or ``unknown`` while there is none."""
+    reason: str
+    message: str
+    clique: str
+    channel_count: int
+
+    @property
+    def usable(self) -> bool:
+        """Whether channels can be handed out (with or without an NVLink fabric)."""
+        return usable(self.verdict)
+
+    @property
+    def has_fabric(self) -> bool:
+        """Whether the node is in a clique (IMEX channels exist and IMEX must be ready)."""
+        return bool(self.clique)
+
+    @property
+    def why_no_clique(self) -> str:
+        """Why the node is in no clique, in words ("" when it is in one)."""
+        if self.clique:
+            return ""
+        if self.reason in (NO_VERDICT.reason, UNREADABLE_REASON):
+            return self.message
+        return f"fabric verdict {self.verdict}: {self.message}"
+
+
+NO_VERDICT = NodeFabric(
+    "unknown", "NoFabricVerdict", "node-init has written no fabric verdict yet", "", 0
+)
+UNREADABLE_REASON = "FabricVerdictUnreadable"
+
+
+def read_node(path: pathlib.Path) -> NodeFabric:
+    """The node's verdict now; :data:`NO_VERDICT` (unusable) while none or a corrupt one."""
+    try:
+        verdict = read(path)
+    except nodefiles.CorruptNodeFile as exc:
+        return dataclasses.replace(
+            NO_VERDICT,
+            reason=UNREADABLE_REASON,
+            message=f"the fabric verdict is unreadable ({exc.reason})",
+        )
+    if verdict is None:
+        return NO_VERDICT
+    return NodeFabric(
+        verdict=verdict.verdict.value,
+        reason=verdict.reason,
+        message=verdict.message,
+        clique=verdict.clique,
+        channel_count=verdict.imex_channel_count or 0,
+    )
+
+
 # -- The fault grace ------------------------------------------------------------------------
 
 
@@ -131,13 +187,26 @@ class Grace:
     Such faults: an NVML error, a registration in progress again, an unreadable file. Taking
     a node's verdict away stops IMEX under the job running there, which costs far more than
     serving a few minutes on a fabric that is really gone (its IMEX links fail on their own).
+
+    A flag group (``flags.group``) of every component that holds a verdict through a fault:
+    one name and one bound each, from the command line or the environment alike.
     """
 
-    checks: int = 3
+    checks: int = flags.option(
+        "--fault-grace-checks",
+        default="3",
+        type=flags.at_least_one,
+        help="failed fabric checks in a row after which a usable verdict is given up (>= 1)",
+    )
     """Consecutive failed checks that make a fault sustained. At node-init's default re-check
     interval (60 s) three ride out a failed NVML call or a fabric-manager failover (tens of
     seconds) and give up on the node about two minutes after the fault began."""
-    seconds: float = 180.0
+    seconds: float = flags.option(
+        "--fault-grace-seconds",
+        default="180",
+        type=flags.not_negative,
+        help="seconds of failed fabric checks after which a usable verdict is given up",
+    )
     """Seconds after the first failed check that make a fault sustained: bounds the grace
     however rarely checks run (a re-check interval raised to ten minutes must not keep a dead
     fabric's verdict for half an hour). Above three default intervals, so by default the
@@ -146,32 +215,3 @@ class Grace:
     def sustained(self, *, failures: int, elapsed: float) -> bool:
         """Whether a fault seen on ``failures`` checks in a row over ``elapsed`` s is past it."""
         return failures >= self.checks or elapsed >= self.seconds
-
-
-def add_grace_flags(parser: argparse.ArgumentParser) -> None:
-    """Add ``--fault-grace-checks`` and ``--fault-grace-seconds``.
-
-    Every component that holds a verdict through a fault takes these two, with one name and
-    one bound each; argparse refuses a value out of bounds, from the command line or the
-    environment alike.
-    """
-    defaults = Grace()
-    flags.add(
-        parser,
-        "--fault-grace-checks",
-        default=str(defaults.checks),
-        type=flags.at_least_one,
-        help="failed fabric checks in a row after which a usable verdict is given up (>= 1)",
-    )
-    flags.add(
-        parser,
-        "--fault-grace-seconds",
-        default=f"{defaults.seconds:g}",
-        type=flags.not_negative,
-        help="seconds of failed fabric checks after which a usable verdict is given up",
-    )
-
-
-def grace_from_args(args: argparse.Namespace) -> Grace:
-    """The grace :func:`add_grace_flags` parsed."""
-    return Grace(checks=args.fault_grace_checks, seconds=args.fault_grace_seconds)

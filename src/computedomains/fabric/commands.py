@@ -8,7 +8,7 @@ import os
 import socket
 from typing import Any
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import fabricverdict
 from computedomains.fabric import discovery, verdictfile
 from computedomains.fabric.model import ZERO_UUID, NodeReport
@@ -24,7 +24,7 @@ def add_parsers(subparsers: Any) -> None:
         description="Exits 0 for healthy, degraded and no-fabric nodes, 1 otherwise.",
     )
     flags.add_switch(show, "--json", default=False, help="print the FabricVerdict document")
-    discovery.add_flags(show)
+    flags.add_to(show, discovery.DiscoverySettings)
     show.set_defaults(func=_show)
 
 
@@ -34,7 +34,7 @@ def _node_name() -> str:
 
 
 def _show(args: argparse.Namespace) -> int:
-    settings = discovery.DiscoverySettings.from_args(args)
+    settings = flags.build(discovery.DiscoverySettings, args)
     observation = discovery.Observer(settings.make_backend(), settings.proc_root).observe()
     verdict = verdictfile.build(
         _node_name(), observation.verdict, observation.report, observation.observed_at

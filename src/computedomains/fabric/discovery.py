@@ -6,7 +6,6 @@ spans repeated observations (node-init's wait, and its recheck loop).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
 import enum
@@ -15,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from computedomains import settings as flags
+from computedomains import flags
 from computedomains.api import flaggroups
 from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify, fake
@@ -40,22 +39,27 @@ class Backend(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class DiscoverySettings:
-    """The discovery flags, shared by ``node-init`` and ``fabric show``."""
+    """Where fabric information comes from.
 
-    backend: BackendKind = BackendKind.NVML
-    driver_root: pathlib.Path = flaggroups.NODE_PATHS["--driver-root"].default
-    fake_nvml_file: pathlib.Path = fake.DEFAULT_FAKE_NVML_FILE
-    proc_root: pathlib.Path = flaggroups.NODE_PATHS["--proc-root"].default
+    A flag group of ``node-init``, ``fabric show`` and the kubelet plugin's re-check (which
+    shares the plugin's own ``--proc-root``).
+    """
 
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> DiscoverySettings:
-        """The settings parsed by :func:`add_flags`."""
-        return cls(
-            backend=BackendKind(args.fabric_backend),
-            driver_root=args.driver_root,
-            fake_nvml_file=args.fake_nvml_file,
-            proc_root=args.proc_root,
-        )
+    backend: BackendKind = flags.option(
+        "--fabric-backend",
+        default=BackendKind.NVML.value,
+        type=BackendKind,
+        choices=[b.value for b in BackendKind],
+        help="where fabric information comes from: NVML, or the simulated node's file",
+    )
+    driver_root: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--driver-root"])
+    fake_nvml_file: pathlib.Path = flags.option(
+        "--fake-nvml-file",
+        default=str(fake.DEFAULT_FAKE_NVML_FILE),
+        type=flags.path,
+        help="fake-NVML topology file read by the fake backend",
+    )
+    proc_root: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--proc-root"])
 
     def make_backend(self) -> Backend:
         """The backend these settings select."""
@@ -65,29 +69,6 @@ class DiscoverySettings:
         from computedomains.fabric import nvml  # noqa: PLC0415
 
         return nvml.NvmlBackend(driver_root=self.driver_root, proc_root=self.proc_root)
-
-
-def add_flags(parser: argparse.ArgumentParser, *, proc_root: bool = True) -> None:
-    """Add ``--fabric-backend``, ``--driver-root``, ``--fake-nvml-file`` and ``--proc-root``.
-
-    Without ``proc_root`` the caller has its own ``--proc-root`` (the kubelet plugin).
-    """
-    defaults = DiscoverySettings()
-    flags.add(
-        parser,
-        "--fabric-backend",
-        default=defaults.backend.value,
-        choices=[b.value for b in BackendKind],
-        help="where fabric information comes from: NVML, or the simulated node's file",
-    )
-    flaggroups.add_node_paths(parser, "--driver-root", *(["--proc-root"] if proc_root else []))
-    flags.add(
-        parser,
-        "--fake-nvml-file",
-        default=str(defaults.fake_nvml_file),
-        type=pathlib.Path,
-        help="fake-NVML topology file read by the fake backend",
-    )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import logging
 import math
-import pathlib
 import signal
 import threading
 import time
@@ -20,7 +19,7 @@ from typing import Any
 
 import prometheus_client
 
-from computedomains import httpserver, nodefiles, trace
+from computedomains import httpserver, trace
 from computedomains.api import constants, fabricverdict, imex, models, placement, resources
 from computedomains.api.schema import ValidationError
 from computedomains.imexagent import config, decide, metrics, render, report, supervisor
@@ -40,19 +39,6 @@ HEARTBEAT_LIMIT = 120.0
 def utc_now() -> datetime.datetime:
     """The wall clock, for the timestamps others compare with theirs (the node's clock)."""
     return datetime.datetime.now(datetime.UTC)
-
-
-def read_fabric(path: pathlib.Path) -> tuple[str, str]:
-    """The node's clique from the fabric verdict ("" when none) and, without one, why not."""
-    try:
-        verdict = fabricverdict.read(path)
-    except nodefiles.CorruptNodeFile as exc:
-        return "", f"the fabric verdict is unreadable ({exc.reason})"
-    if verdict is None:
-        return "", "node-init has written no fabric verdict yet"
-    if not verdict.clique:
-        return "", f"fabric verdict {verdict.verdict.value}: {verdict.message}"
-    return verdict.clique, ""
 
 
 def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
@@ -153,7 +139,8 @@ class Agent:
         now = self._clock()
         self.heartbeat = now
         if now >= self._fabric_due:
-            self._fabric = read_fabric(self._cfg.fabric_verdict_file)
+            fabric = fabricverdict.read_node(self._cfg.fabric_verdict_file)
+            self._fabric = fabric.clique, fabric.why_no_clique
             self._fabric_due = now + FABRIC_REREAD
         self._cliques.follow(self._fabric[0])
         if not self._listed():

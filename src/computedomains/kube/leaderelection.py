@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import cast
 
-from computedomains import rfc3339
+from computedomains import flags, rfc3339
 from computedomains.api import resources
 from computedomains.kube import client, wire
 
@@ -164,11 +164,30 @@ def _wall_now() -> datetime.datetime:
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """How long a lease lives, how long a leader tries to renew, how often replicas try."""
+    """How long a lease lives, how long a leader tries to renew, how often replicas try.
 
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
+    A flag group (``flags.group``): the controller's ``--lease-duration``, ``--renew-deadline``
+    and ``--retry-period``.
+    """
+
+    lease_duration: float = flags.option(
+        "--lease-duration",
+        default="15",
+        type=float,
+        help="seconds before a standby takes a silent leader's Lease",
+    )
+    renew_deadline: float = flags.option(
+        "--renew-deadline",
+        default="10",
+        type=float,
+        help="seconds the leader keeps trying to renew before it stops leading",
+    )
+    retry_period: float = flags.option(
+        "--retry-period",
+        default="2",
+        type=float,
+        help="seconds between attempts to take or renew the Lease",
+    )
 
     @property
     def request_timeout(self) -> float:
@@ -264,9 +283,12 @@ class LeaderElector:
         while not stop.wait(self._pause()):
             self._try()
             if not self.holds_lease():
-                log.error("%s may no longer hold its lease (not renewed within %gs, or "
-                          "taken over); stopping", self.identity,
-                          self._timing.renew_deadline)  # fmt: skip
+                log.error(
+                    "%s may no longer hold its lease (not renewed within %gs, or "
+                    "taken over); stopping",
+                    self.identity,
+                    self._timing.renew_deadline,
+                )
                 self._renewed_at = None
                 return False
         return True
@@ -303,9 +325,12 @@ class LeaderElector:
             self._renewed_at = None  # another replica's live lease: we certainly do not lead
             return False
         wanted = next_record(
-            record, action, me=self.identity, duration=self._timing.lease_duration,
+            record,
+            action,
+            me=self.identity,
+            duration=self._timing.lease_duration,
             now=rfc3339.stamp(self._wall(), micro=True),
-        )  # fmt: skip
+        )
         sent = self._clock()
         timeout = self._timeout()
         if timeout <= 0 or not self._write(lease, wanted, timeout=timeout):

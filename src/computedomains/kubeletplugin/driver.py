@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from computedomains.api import constants
+from computedomains.api import constants, fabricverdict
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, resourceclaims
 from computedomains.kube import nodes as kube_nodes
@@ -29,7 +29,6 @@ from computedomains.kubeletplugin import (
     ledger,
     metrics,
     nodelabel,
-    nodestate,
     prepare,
     procinfo,
     rebuild,
@@ -68,7 +67,7 @@ class Driver:
         self.api = api
         self.stats = stats
         self.recorder = recorder
-        self._fabric = fabric or (lambda: nodestate.read_fabric(cfg.fabric_verdict_file))
+        self._fabric = fabric or (lambda: fabricverdict.read_node(cfg.fabric_verdict_file))
         self._book = ledger.Ledger(
             checkpoint_file=cfg.checkpoint_file, cdi_root=cfg.cdi_root, clock=clock
         )

@@ -21,61 +21,18 @@ log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class Fabric:
-    """The node-init verdict as the plugin needs it."""
-
-    verdict: str
-    """A :class:`fabricverdict.VerdictKind` value, or ``unknown`` while there is none."""
-    reason: str
-    message: str
-    clique: str
-    channel_count: int
-
-    @property
-    def usable(self) -> bool:
-        """Whether channels can be handed out (with or without an NVLink fabric)."""
-        return fabricverdict.usable(self.verdict)
-
-    @property
-    def has_fabric(self) -> bool:
-        """Whether the node is in a clique (IMEX channels exist and IMEX must be ready)."""
-        return bool(self.clique)
-
-
-UNKNOWN = Fabric("unknown", "NoFabricVerdict", "node-init has not written a verdict yet", "", 0)
-UNREADABLE_REASON = "FabricVerdictUnreadable"
-
-
-def read_fabric(path: pathlib.Path) -> Fabric:
-    """The current verdict; :data:`UNKNOWN` (unusable) while there is none or it is corrupt."""
-    try:
-        verdict = fabricverdict.read(path)
-    except nodefiles.CorruptNodeFile as exc:
-        return dataclasses.replace(UNKNOWN, reason=UNREADABLE_REASON, message=str(exc))
-    if verdict is None:
-        return UNKNOWN
-    return Fabric(
-        verdict=verdict.verdict.value,
-        reason=verdict.reason,
-        message=verdict.message,
-        clique=verdict.clique,
-        channel_count=verdict.imex_channel_count or 0,
-    )
-
-
-@dataclasses.dataclass(frozen=True)
 class FabricHold:
     """What the plugin remembers between two reads of the verdict file."""
 
-    kept: Fabric | None = None
+    kept: fabricverdict.NodeFabric | None = None
     """The last usable verdict read: what an unreadable file is taken to say, for a while."""
     unreadable_since: float | None = None
     """Monotonic time of the first of the current run of unreadable reads."""
 
 
 def hold(
-    state: FabricHold, read: Fabric, *, now: float, grace: fabricverdict.Grace
-) -> tuple[Fabric, FabricHold]:
+    state: FabricHold, read: fabricverdict.NodeFabric, *, now: float, grace: fabricverdict.Grace
+) -> tuple[fabricverdict.NodeFabric, FabricHold]:
     """The verdict to act on after reading ``read``, and what to remember for the next read.
 
     An unreadable file (a torn copy by hand, a full disk) says nothing about the fabric, and
@@ -85,7 +42,7 @@ def hold(
     lasted. Anything readable is taken as it is, an unusable verdict included: node-init has
     ridden out the fault it saw before writing that.
     """
-    if read.reason != UNREADABLE_REASON:
+    if read.reason != fabricverdict.UNREADABLE_REASON:
         return read, FabricHold(kept=read if read.usable else None)
     since = now if state.unreadable_since is None else state.unreadable_since
     if state.kept is not None and now - since < grace.seconds:
@@ -109,11 +66,11 @@ class FabricTracker:
         self._lock = threading.Lock()
         self._state = FabricHold()
 
-    def read(self) -> Fabric:
+    def read(self) -> fabricverdict.NodeFabric:
         """The verdict to act on now."""
         # Read under the lock too: two readers must not apply their reads out of order.
         with self._lock:
-            read = read_fabric(self._path)
+            read = fabricverdict.read_node(self._path)
             before = self._state
             current, self._state = hold(before, read, now=self._clock(), grace=self._grace)
         if current is not read and before.unreadable_since is None:

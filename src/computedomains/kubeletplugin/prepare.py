@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from computedomains import trace
+from computedomains.api import fabricverdict
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
 from computedomains.kubeletplugin import (
@@ -28,7 +29,6 @@ from computedomains.kubeletplugin import (
     imexwait,
     ledger,
     nodelabel,
-    nodestate,
     procinfo,
     validate,
 )
@@ -38,7 +38,7 @@ CLAIM_CHECK_SECONDS = 5.0
 """How often a prepare waiting for IMEX makes sure its claim still exists (one GET: every
 waiting claim of a forming domain asks, so not every second)."""
 
-FabricReader = Callable[[], nodestate.Fabric]
+FabricReader = Callable[[], fabricverdict.NodeFabric]
 
 
 class Preparer:
@@ -229,7 +229,7 @@ class Preparer:
         return lookup
 
     def _write_cdi(
-        self, view: claims.ClaimView, plan: validate.Plan, fabric: nodestate.Fabric
+        self, view: claims.ClaimView, plan: validate.Plan, fabric: fabricverdict.NodeFabric
     ) -> tuple[checkpoint.PreparedDevice, ...]:
         edits = procinfo.edits_for(plan, fabric=fabric, cfg=self._cfg)
         prepared = []

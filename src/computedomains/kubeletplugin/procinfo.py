@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pathlib
 
+from computedomains.api import fabricverdict
 from computedomains.fabric import checks
-from computedomains.kubeletplugin import cdi, config, devices, errors, nodestate, validate
+from computedomains.kubeletplugin import cdi, config, devices, errors, validate
 
 IMEX_CHANNELS_DEVICE = "nvidia-caps-imex-channels"
 CAPS_DEVICE = "nvidia-caps"
@@ -17,7 +18,7 @@ def boot_id(proc_root: pathlib.Path) -> str:
 
 
 def edits_for(
-    plan: validate.Plan, *, fabric: nodestate.Fabric, cfg: config.PluginConfig
+    plan: validate.Plan, *, fabric: fabricverdict.NodeFabric, cfg: config.PluginConfig
 ) -> cdi.Edits:
     """Device nodes, env and mounts for the claim's devices."""
     if plan.device_type is devices.DeviceType.CHANNEL:
@@ -36,7 +37,7 @@ def _major(proc_root: pathlib.Path, name: str) -> int:
 
 
 def _channel_edits(
-    plan: validate.Plan, *, fabric: nodestate.Fabric, proc_root: pathlib.Path
+    plan: validate.Plan, *, fabric: fabricverdict.NodeFabric, proc_root: pathlib.Path
 ) -> cdi.Edits:
     if not fabric.has_fabric:
         return cdi.Edits()  # no NVLink fabric: nothing to inject, the claim still succeeds
@@ -52,7 +53,7 @@ def _channel_edits(
 
 
 def _daemon_edits(
-    plan: validate.Plan, *, fabric: nodestate.Fabric, cfg: config.PluginConfig
+    plan: validate.Plan, *, fabric: fabricverdict.NodeFabric, cfg: config.PluginConfig
 ) -> cdi.Edits:
     env = [f"CLIQUE_ID={fabric.clique}"]
     if plan.domain is not None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from computedomains.api import resources
+from computedomains.api import fabricverdict, resources
 from computedomains.kube import client
 from computedomains.kube import nodes as kube_nodes
-from computedomains.kubeletplugin import config, devices, nodestate
+from computedomains.kubeletplugin import config, devices
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +29,7 @@ class Publisher:
         *,
         holder: Callable[[str], str],
         turn: Callable[[], str],
-        fabric: Callable[[], nodestate.Fabric],
+        fabric: Callable[[], fabricverdict.NodeFabric],
     ) -> None:
         self._api = api
         self._cfg = cfg

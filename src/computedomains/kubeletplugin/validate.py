@@ -6,8 +6,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from computedomains.api import models, schema
-from computedomains.kubeletplugin import checkpoint, claims, devices, errors, nodestate
+from computedomains.api import fabricverdict, models, schema
+from computedomains.kubeletplugin import checkpoint, claims, devices, errors
 
 DomainLookup = Callable[[str], dict[str, Any] | None]
 
@@ -39,7 +39,7 @@ def describe(domain: dict[str, Any] | None, uid: str) -> str:
 def plan(
     view: claims.ClaimView,
     *,
-    fabric: nodestate.Fabric,
+    fabric: fabricverdict.NodeFabric,
     domain_of: DomainLookup,
     driver_namespace: str,
 ) -> Plan:

@@ -8,12 +8,13 @@ chosen nodes and reference the claim template the controller creates for their d
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from computedomains import waiting
+from computedomains import nodefiles, waiting
 from computedomains.api import constants
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import processes
@@ -272,3 +273,48 @@ def test_churn_frees_slots_safely_and_survivors_stay_ready(
         interval=1,
     )
     domains.delete_pods(api, namespace, name)
+
+
+FORGED_NODE = "gb200-r0-n03"
+
+
+def test_a_forged_node_label_gets_no_slot_and_no_imex_start(
+    chart: str, sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
+) -> None:
+    """The node label is a copy: the controller's clique record alone makes a member."""
+    domain = domains.create_domain(api, namespace)
+    uid, name = domain["metadata"]["uid"], domain["metadata"]["name"]
+    core = client.CoreV1Api(api)
+    core.patch_node(FORGED_NODE, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: uid}}})
+    status_file = sim.host_trees[FORGED_NODE].root / "var/run/compute-domains/imex/status.json"
+
+    def agent_status() -> dict[str, Any] | None:
+        return nodefiles.read_json(status_file, kind="ImexStatus")
+
+    try:
+        waiting.until(
+            "the controller's warning that the label has no claim",
+            lambda: kube.events_for(
+                api, namespace, constants.COMPUTE_DOMAIN_KIND, name, reason="NodeLabelWithoutClaim"
+            ),
+            timeout=60,
+        )
+        waiting.until(
+            f"{FORGED_NODE}'s agent to see the label and wait for a slot",
+            lambda: (
+                (s := agent_status()) is not None
+                and s["domainUID"] == uid
+                and s["message"].startswith("waiting for a slot")
+            ),
+            timeout=60,
+        )
+        assert domains.cliques(api, chart, uid) == []  # no slot, on this node or any
+        assert domains.imex_pid(sim, FORGED_NODE) is None  # and so no IMEX
+        assert agent_status()["state"] == "STOPPED"
+    finally:
+        core.patch_node(
+            FORGED_NODE, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
+        )
+        client.CustomObjectsApi(api).delete_namespaced_custom_object(
+            constants.GROUP, constants.VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
+        )

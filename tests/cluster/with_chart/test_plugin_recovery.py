@@ -21,7 +21,7 @@ import grpc
 import pytest
 from kubernetes import client
 
-from computedomains import waiting
+from computedomains import flags, waiting
 from computedomains.api import constants
 from computedomains.kubeletplugin import cdi, config
 from computedomains.sim import cluster as sim_cluster
@@ -74,7 +74,7 @@ def _plugin_args(api: client.ApiClient, chart: str) -> argparse.Namespace:
         c for c in daemonset.spec.template.spec.containers if c.name == "kubelet-plugin"
     )
     parser = argparse.ArgumentParser()
-    config.add_arguments(parser)
+    flags.add_to(parser, config.PluginConfig)
     args, _ = parser.parse_known_args([a for a in container.args if a.startswith("--")])
     return args
 

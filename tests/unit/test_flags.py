@@ -1,0 +1,148 @@
+"""Flags declared once, on config fields: argparse and the config are both made from them."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import pathlib
+
+import pytest
+
+from computedomains import cli, flags
+from computedomains.api import flaggroups
+from computedomains.controller.config import ControllerConfig
+from computedomains.imexagent.config import AgentConfig
+from computedomains.kubeletplugin.config import PluginConfig
+from computedomains.nodeinit.settings import Settings as NodeInitSettings
+from computedomains.webhook.config import WebhookConfig
+
+AGENT = ["--node-name=n1", "--pod-name=p", "--pod-ip=127.0.0.9"]
+WEBHOOK = ["--service-name=svc", "--tls-secret=tls"]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Inner:
+    count: int = flags.option("--count", default="3", type=flags.at_least_one, help="how many")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Outer:
+    name: str = flags.option("--name", required=True, help="a name")
+    inner: _Inner = flags.group(_Inner, count="5")
+    quiet: bool = flags.switch("--quiet", default=False, help="say less")
+    not_a_flag: float = 1.5
+
+
+def test_a_config_is_made_from_its_fields_flags_with_typed_defaults() -> None:
+    parsed = flags.parse(_Outer, ["--name=x"])
+    assert parsed == _Outer(name="x", inner=_Inner(count=5), quiet=False)
+    assert _Outer.__dataclass_fields__["inner"].default == _Inner(count=5)
+    assert flags.parse(_Outer, ["--name=x", "--count=2", "--quiet"]).inner.count == 2
+
+
+def test_the_variable_beats_the_default_and_the_command_line_beats_the_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("NAME", "from-env")
+    monkeypatch.setenv("COUNT", "7")
+    monkeypatch.setenv("QUIET", "yes")
+    from_env = flags.parse(_Outer, [])
+    assert (from_env.name, from_env.inner.count, from_env.quiet) == ("from-env", 7, True)
+    assert flags.parse(_Outer, ["--name=cli", "--count=1"]).inner.count == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "error"),
+    [
+        ([], {}, "the following arguments are required: --name"),
+        (["--name=x", "--count=0"], {}, "argument --count: must be at least 1, got 0"),
+        (["--name=x"], {"COUNT": "0"}, "argument --count: must be at least 1, got 0"),
+        (["--name=x"], {"QUIET": "maybe"}, "QUIET='maybe': expected true or false"),
+    ],
+)
+def test_a_bad_or_missing_value_is_named_by_its_flag(
+    argv: list[str],
+    env: dict[str, str],
+    error: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit):
+        flags.parse(_Outer, argv)
+    assert error in capsys.readouterr().err
+
+
+def test_help_names_each_flags_variable_and_default() -> None:
+    parser = argparse.ArgumentParser()
+    flags.add_to(parser, _Outer)
+    text = " ".join(parser.format_help().split())
+    assert "a name (env NAME; default required)" in text
+    assert "how many (env COUNT; default 5)" in text
+    assert "say less (env QUIET; default off)" in text
+
+
+def test_one_flag_declared_twice_differently_is_refused() -> None:
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Clash:
+        a: _Inner = flags.group(_Inner)
+        b: _Inner = flags.group(_Inner, count="9")
+
+    with pytest.raises(TypeError, match="--count is declared twice, differently"):
+        flags.add_to(argparse.ArgumentParser(), Clash)
+
+
+def test_a_shared_flag_is_one_value_for_both_readers(tmp_path: pathlib.Path) -> None:
+    config = flags.parse(PluginConfig, ["--node-name=n1", f"--proc-root={tmp_path}"])
+    assert config.proc_root == config.discovery.proc_root == tmp_path
+
+
+def test_a_combination_the_config_refuses_ends_the_program_with_its_reason() -> None:
+    with pytest.raises(SystemExit, match="renew deadline"):
+        flags.parse(ControllerConfig, ["--lease-duration=5", "--renew-deadline=10"])
+    with pytest.raises(SystemExit, match="certificate settings: the CA's renew-before"):
+        flags.parse(WebhookConfig, [*WEBHOOK, "--ca-validity=10d", "--ca-renew-before=20d"])
+
+
+def test_each_component_has_its_request_budget_default() -> None:
+    assert flags.parse(ControllerConfig, []).api_budget == flaggroups.ApiBudget(50, 100)
+    assert flags.parse(AgentConfig, AGENT).api_budget == flaggroups.ApiBudget(20, 40)
+    budget = flags.parse(PluginConfig, ["--node-name=n", "--kube-api-qps=0"]).api_budget
+    assert budget == flaggroups.ApiBudget(0, 40)
+
+
+def test_derived_values() -> None:
+    agent = flags.parse(AgentConfig, ["--node-name=n1", "--pod-name=p", "--pod-ip=::0001"])
+    assert agent.pod_ip == "::1"
+    webhook = flags.parse(WebhookConfig, [*WEBHOOK, "--extra-names=a, b,,", "--cert-validity=3d"])
+    assert webhook.extra_names == ("a", "b")
+    assert webhook.validity.cert == datetime.timedelta(days=3)
+    assert flags.parse(ControllerConfig, []).pod_name  # the host name when not given
+    assert flags.parse(PluginConfig, ["--node-name=n"]).fabric_recheck is None
+
+
+@pytest.mark.parametrize(
+    "config", [ControllerConfig, AgentConfig, PluginConfig, WebhookConfig, NodeInitSettings]
+)
+def test_every_setting_but_the_named_ones_is_declared_by_its_flag(config: type) -> None:
+    def undeclared(cls: type) -> list[str]:
+        out = []
+        for item in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(item.default):
+                out += undeclared(type(item.default))
+            elif not item.metadata:
+                out.append(item.name)
+        return out
+
+    assert undeclared(config) == (["poll_interval"] if config is NodeInitSettings else [])
+
+
+def test_the_cli_table_names_the_config_classes() -> None:
+    assert {c.config for c in cli.COMPONENTS} == {
+        ControllerConfig,
+        AgentConfig,
+        PluginConfig,
+        WebhookConfig,
+    }
