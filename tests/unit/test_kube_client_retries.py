@@ -6,19 +6,23 @@ import contextlib
 import http.server
 import json
 import logging
+import pathlib
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from computedomains.kube import client, retry
+from computedomains.kube import client, kubeconfig, retry
 
 
 class _Server(http.server.ThreadingHTTPServer):
     answers: list[tuple[int, dict[str, str]]]
     """(status, extra headers) per request in turn; the last repeats."""
     seen: list[str]
+    auth: list[str]
+    """The Authorization header of each request."""
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -28,6 +32,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         self.rfile.read(length)
         self.server.seen.append(self.command)
+        self.server.auth.append(self.headers.get("Authorization", ""))
         answers = self.server.answers
         status, headers = answers[min(len(self.server.seen), len(answers)) - 1]
         document: dict[str, object]
@@ -53,7 +58,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 @contextlib.contextmanager
 def _serving(*answers: tuple[int, dict[str, str]]) -> Iterator[_Server]:
     server = _Server(("127.0.0.1", 0), _Handler)
-    server.answers, server.seen = list(answers), []
+    server.answers, server.seen, server.auth = list(answers), [], []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -133,3 +138,42 @@ def test_a_guard_that_refuses_stops_the_retry_of_a_write() -> None:
         with pytest.raises(RuntimeError, match="no longer leading"):
             api.create("/api/v1/namespaces/default/configmaps", {}, guard=fence)
     assert server.seen == ["POST"]
+
+
+_PLUGIN = """\
+import json, os, pathlib, sys
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+count = pathlib.Path(sys.argv[1])
+n = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(n))
+print(json.dumps({"apiVersion": info["apiVersion"], "kind": "ExecCredential",
+                  "status": {"token": f"{os.environ['PREFIX']}-{n}"}}))
+"""
+
+
+def test_a_kubeconfig_exec_plugin_supplies_the_token_and_runs_again_after_a_401(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "plugin.py").write_text(_PLUGIN)
+    with _serving((401, {}), (200, {})) as server:
+        host, port = server.server_address[:2]
+        exec_entry = {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(tmp_path / "plugin.py"), str(tmp_path / "count")],
+            "env": [{"name": "PREFIX", "value": "issued"}],
+            "interactiveMode": "Never",
+        }
+        config = kubeconfig.write(
+            tmp_path / "kubeconfig",
+            cluster_name="c",
+            cluster={"server": f"http://{host!s}:{port}"},
+            user="u",
+            credentials={"exec": exec_entry},
+        )
+        api = client.Client.from_kubeconfig(config)
+        with pytest.raises(client.ApiError) as refused:
+            api.get("/api/v1/namespaces/default/configmaps/x")
+        assert refused.value.status == 401
+        assert api.get("/api/v1/namespaces/default/configmaps/x")["metadata"]["name"] == "x"
+    assert server.auth == ["Bearer issued-1", "Bearer issued-2"]

@@ -32,6 +32,8 @@ CLIQUE_LABEL = "nvidia.com/gpu.clique"
 CLIQUE_ID_LABEL = "resource.nvidia.com/computeDomain.cliqueID"
 """On a ComputeDomainClique: the ``<clusterUUID>.<cliqueID>`` it lists daemons of."""
 FINALIZER = "resource.nvidia.com/computeDomain"
+"""On a ComputeDomain: ours until its leftovers are gone. The incumbent's string, as the node
+label's; each has its own name here, so neither is used for the other."""
 COMPUTE_DOMAIN_TARGET_LABEL = "resource.nvidia.com/computeDomainTarget"
 """On the ResourceClaimTemplates the controller creates: ``Workload`` (or the incumbent's
 ``Daemon``)."""

@@ -38,9 +38,10 @@ from computedomains import rfc3339
 from computedomains.api import constants, models
 from computedomains.api.schema import ValidationError
 
-HOLD_TAINT_KEY = constants.COMPUTE_DOMAIN_LABEL
-"""Device taint key on the channel devices of a held node (value: the domain UID), the same
-name as the node label that says the same thing."""
+HOLD_TAINT_KEY = "resource.nvidia.com/computeDomain"
+"""Device taint key on the channel devices of a held node (value: the domain UID). The same
+string as the node label and the finalizer, but a contract of its own: the templates' tolerations
+name it, so it changes only with them, whatever becomes of the other two."""
 HOLD_TAINT_EFFECT = "NoSchedule"
 """Never ``NoExecute``: that would evict the holder's own running pods' claims."""
 HOLDER_ATTRIBUTE = "computeDomain"

@@ -16,7 +16,6 @@ import os
 import pathlib
 import ssl
 import tempfile
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
@@ -27,15 +26,13 @@ import urllib3.exceptions
 
 from computedomains.api import resources
 from computedomains.api.flaggroups import ApiBudget
-from computedomains.kube import ratelimit, retry
+from computedomains.kube import credentials, ratelimit, retry
 
 log = logging.getLogger(__name__)
 
 SERVICEACCOUNT_DIR = pathlib.Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICEACCOUNT_DIR_ENV = "COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"
 """Set only by the simulated cluster, which cannot mount the token at the usual path."""
-_TOKEN_REREAD = 60.0
-"""Seconds between re-reads of a projected token file (the kubelet rotates it)."""
 
 RequestObserver = Callable[[str, str, int], None]
 """Called after each request with (method, path, HTTP status; 0 when none came back)."""
@@ -108,8 +105,7 @@ class Client:
         server: str,
         *,
         ca_file: pathlib.Path | None = None,
-        token: str | None = None,
-        token_file: pathlib.Path | None = None,
+        bearer: credentials.Bearer | None = None,
         cert: tuple[pathlib.Path, pathlib.Path] | None = None,
         max_connections: int = 16,
         qps: float = 0.0,
@@ -125,10 +121,7 @@ class Client:
         self.server = server.rstrip("/")
         self.limiter = ratelimit.TokenBucket(qps, burst)
         self.policy = policy or retry.Policy()
-        self._token = token
-        self._token_file = token_file
-        self._token_read = 0.0
-        self._lock = threading.Lock()
+        self._bearer = bearer
         context = ssl.create_default_context(cafile=str(ca_file) if ca_file else None)
         if cert is not None:
             context.load_cert_chain(str(cert[0]), str(cert[1]))
@@ -140,7 +133,10 @@ class Client:
 
     @classmethod
     def from_kubeconfig(cls, path: pathlib.Path) -> Client:
-        """A client for the current context of a kubeconfig (token or client-cert users)."""
+        """A client for the current context of a kubeconfig.
+
+        Its user may have a token, a token file, an exec plugin or a client certificate.
+        """
         import yaml  # noqa: PLC0415 - in a pod there is no kubeconfig to parse
 
         document = yaml.safe_load(path.read_text())
@@ -156,12 +152,14 @@ class Client:
         if "client-certificate" in user or "client-certificate-data" in user:
             cert = _file_or_data(base, user, "client-certificate")
             key = _file_or_data(base, user, "client-key")
-        token_file = pathlib.Path(user["tokenFile"]) if user.get("tokenFile") else None
+        try:
+            bearer = credentials.from_user(user, base)
+        except ValueError as exc:
+            raise ValueError(f"kubeconfig {path}, user {context['user']}: {exc}") from None
         return cls(
             cluster["server"],
             ca_file=ca,
-            token=user.get("token"),
-            token_file=token_file,
+            bearer=bearer,
             cert=(cert, key) if cert and key else None,
         )
 
@@ -174,7 +172,9 @@ class Client:
         if ":" in host:
             host = f"[{host}]"
         return cls(
-            f"https://{host}:{port}", ca_file=directory / "ca.crt", token_file=directory / "token"
+            f"https://{host}:{port}",
+            ca_file=directory / "ca.crt",
+            bearer=credentials.TokenFile(directory / "token"),
         )
 
     # -- requests -------------------------------------------------------------------------
@@ -225,6 +225,7 @@ class Client:
                 timeout=urllib3.Timeout(connect=min(5, left), read=left),
             )  # fmt: skip
             status = response.status
+            self._answered(status)
         except API_ERRORS as exc:
             sent = not isinstance(exc, _NOT_SENT)
             wait = call.within(retry.after_failure(self.policy, call.method, sent=sent,
@@ -293,6 +294,7 @@ class Client:
             timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
             preload_content=False,
         )  # fmt: skip
+        self._answered(response.status)
         if self.observer is not None:
             self.observer("WATCH", path, response.status)
         try:
@@ -321,14 +323,12 @@ class Client:
         return headers
 
     def _current_token(self) -> str | None:
-        if self._token_file is None:
-            return self._token
-        with self._lock:
-            now = time.monotonic()
-            if self._token is None or now - self._token_read > _TOKEN_REREAD:
-                self._token = self._token_file.read_text().strip()
-                self._token_read = now
-            return self._token
+        return self._bearer.token() if self._bearer is not None else None
+
+    def _answered(self, status: int) -> None:
+        """Note an answer's status: a 401 retires the token it carried."""
+        if status == UNAUTHORIZED and self._bearer is not None:
+            self._bearer.refused()
 
 
 def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pathlib.Path | None:
@@ -345,6 +345,7 @@ def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pat
     return pathlib.Path(handle.name)
 
 
+UNAUTHORIZED = 401
 NOT_FOUND = 404
 CONFLICT = 409
 INVALID = 422

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Mapping
 from typing import Any
 
 import yaml
@@ -16,7 +17,7 @@ def write(
     cluster_name: str,
     cluster: dict[str, Any],
     user: str,
-    credentials: dict[str, str],
+    credentials: Mapping[str, Any],
     namespace: str | None = None,
 ) -> pathlib.Path:
     """Write a single-context kubeconfig (mode 0600: it holds credentials)."""
@@ -27,7 +28,7 @@ def write(
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": cluster_name, "cluster": cluster}],
-        "users": [{"name": user, "user": credentials}],
+        "users": [{"name": user, "user": dict(credentials)}],
         "contexts": [{"name": user, "context": context}],
         "current-context": user,
     }

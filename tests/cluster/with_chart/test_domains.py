@@ -310,7 +310,7 @@ def test_a_forged_node_label_gets_no_slot_and_no_imex_start(
         )
         assert domains.cliques(api, chart, uid) == []  # no slot, on this node or any
         assert domains.imex_pid(sim, FORGED_NODE) is None  # and so no IMEX
-        assert agent_status()["state"] == "STOPPED"
+        assert agent_status()["state"] == "NOT_READY"  # waiting, with no IMEX to be ready
     finally:
         core.patch_node(
             FORGED_NODE, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
