@@ -34,13 +34,19 @@ def _print(line: str) -> None:
 
 
 def run(
-    settings: Settings, *, stop: threading.Event, log: Log = _print, warn: Log | None = None
+    settings: Settings,
+    *,
+    stop: threading.Event,
+    log: Log = _print,
+    warn: Log | None = None,
+    api: kube_client.Client | None = None,
 ) -> int:
     """Check once (waiting out a registration in progress), publish; with ``watch``, repeat.
 
-    ``warn`` takes the lines about failed re-checks (``log`` when not given).
+    ``warn`` takes the lines about failed re-checks (``log`` when not given); ``api`` is the
+    client to use (the plugin's, so one process has one request budget), else its own.
     """
-    api = kube_client.connect(settings.kubeconfig, settings.api_budget)
+    api = api or kube_client.connect(settings.kubeconfig, settings.api_budget)
     observer = discovery.Observer(
         settings.discovery.make_backend(),
         settings.discovery.proc_root,
@@ -63,15 +69,22 @@ def run(
     return 0
 
 
-def watch(settings: Settings, *, stop: threading.Event, log: Log, warn: Log) -> None:
+def watch(
+    settings: Settings,
+    *,
+    stop: threading.Event,
+    log: Log,
+    warn: Log,
+    api: kube_client.Client | None = None,
+) -> None:
     """Check and re-check until ``stop`` is set, starting over after a failure.
 
-    What the kubelet plugin runs in a thread of its own (the re-check needs no process of
-    its own); ``warn`` takes the failures.
+    What the kubelet plugin runs in a thread of its own with its own client ``api`` (the
+    re-check needs no process of its own); ``warn`` takes the failures.
     """
     while not stop.is_set():
         try:
-            run(settings, stop=stop, log=log, warn=warn)
+            run(settings, stop=stop, log=log, warn=warn, api=api)
             return
         except Exception as exc:  # noqa: BLE001 - the plugin's thread outlives any failure
             warn(f"check failed, starting over in {settings.recheck_interval:g}s: {exc!r}")

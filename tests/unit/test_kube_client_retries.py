@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from computedomains.kube import client, kubeconfig, retry
+from computedomains.kube import client, credentials, kubeconfig, retry
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -177,3 +177,30 @@ def test_a_kubeconfig_exec_plugin_supplies_the_token_and_runs_again_after_a_401(
         assert refused.value.status == 401
         assert api.get("/api/v1/namespaces/default/configmaps/x")["metadata"]["name"] == "x"
     assert server.auth == ["Bearer issued-1", "Bearer issued-2"]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (404, client.Failure.NOT_FOUND),
+        (409, client.Failure.CONFLICT),
+        (400, client.Failure.REFUSED),
+        (403, client.Failure.REFUSED),
+        (422, client.Failure.REFUSED),
+        (408, client.Failure.BUSY),
+        (429, client.Failure.BUSY),
+        (500, client.Failure.BUSY),
+        (503, client.Failure.BUSY),
+    ],
+)
+def test_every_answer_is_one_kind_of_failure(status: int, kind: client.Failure) -> None:
+    error = client.ApiError(status, "R", "m")
+    assert error.failure is client.failure(error) is kind
+    assert kind.transient == (kind is client.Failure.BUSY)
+
+
+def test_no_answer_is_unreachable_and_a_bug_is_no_api_failure() -> None:
+    assert client.failure(ConnectionRefusedError()) is client.Failure.UNREACHABLE
+    assert client.failure(credentials.CredentialError("no token")) is client.Failure.UNREACHABLE
+    assert client.Failure.UNREACHABLE.transient
+    assert client.failure(KeyError("spec")) is None

@@ -78,3 +78,11 @@ def test_a_bucket_without_qps_never_waits() -> None:
     clock = _Clock()
     bucket = ratelimit.TokenBucket(0, 1, clock=lambda: clock.now, sleep=clock.sleep)
     assert [bucket.take() for _ in range(100)] == [0.0] * 100 and clock.slept == []
+
+
+def test_a_backoff_is_stretched_by_the_draw_up_to_the_jitter_but_retry_after_is_not() -> None:
+    policy = retry.Policy(backoff_initial=1.0, backoff_cap=8.0, jitter=0.5)
+    assert [policy.backoff(2, d) for d in (0.0, 0.5, 0.999)] == [4.0, 5.0, 4.0 * 1.4995]
+    assert retry.after_failure(policy, "GET", sent=True, attempt=0, draw=1.0) == 1.5
+    assert retry.after_answer(policy, "GET", 503, "2", 0, draw=0.9) == 2.0  # asked: as asked
+    assert retry.after_answer(policy, "GET", 500, None, 1, draw=0.5) == 2.5

@@ -304,7 +304,7 @@ def turn_configmap(domain_uid: str, *, namespace: str, now: datetime.datetime) -
 def holder_seen_from_node(
     *, label: str, node_name: str, cliques: Mapping[str, Mapping[str, Any]]
 ) -> str:
-    """Who holds a node as the node's plugin can tell without watching every claim.
+    """Who holds a node as the node's plugin and IMEX agent can tell without watching claims.
 
     The domain in its label, else the one that reserved it (:func:`reserved_by`; ``cliques``
     are the clique objects of the node's clique by domain UID). The controller names a

@@ -162,7 +162,7 @@ class Binder:
         try:
             current = self._api.get(path)
         except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND:
+            if exc.failure is client.Failure.NOT_FOUND:
                 return  # the claim is gone: nothing waits for the answer
             raise
         now = contract.parse_claim(current)
@@ -201,7 +201,7 @@ class Binder:
         try:
             current = self._api.get(path)
         except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND:
+            if exc.failure is client.Failure.NOT_FOUND:
                 return
             raise
         meta, status = current.get("metadata", {}), current.get("status", {})
@@ -226,7 +226,7 @@ class Binder:
         try:
             self._api.delete(path, body=options)
         except client.ApiError as exc:
-            if exc.status in (client.NOT_FOUND, client.CONFLICT):
+            if exc.failure in (client.Failure.NOT_FOUND, client.Failure.CONFLICT):
                 return
             raise
         self._recorder.emit(

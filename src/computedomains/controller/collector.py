@@ -102,7 +102,7 @@ def _remove(api: client.Client, caches: Caches, item: Leftover) -> bool:
     try:
         api.delete(path, body=options)
     except client.ApiError as exc:
-        if exc.status in (client.NOT_FOUND, client.CONFLICT):
+        if exc.failure in (client.Failure.NOT_FOUND, client.Failure.CONFLICT):
             return False  # gone, or changed since we looked: the next round decides again
         raise
     if item.kind == "clique":

@@ -45,14 +45,9 @@ STOP_GRACE = 10.0
 
 
 def _error_reason(exc: Exception) -> str:
-    """One of :data:`metrics.ERROR_REASONS`."""
-    if isinstance(exc, kube_client.ApiError):
-        return {kube_client.CONFLICT: "Conflict", kube_client.NOT_FOUND: "NotFound"}.get(
-            exc.status, "APIError"
-        )
-    if isinstance(exc, kube_client.API_ERRORS):
-        return "Unreachable"
-    return "Internal"
+    """One of :data:`metrics.ERROR_REASONS`: the API failure (``kube_client.Failure``), or a bug."""
+    failure = kube_client.failure(exc)
+    return failure.value if failure is not None else metrics.INTERNAL
 
 
 class Workers:

@@ -18,13 +18,14 @@ import prometheus_client
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from computedomains.kube import requestmetrics
+from computedomains.kube import client, requestmetrics
 
 _PREFIX = "computedomains_controller"
 _FORMATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 _RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-ERROR_REASONS = ("Conflict", "NotFound", "APIError", "Unreachable", "Internal")
-"""Why a reconcile failed: a 409 or 404 answer, another API error, no answer, a bug."""
+INTERNAL = "Internal"
+ERROR_REASONS = (*(f.value for f in client.Failure), INTERNAL)
+"""Why a reconcile failed: the API failure it met (:class:`client.Failure`), or a bug."""
 
 
 class _Live(Collector):

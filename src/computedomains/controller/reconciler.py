@@ -44,13 +44,6 @@ arrive one by one."""
 
 _TAKEN = "taken"
 """Template trouble: a foreign object has the template's name."""
-_TRANSIENT = frozenset({408, 429})
-"""4xx answers that say "later" (timeout, too many requests) rather than "never"."""
-
-
-def _refused(exc: client.ApiError) -> bool:
-    """A 4xx that repeating the same request cannot change (conflicts are handled apart)."""
-    return 400 <= exc.status < 500 and exc.status not in _TRANSIENT
 
 
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -182,7 +175,7 @@ class Reconciler:
         try:
             updated = writes.read_modify_write(self._api, path, mutate, current=raw)
         except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND and not present:
+            if exc.failure is client.Failure.NOT_FOUND and not present:
                 return None  # gone already
             raise
         if updated is not None and present:
@@ -229,13 +222,13 @@ class Reconciler:
             self._api.create(resources.RESOURCE_CLAIM_TEMPLATES.path(namespace=domain.namespace),
                              objects.workload_template(domain))  # fmt: skip
         except client.ApiError as exc:
-            if exc.status == client.CONFLICT:
+            if exc.failure is client.Failure.CONFLICT:
                 existing = self._get(path)
                 if existing is None or objects.owned_by(existing, domain.uid):
                     return  # ours (the cache is behind), or gone again: the next round sees
                 self._report_conflict(domain, existing)
                 return
-            if not _refused(exc):
+            if exc.failure not in (client.Failure.REFUSED, client.Failure.NOT_FOUND):
                 raise
             # The API will refuse the same object next round too: say so where the user
             # looks, and let the rest of the round (cliques, status) go on.
@@ -290,9 +283,9 @@ class Reconciler:
             try:
                 existing = self._api.replace(path, released)
             except client.ApiError as exc:
-                if exc.status == client.CONFLICT:
+                if exc.failure is client.Failure.CONFLICT:
                     raise writes.Stale.from_conflict(exc) from exc
-                if exc.status == client.NOT_FOUND:
+                if exc.failure is client.Failure.NOT_FOUND:
                     return
                 raise
         self._delete(path, existing)
@@ -344,7 +337,7 @@ class Reconciler:
         try:
             return self._api.create(resources.CLIQUES.path(namespace=namespace), body)
         except client.ApiError as exc:
-            if exc.status == client.CONFLICT:
+            if exc.failure is client.Failure.CONFLICT:
                 raise writes.Stale.from_conflict(exc) from exc
             raise
 
@@ -354,7 +347,7 @@ class Reconciler:
         try:
             return self._api.get(path)
         except client.ApiError as exc:
-            if exc.status == client.NOT_FOUND:
+            if exc.failure is client.Failure.NOT_FOUND:
                 return None
             raise
 
@@ -362,7 +355,7 @@ class Reconciler:
         try:
             self._api.delete(path, body=_delete_options(existing))
         except client.ApiError as exc:
-            if exc.status == client.CONFLICT:  # changed since we looked: the plan is stale
+            if exc.failure is client.Failure.CONFLICT:  # changed since we looked: the plan is stale
                 raise writes.Stale.from_conflict(exc) from exc
-            if exc.status != client.NOT_FOUND:
+            if exc.failure is not client.Failure.NOT_FOUND:
                 raise

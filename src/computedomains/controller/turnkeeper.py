@@ -152,7 +152,7 @@ class TurnKeeper:
             # deposed leader's retried write from replacing its successor's.
             self._api.replace(path, body, guard=self._fence)
         except client.ApiError as exc:
-            if exc.status != client.NOT_FOUND:
+            if exc.failure is not client.Failure.NOT_FOUND:
                 raise
             self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body,
                              guard=self._fence)  # fmt: skip

@@ -224,13 +224,12 @@ class Agent:
         cfg = self._cfg
         assert self._node is not None
         node = next(iter(self._node.items()), {})
-        domain = str(
-            node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL, "")
-        )
+        label = node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL)
         clique_id, note = self._fabric
         objects = self._cliques.by_domain()
-        if not domain:  # reserved by the binder, not labelled by the plugin yet
-            domain = placement.reserved_by(cfg.node_name, objects)
+        domain = placement.holder_seen_from_node(
+            label=str(label or ""), node_name=cfg.node_name, cliques=objects
+        )
         obj = objects.get(domain) if domain else None
         daemons = daemons_of(obj) if obj is not None else None
         return decide.Snapshot(

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import enum
 import json
 import logging
 import os
 import pathlib
+import random
 import ssl
 import tempfile
 import time
@@ -38,6 +40,44 @@ RequestObserver = Callable[[str, str, int], None]
 """Called after each request with (method, path, HTTP status; 0 when none came back)."""
 
 
+class Failure(enum.Enum):
+    """What a failed API call met, as its caller must take it: the one taxonomy of the code.
+
+    The value is what metrics and logs name it by.
+    """
+
+    NOT_FOUND = "NotFound"
+    """404: no such object (gone already, or not made yet)."""
+    CONFLICT = "Conflict"
+    """409: the object changed since it was read, or exists already: read again, decide again."""
+    REFUSED = "Refused"
+    """Any other 4xx (400, 401, 403, 422, ...): the same request will be refused again."""
+    BUSY = "Busy"
+    """408, 429 or a 5xx: the server is there but did not act now; later may do."""
+    UNREACHABLE = "Unreachable"
+    """No answer: no connection, TLS failure, lost connection, or no credential to send."""
+
+    @property
+    def transient(self) -> bool:
+        """The same request may succeed later, unchanged."""
+        return self in (Failure.BUSY, Failure.UNREACHABLE)
+
+
+_LATER = frozenset({408, 429})
+"""4xx answers that say "later" (timeout, too many requests) rather than "never"."""
+
+
+def failure_of_status(status: int) -> Failure:
+    """The failure an HTTP answer of ``status`` (not 2xx) is."""
+    if status == NOT_FOUND:
+        return Failure.NOT_FOUND
+    if status == CONFLICT:
+        return Failure.CONFLICT
+    if status in _LATER or status >= 500:
+        return Failure.BUSY
+    return Failure.REFUSED
+
+
 class ApiError(Exception):
     """A non-2xx answer; ``status`` is the HTTP code, ``reason``/``message`` the Status's."""
 
@@ -49,6 +89,20 @@ class ApiError(Exception):
         self.reason = reason
         self.message = message
         self.body = body or {}
+
+    @property
+    def failure(self) -> Failure:
+        """What kind of failure the answer is."""
+        return failure_of_status(self.status)
+
+
+def failure(exc: BaseException) -> Failure | None:
+    """What kind of API failure ``exc`` is; None when it is no API failure (a bug, say)."""
+    if isinstance(exc, ApiError):
+        return exc.failure
+    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
+        return Failure.UNREACHABLE
+    return None
 
 
 def _error(response: urllib3.BaseHTTPResponse) -> ApiError:
@@ -228,8 +282,10 @@ class Client:
             self._answered(status)
         except API_ERRORS as exc:
             sent = not isinstance(exc, _NOT_SENT)
-            wait = call.within(retry.after_failure(self.policy, call.method, sent=sent,
-                                                   attempt=attempt))  # fmt: skip
+            draw = random.random()  # noqa: S311 - spreads waits; nothing secret
+            wait = call.within(
+                retry.after_failure(self.policy, call.method, sent=sent, attempt=attempt, draw=draw)
+            )
             if wait is None:
                 raise
             log.debug("%s %s failed (%s); trying again in %.2fs", call.method, call.path, exc, wait)
@@ -241,7 +297,10 @@ class Client:
             decoded: dict[str, Any] = json.loads(response.data) if response.data else {}
             return decoded
         asked = response.headers.get("Retry-After")
-        wait = call.within(retry.after_answer(self.policy, call.method, status, asked, attempt))
+        draw = random.random()  # noqa: S311 - spreads waits; nothing secret
+        wait = call.within(
+            retry.after_answer(self.policy, call.method, status, asked, attempt, draw=draw)
+        )
         if wait is None:
             raise _error(response)
         log.debug("%s %s answered %d; trying again in %.2fs", call.method, call.path, status, wait)
@@ -350,7 +409,8 @@ NOT_FOUND = 404
 CONFLICT = 409
 INVALID = 422
 API_ERRORS: tuple[type[Exception], ...] = (ApiError, urllib3.exceptions.HTTPError, OSError)
-"""What a call raises when the server refuses it or cannot be reached."""
+"""What a call raises when the server refuses it or cannot be reached (:func:`failure` says
+which :class:`Failure` it is)."""
 
 
 def connect(kubeconfig: pathlib.Path | None = None, budget: ApiBudget | None = None) -> Client:

@@ -342,7 +342,7 @@ class Recorder:
                     self.api.patch(f"{collection}/{series.name}", _patch(series))
                     return
                 except client.ApiError as exc:
-                    if exc.status != client.NOT_FOUND:
+                    if exc.failure is not client.Failure.NOT_FOUND:
                         raise
                     # Expired (Events live an hour) or deleted: write it again, same name.
             self.api.create(collection, self._body(decision))

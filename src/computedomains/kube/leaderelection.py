@@ -310,7 +310,7 @@ class LeaderElector:
                 self._api.get(lease_path(self._namespace, self._name), timeout=timeout),
             )
         except client.ApiError as exc:
-            if exc.status != client.NOT_FOUND:
+            if exc.failure is not client.Failure.NOT_FOUND:
                 log.warning("reading lease %s failed: %s", self._name, exc)
                 return False
             lease = None

@@ -115,7 +115,7 @@ def remove_label_if(api: client.Client, name: str, key: str, value: str) -> bool
             api.patch(path(name), body)
             return True
         except client.ApiError as exc:
-            if exc.status != client.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
+            if exc.failure is not client.Failure.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
                 raise
     return False
 
@@ -179,5 +179,5 @@ def set_taint(
             api.patch(path(name), body)
             return
         except client.ApiError as exc:
-            if exc.status != client.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
+            if exc.failure is not client.Failure.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
                 raise

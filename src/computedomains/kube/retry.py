@@ -11,8 +11,10 @@ The rules of client-go, which every Kubernetes component shares:
   read is sent again (a write's outcome is the caller's to find out);
 - **the connection not made at all**: nothing was sent, so any request is sent again.
 
-Waits double from :attr:`Policy.backoff_initial` up to :attr:`Policy.backoff_cap`; a
-``Retry-After`` is honoured up to :attr:`Policy.retry_after_cap`.
+Waits double from :attr:`Policy.backoff_initial` up to :attr:`Policy.backoff_cap`, each
+stretched by up to :attr:`Policy.jitter` at random (``draw``), so clients refused together do
+not come back together; a ``Retry-After`` is honoured as given, up to
+:attr:`Policy.retry_after_cap`.
 """
 
 from __future__ import annotations
@@ -35,10 +37,16 @@ class Policy:
     backoff_initial: float = 0.25
     backoff_cap: float = 4.0
     retry_after_cap: float = 30.0
+    jitter: float = 0.5
+    """A back-off is stretched by up to this fraction of itself (client-go's ``Jitter``)."""
 
-    def backoff(self, attempt: int) -> float:
-        """Seconds before try ``attempt + 1`` (0-based ``attempt``) when the server named none."""
-        return min(self.backoff_cap, self.backoff_initial * 2.0 ** min(attempt, 30))
+    def backoff(self, attempt: int, draw: float = 0.0) -> float:
+        """Seconds before try ``attempt + 1`` (0-based ``attempt``) when the server named none.
+
+        ``draw`` in [0, 1) picks the stretch (the caller's random number; 0: none).
+        """
+        base = min(self.backoff_cap, self.backoff_initial * 2.0 ** min(attempt, 30))
+        return base * (1.0 + self.jitter * draw)
 
 
 def retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -60,29 +68,39 @@ def retry_after(value: str | None, *, now: float | None = None) -> float | None:
 
 
 def after_answer(
-    policy: Policy, method: str, status: int, retry_after_header: str | None, attempt: int
+    policy: Policy,
+    method: str,
+    status: int,
+    retry_after_header: str | None,
+    attempt: int,
+    *,
+    draw: float = 0.0,
 ) -> float | None:
     """Seconds to wait before sending again after an HTTP answer of ``status``; None: do not.
 
-    ``attempt`` counts from 0 (the first try).
+    ``attempt`` counts from 0 (the first try); ``draw`` as for :meth:`Policy.backoff`.
     """
     if attempt + 1 >= policy.attempts:
         return None
     asked = retry_after(retry_after_header)
     if status == TOO_MANY_REQUESTS or (status >= 500 and asked is not None):
-        return min(policy.retry_after_cap, policy.backoff(attempt) if asked is None else asked)
+        waited = policy.backoff(attempt, draw) if asked is None else asked
+        return min(policy.retry_after_cap, waited)
     if status >= 500 and method.upper() in READS:
-        return policy.backoff(attempt)
+        return policy.backoff(attempt, draw)
     return None
 
 
-def after_failure(policy: Policy, method: str, *, sent: bool, attempt: int) -> float | None:
+def after_failure(
+    policy: Policy, method: str, *, sent: bool, attempt: int, draw: float = 0.0
+) -> float | None:
     """Seconds to wait before sending again after no answer came; None: do not.
 
-    ``sent`` is False when the connection was never made (nothing reached the server).
+    ``sent`` is False when the connection was never made (nothing reached the server);
+    ``draw`` as for :meth:`Policy.backoff`.
     """
     if attempt + 1 >= policy.attempts:
         return None
     if not sent or method.upper() in READS:
-        return policy.backoff(attempt)
+        return policy.backoff(attempt, draw)
     return None

@@ -79,7 +79,7 @@ def read_modify_write(
         try:
             return api.replace(target, desired)
         except client.ApiError as exc:
-            if exc.status != client.CONFLICT or attempt == attempts - 1:
+            if exc.failure is not client.Failure.CONFLICT or attempt == attempts - 1:
                 raise
         obj = api.get(path)
     raise AssertionError("unreachable: the last attempt returns or raises")
@@ -105,7 +105,7 @@ def write_planned(
             api, path, mutate, current=current, subresource=subresource, attempts=1
         )
     except client.ApiError as exc:
-        if exc.status != client.CONFLICT:
+        if exc.failure is not client.Failure.CONFLICT:
             raise
         raise Stale.from_conflict(exc) from exc
 

@@ -41,6 +41,12 @@ MISSING = "CheckpointMissing"
 """Node Event reason: no checkpoint file, yet the node holds claims (it was deleted)."""
 
 
+def _reason(exc: BaseException) -> str:
+    """The metrics reason of a failure: the API failure it is, or ``Internal`` (a bug)."""
+    failure = kube_client.failure(exc)
+    return failure.value if failure is not None else "Internal"
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """Per-claim outcome: devices, or an error for the kubelet."""
@@ -144,7 +150,7 @@ class Driver:
             self._claim_event(ref, exc)
             return Result(error=exc.message)
         except kube_client.API_ERRORS as exc:
-            self.stats.error("prepare", "Internal")
+            self.stats.error("prepare", _reason(exc))
             log.exception("prepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"preparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
 
@@ -153,7 +159,7 @@ class Driver:
         try:
             unprepare.unprepare(ref.uid, book=self._book, label=self._label)
         except Exception as exc:  # one claim's failure is its own result, whatever it is
-            self.stats.error("unprepare", "Internal")
+            self.stats.error("unprepare", _reason(exc))
             log.exception("unprepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"unpreparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
         return Result()

@@ -67,15 +67,17 @@ def _housekeep(
             log.exception("housekeeping failed; retrying")
 
 
-def _start_recheck(cfg: config.PluginConfig, stop: threading.Event) -> threading.Thread | None:
-    """Start node-init's fabric re-check in a thread, when configured."""
+def _start_recheck(
+    cfg: config.PluginConfig, api: kube_client.Client, stop: threading.Event
+) -> threading.Thread | None:
+    """Start node-init's fabric re-check in a thread, when configured, on the plugin's client."""
     if cfg.fabric_recheck is None:
         return None
     checks = logging.getLogger("computedomains.nodeinit")
     thread = threading.Thread(
         target=nodeinit_run.watch,
         args=(cfg.fabric_recheck,),
-        kwargs={"stop": stop, "log": checks.info, "warn": checks.warning},
+        kwargs={"stop": stop, "log": checks.info, "warn": checks.warning, "api": api},
         name="fabric-recheck",
         daemon=True,
     )
@@ -101,7 +103,7 @@ def run(cfg: config.PluginConfig) -> int:
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
     stats.api_requests.attach(api)
     # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
-    recheck = _start_recheck(cfg, stop)
+    recheck = _start_recheck(cfg, api, stop)
 
     # The plugin's watches: the clique objects of the node's clique, which name the nodes the
     # controller reserved. Claims and domains are read one by one (no cluster-wide watch).

@@ -100,7 +100,7 @@ def ensure(
         try:
             store.write(new, current=secret)
         except client.ApiError as exc:
-            if exc.status != client.CONFLICT:
+            if exc.failure is not client.Failure.CONFLICT:
                 raise
             log.info("Secret %s changed while planning (another replica): planning again",
                      store.name)  # fmt: skip

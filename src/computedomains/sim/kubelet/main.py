@@ -284,8 +284,8 @@ class SimKubelet:
                 strategic=True,  # conditions merge by type; container statuses are replaced
             )
         except kube_client.ApiError as exc:
-            if exc.status == kube_client.NOT_FOUND or (
-                exc.status in (kube_client.CONFLICT, kube_client.INVALID)
+            if exc.failure is kube_client.Failure.NOT_FOUND or (
+                (exc.failure is kube_client.Failure.CONFLICT or exc.status == kube_client.INVALID)
                 and not self._same_pod(path, meta["uid"])
             ):
                 return True  # gone (or replaced) meanwhile: nothing left to report
@@ -315,7 +315,7 @@ class SimKubelet:
                 body={"gracePeriodSeconds": 0, "preconditions": {"uid": meta["uid"]}},
             )
         except kube_client.ApiError as exc:
-            if exc.status != kube_client.NOT_FOUND:
+            if exc.failure is not kube_client.Failure.NOT_FOUND:
                 _LOG.warning("removing %s/%s: %s (retrying)", meta["namespace"], meta["name"], exc)
                 return
         except kube_client.API_ERRORS as exc:
