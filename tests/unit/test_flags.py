@@ -95,8 +95,21 @@ def test_one_flag_declared_twice_differently_is_refused() -> None:
 
 
 def test_a_shared_flag_is_one_value_for_both_readers(tmp_path: pathlib.Path) -> None:
-    config = flags.parse(PluginConfig, ["--node-name=n1", f"--proc-root={tmp_path}"])
+    argv = ["--node-name=n1", f"--proc-root={tmp_path}", "--fabric-recheck-interval=5"]
+    config = flags.parse(PluginConfig, argv)
     assert config.proc_root == config.discovery.proc_root == tmp_path
+    moved = dataclasses.replace(config, proc_root=tmp_path / "elsewhere")
+    assert moved.fabric_recheck is not None
+    assert moved.fabric_recheck.discovery.proc_root == tmp_path / "elsewhere"
+
+
+def test_an_empty_variable_does_not_satisfy_a_required_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("NODE_NAME", "")
+    with pytest.raises(SystemExit):
+        flags.parse(NodeInitSettings, [])
+    assert "the following arguments are required: --node-name" in capsys.readouterr().err
 
 
 def test_a_combination_the_config_refuses_ends_the_program_with_its_reason() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 import subprocess
+import threading
 from typing import Any
 
 import pytest
@@ -40,6 +41,7 @@ def test_an_exec_credential_with_an_expiry_is_read() -> None:
         (_credential("", clientCertificateData="PEM"), "only tokens are supported"),
         (_credential("t", "2027-01-15T07:00:00Z"), "expired already"),
         (_credential("t", "tomorrow"), "is not RFC 3339"),
+        (json.dumps({"apiVersion": V1, "kind": "ExecCredential", "status": "t"}), "not an object"),
     ],
 )
 def test_a_bad_exec_credential_says_what_is_wrong(output: str, error: str) -> None:
@@ -88,8 +90,10 @@ def test_a_refused_exec_token_is_not_sent_again() -> None:
     source = _exec(plugin, [NOW])
     assert source.token() == "one"
     assert source.token() == "one"
-    source.refused()
+    source.refused("one")
     assert source.token() == "two"
+    source.refused("one")  # a late 401 to the old token: the new one stays
+    assert source.token() == "two" and not plugin.outputs
 
 
 @pytest.mark.parametrize(
@@ -142,10 +146,12 @@ def test_a_token_file_is_read_again_after_a_minute_or_a_401(tmp_path: pathlib.Pa
     clock[0] = credentials.TOKEN_REREAD + 1
     assert source.token() == "second"
     path.write_text("third")
-    source.refused()
+    source.refused("first")  # a late 401 to a token read before: no re-read
+    assert source.token() == "second"
+    source.refused("second")
     assert source.token() == "third"
     path.unlink()
-    source.refused()
+    source.refused("third")
     with pytest.raises(credentials.CredentialError, match="token file"):
         source.token()
 
@@ -160,3 +166,48 @@ def test_a_kubeconfig_user_picks_token_then_token_file_then_exec(tmp_path: pathl
     assert credentials.from_user({"client-certificate": "c"}, tmp_path) is None
     with pytest.raises(ValueError, match="auth-provider users are not supported"):
         credentials.from_user({"auth-provider": {"name": "gcp"}}, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "error"),
+    [
+        ({"args": "--flag"}, "args must be a list"),
+        ({"env": [{"value": "v"}]}, "env must be a list of entries with a name"),
+        ({"command": ""}, "command is required"),
+    ],
+)
+def test_a_malformed_exec_entry_is_a_value_error(entry: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        credentials.ExecSpec.parse({"apiVersion": V1, "command": "t", **entry}, pathlib.Path("/"))
+
+
+def test_a_plugin_that_hangs_is_named_without_its_arguments() -> None:
+    def hangs(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        raise subprocess.TimeoutExpired(argv, kwargs["timeout"])
+
+    entry = {"apiVersion": V1, "command": "get-token", "args": ["--secret=hunter2"]}
+    source = credentials.Exec(credentials.ExecSpec.parse(entry, pathlib.Path("/")), run=hangs)
+    with pytest.raises(credentials.CredentialError) as caught:
+        source.token(within=2)
+    assert "did not answer within 2s" in str(caught.value) and "hunter2" not in str(caught.value)
+
+
+def test_a_request_waits_for_another_threads_plugin_run_no_longer_than_its_time() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        started.set()
+        release.wait(10)
+        return subprocess.CompletedProcess(argv, 0, _credential("slow"), "")
+
+    source = credentials.Exec(
+        credentials.ExecSpec.parse({"apiVersion": V1, "command": "t"}, pathlib.Path("/")), run=slow
+    )
+    first = threading.Thread(target=source.token)
+    first.start()
+    assert started.wait(10), "the first caller to run the plugin"
+    with pytest.raises(credentials.CredentialError, match=r"no token within 0\.05s"):
+        source.token(within=0.05)
+    release.set()
+    first.join(10)
+    assert source.token(within=0.05) == "slow"  # the first run's token serves everyone

@@ -258,17 +258,20 @@ class Client:
         call = _Call(method, path, self._url(path, query), data, content_type, deadline)
         for attempt in range(self.policy.attempts):
             self.limiter.take()
+            # The credential first (an exec plugin may take a while): the guard comes last,
+            # right before the request leaves.
+            token = self._token(within=call.deadline - time.monotonic())
             if guard is not None:
                 guard()
-            outcome = self._try(call, attempt)
+            outcome = self._try(call, attempt, token)
             if not isinstance(outcome, _Again):
                 return outcome
             time.sleep(outcome.seconds)
         raise AssertionError("unreachable: the last attempt raises or returns")
 
-    def _try(self, call: _Call, attempt: int) -> dict[str, Any] | _Again:
-        """One try: the decoded body, or how long to wait before the next try."""
-        headers = self._headers()
+    def _try(self, call: _Call, attempt: int, token: str | None) -> dict[str, Any] | _Again:
+        """One try with ``token``: the decoded body, or how long to wait before the next try."""
+        headers = _headers(token)
         if call.body is not None:
             headers["Content-Type"] = call.content_type
         status = 0
@@ -279,7 +282,7 @@ class Client:
                 timeout=urllib3.Timeout(connect=min(5, left), read=left),
             )  # fmt: skip
             status = response.status
-            self._answered(status)
+            self._answered(status, token)
         except API_ERRORS as exc:
             sent = not isinstance(exc, _NOT_SENT)
             draw = random.random()  # noqa: S311 - spreads waits; nothing secret
@@ -348,12 +351,13 @@ class Client:
         Not tried again here: the informer that watches lists and watches again itself.
         """
         self.limiter.take()
+        token = self._token(within=timeout)
         response = self._pool.request(
-            "GET", self._url(path, {**query, "watch": "1"}), headers=self._headers(),
+            "GET", self._url(path, {**query, "watch": "1"}), headers=_headers(token),
             timeout=urllib3.Timeout(connect=min(5, timeout), read=timeout), retries=False,
             preload_content=False,
         )  # fmt: skip
-        self._answered(response.status)
+        self._answered(response.status, token)
         if self.observer is not None:
             self.observer("WATCH", path, response.status)
         try:
@@ -374,20 +378,21 @@ class Client:
         url = self.server + path
         return f"{url}?{urllib.parse.urlencode(query)}" if query else url
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "compute-domains"}
-        token = self._current_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        return headers
+    def _token(self, *, within: float) -> str | None:
+        """The bearer token to send, had within ``within`` seconds (None: no bearer)."""
+        return self._bearer.token(within=max(0.0, within)) if self._bearer is not None else None
 
-    def _current_token(self) -> str | None:
-        return self._bearer.token() if self._bearer is not None else None
+    def _answered(self, status: int, token: str | None) -> None:
+        """Note an answer's status: a 401 retires the token it answered."""
+        if status == UNAUTHORIZED and self._bearer is not None and token is not None:
+            self._bearer.refused(token)
 
-    def _answered(self, status: int) -> None:
-        """Note an answer's status: a 401 retires the token it carried."""
-        if status == UNAUTHORIZED and self._bearer is not None:
-            self._bearer.refused()
+
+def _headers(token: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": "compute-domains"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def _file_or_data(base: pathlib.Path, entry: Mapping[str, Any], key: str) -> pathlib.Path | None:

@@ -36,11 +36,14 @@ class CredentialError(OSError):
 class Bearer(Protocol):
     """Where a client's bearer token comes from."""
 
-    def token(self) -> str:
-        """The token to send now (:class:`CredentialError` when there is none to be had)."""
+    def token(self, *, within: float = EXEC_TIMEOUT) -> str:
+        """The token to send now, had within ``within`` seconds.
 
-    def refused(self) -> None:
-        """The API server answered 401: a cached token is not to be used again."""
+        :class:`CredentialError` when there is none to be had in that time.
+        """
+
+    def refused(self, token: str) -> None:
+        """The API server answered 401 to ``token``: it is not to be sent again."""
 
 
 @dataclasses.dataclass
@@ -49,11 +52,11 @@ class Fixed:
 
     value: str
 
-    def token(self) -> str:
+    def token(self, *, within: float = EXEC_TIMEOUT) -> str:
         """The token."""
         return self.value
 
-    def refused(self) -> None:
+    def refused(self, token: str) -> None:
         """Nothing to refresh."""
 
 
@@ -68,7 +71,7 @@ class TokenFile:
         self._value: str | None = None
         self._read_at = 0.0
 
-    def token(self) -> str:
+    def token(self, *, within: float = EXEC_TIMEOUT) -> str:
         """The file's token, read at most :data:`TOKEN_REREAD` s ago."""
         with self._lock:
             now = self._clock()
@@ -80,10 +83,11 @@ class TokenFile:
                 self._read_at = now
             return self._value
 
-    def refused(self) -> None:
+    def refused(self, token: str) -> None:
         """Read the file again on the next request (the kubelet may just have rotated it)."""
         with self._lock:
-            self._value = None
+            if self._value == token:
+                self._value = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +116,15 @@ class ExecSpec:
         # As client-go: a relative command with a slash is relative to the kubeconfig's folder.
         if os.sep in command and not pathlib.Path(command).is_absolute():
             command = str(base / command)
+        args, env = entry.get("args") or [], entry.get("env") or []
+        if not isinstance(args, list):
+            raise ValueError("exec: args must be a list")
+        if not isinstance(env, list) or not all(isinstance(e, dict) and e.get("name") for e in env):
+            raise ValueError("exec: env must be a list of entries with a name and a value")
         return cls(
             command=command,
-            args=tuple(str(a) for a in entry.get("args") or ()),
-            env={str(e["name"]): str(e.get("value", "")) for e in entry.get("env") or ()},
+            args=tuple(str(a) for a in args),
+            env={str(e["name"]): str(e.get("value", "")) for e in env},
             api_version=api_version,
             install_hint=str(entry.get("installHint") or ""),
             interactive=str(entry.get("interactiveMode") or "IfAvailable"),
@@ -146,6 +155,8 @@ def parse_exec_output(output: str, *, api_version: str, now: float) -> Issued:
             f"it answered apiVersion {document.get('apiVersion')!r}, asked for {api_version!r}"
         )
     status = document.get("status") or {}
+    if not isinstance(status, dict):
+        raise ValueError("its ExecCredential's status is not an object")
     token = status.get("token")
     if not token:
         if status.get("clientCertificateData"):
@@ -180,23 +191,48 @@ class Exec:
         self._clock = clock
         self._run = run
         self._lock = threading.Lock()
+        """Guards :attr:`_issued`; never held while the plugin runs."""
+        self._refresh = threading.Lock()
+        """Held by the one thread running the plugin: the others wait for its token."""
         self._issued: Issued | None = None
 
-    def token(self) -> str:
-        """The plugin's token, running it again when the one held is near its expiry."""
+    def token(self, *, within: float = EXEC_TIMEOUT) -> str:
+        """The plugin's token, running it again when the one held is near its expiry.
+
+        Waits at most ``within`` seconds, for another thread's run or its own.
+        """
+        if (held := self._usable()) is not None:
+            return held
+        started = time.monotonic()
+        if not self._refresh.acquire(timeout=max(0.0, within)):
+            raise CredentialError(f"exec plugin {self._spec.command}: no token within {within:g}s")
+        try:
+            if (held := self._usable()) is not None:
+                return held  # another thread ran it meanwhile
+            left = within - (time.monotonic() - started)
+            issued = self._call(self._clock(), timeout=max(0.1, min(EXEC_TIMEOUT, left)))
+            with self._lock:
+                self._issued = issued
+            return issued.token
+        finally:
+            self._refresh.release()
+
+    def refused(self, token: str) -> None:
+        """Run the plugin again on the next request, unless it was run since ``token``."""
         with self._lock:
-            now = self._clock()
+            if self._issued is not None and self._issued.token == token:
+                self._issued = None
+
+    def _usable(self) -> str | None:
+        with self._lock:
             held = self._issued
-            if held is None or (held.expires is not None and held.expires - EXPIRY_MARGIN <= now):
-                held = self._issued = self._call(now)
+            if held is None:
+                return None
+            if held.expires is not None and held.expires - EXPIRY_MARGIN <= self._clock():
+                return None
             return held.token
 
-    def refused(self) -> None:
-        """Run the plugin again on the next request."""
-        with self._lock:
-            self._issued = None
-
-    def _call(self, now: float) -> Issued:
+    def _call(self, now: float, *, timeout: float) -> Issued:
         spec = self._spec
         name = f"exec plugin {spec.command}"
         if spec.interactive == "Always":
@@ -207,13 +243,16 @@ class Exec:
         try:
             done = self._run(
                 [spec.command, *spec.args], env=env, capture_output=True, text=True,
-                stdin=subprocess.DEVNULL, timeout=EXEC_TIMEOUT, check=False,
+                stdin=subprocess.DEVNULL, timeout=timeout, check=False,
             )  # fmt: skip
         except FileNotFoundError:
             hint = f" ({spec.install_hint.strip()})" if spec.install_hint.strip() else ""
             raise CredentialError(f"{name} not found{hint}") from None
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise CredentialError(f"{name}: {exc}") from None
+        except subprocess.TimeoutExpired:
+            # Not the exception's text: it quotes the arguments, which may hold secrets.
+            raise CredentialError(f"{name} did not answer within {timeout:g}s") from None
+        except OSError as exc:
+            raise CredentialError(f"{name}: {exc.strerror or type(exc).__name__}") from None
         if done.returncode != 0:
             said = done.stderr.strip().splitlines()[-1:] or ["no message"]
             raise CredentialError(f"{name} exited {done.returncode}: {said[0]}")

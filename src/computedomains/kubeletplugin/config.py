@@ -106,7 +106,7 @@ class PluginConfig:
             node_name=self.node_name,
             kubeconfig=self.kubeconfig,
             api_budget=self.api_budget,
-            discovery=self.discovery,
+            discovery=dataclasses.replace(self.discovery, proc_root=self.proc_root),
             verdict_file=self.fabric_verdict_file,
             transitional_grace=self.transitional_grace,
             fault_grace=self.fault_grace,
