@@ -73,7 +73,7 @@ def _items(api: kubeio.Api, path: str, *, label_selector: str = "") -> list[dict
 
 def gather(
     api: kubeio.Api, settings: Settings, *, namespace: str, cds: crdview.CRDView
-) -> tuple[list[adoptplan.Domain], list[adoptplan.Incumbent], dict[str, str]]:
+) -> tuple[list[adoptplan.Adoptee], list[adoptplan.Incumbent], dict[str, str]]:
     """The facts of one round: domains, incumbent objects, node → domain our agent serves."""
     domains = adoptplan.domains(
         _items(api, cds.resource.path()), _items(api, resources.NODES.path())

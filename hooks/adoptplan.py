@@ -16,23 +16,26 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from computedomains.api import constants, imex
+from computedomains.api import constants, domainview, imex
 
 
 @dataclasses.dataclass(frozen=True)
-class Domain:
+class Adoptee:
     """A ComputeDomain and the nodes the incumbent serves it on."""
 
-    uid: str
-    namespace: str
-    name: str
+    domain: domainview.Domain
     nodes: frozenset[str]
     """Existing nodes labelled with the domain, or listed in its (incumbent) status."""
 
     @property
+    def uid(self) -> str:
+        """The domain's UID."""
+        return self.domain.uid
+
+    @property
     def key(self) -> str:
         """``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
+        return self.domain.key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +64,7 @@ class Plan:
         return not self.waiting
 
 
-def domains(cds: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> list[Domain]:
+def domains(cds: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]) -> list[Adoptee]:
     """The domains of ComputeDomain objects, with their incumbent-served nodes."""
     existing: dict[str, str] = {}
     for node in nodes:
@@ -71,18 +74,10 @@ def domains(cds: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
         )
     found = []
     for cd in cds:
-        meta = cd.get("metadata") or {}
-        uid = str(meta.get("uid") or "")
+        domain = domainview.Domain.parse(cd)
         listed = {str(n.get("name")) for n in (cd.get("status") or {}).get("nodes") or []}
-        labelled = {name for name, value in existing.items() if value == uid}
-        found.append(
-            Domain(
-                uid=uid,
-                namespace=str(meta.get("namespace") or ""),
-                name=str(meta.get("name") or ""),
-                nodes=frozenset((listed & existing.keys()) | labelled),
-            )
-        )
+        labelled = {name for name, value in existing.items() if value == domain.uid}
+        found.append(Adoptee(domain, frozenset((listed & existing.keys()) | labelled)))
     return found
 
 
@@ -113,7 +108,7 @@ def served(agent_pods: Iterable[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def plan(
-    domains_: Sequence[Domain], objects: Sequence[Incumbent], serving: Mapping[str, str]
+    domains_: Sequence[Adoptee], objects: Sequence[Incumbent], serving: Mapping[str, str]
 ) -> Plan:
     """What to retire now and what to keep waiting for."""
     by_uid = {d.uid: d for d in domains_}

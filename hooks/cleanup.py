@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from computedomains.api import constants
+from computedomains.api import constants, domainview
 
 from .compat import GFD_LABEL
 from .report import Finding, Severity
@@ -24,17 +24,6 @@ CRD_DELETE_COMMAND = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Domain:
-    """A ComputeDomain: where its workload pods are and whether it carries our finalizer."""
-
-    namespace: str
-    name: str
-    template: str
-    """The ResourceClaimTemplate its workload pods name (``spec.channel.resourceClaimTemplate``)."""
-    finalizers: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
 class Pod:
     """A pod that may belong to a domain: it names ResourceClaimTemplates."""
 
@@ -44,10 +33,12 @@ class Pod:
     templates: tuple[str, ...]
 
 
-def running_pods(domains: Sequence[Domain], pods: Sequence[Pod]) -> dict[Domain, list[str]]:
+def running_pods(
+    domains: Sequence[domainview.Domain], pods: Sequence[Pod]
+) -> dict[domainview.Domain, list[str]]:
     """Each domain with unfinished workload pods, and those pods' names."""
     by_template = {(d.namespace, d.template): d for d in domains}
-    found: dict[Domain, list[str]] = {}
+    found: dict[domainview.Domain, list[str]] = {}
     for pod in pods:
         if pod.phase in FINISHED_PHASES:
             continue
@@ -59,7 +50,7 @@ def running_pods(domains: Sequence[Domain], pods: Sequence[Pod]) -> dict[Domain,
 
 
 def check_live(
-    domains: Sequence[Domain], pods: Sequence[Pod], *, force: bool, release: str
+    domains: Sequence[domainview.Domain], pods: Sequence[Pod], *, force: bool, release: str
 ) -> Finding:
     """Refuse (unless ``force``) while any domain has workload pods that have not finished."""
     live = running_pods(domains, pods)
@@ -87,7 +78,7 @@ def check_live(
     )
 
 
-def finalizers_without_ours(domain: Domain) -> list[str] | None:
+def finalizers_without_ours(domain: domainview.Domain) -> list[str] | None:
     """The domain's finalizers without ours; None when it carries none of ours."""
     if constants.FINALIZER not in domain.finalizers:
         return None

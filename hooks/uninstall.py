@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from computedomains import flags, waiting
-from computedomains.api import constants, placement, resources
+from computedomains.api import constants, domainview, placement, resources
 
 from . import cleanup, client, compat, kubeio
 from .report import Finding, Report, Severity
@@ -91,7 +91,7 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     if owner.severity is Severity.WARN:
         return 0
     collection = _domains_path(api)
-    domains = [_domain(o) for o in api.list_items(collection)] if collection else []
+    domains = [domainview.Domain.parse(o) for o in api.list_items(collection)] if collection else []
     pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
     verdict = cleanup.check_live(domains, pods, force=args.force, release=args.release)
     report.finding(verdict)
@@ -176,16 +176,6 @@ def _domains_path(api: kubeio.Api) -> str | None:
         return None
     version = (group.get("preferredVersion") or {}).get("groupVersion") or constants.API_VERSION
     return f"/apis/{version}/{constants.COMPUTE_DOMAIN_PLURAL}"
-
-
-def _domain(obj: kubeio.Obj) -> cleanup.Domain:
-    channel = (obj.get("spec") or {}).get("channel") or {}
-    return cleanup.Domain(
-        namespace=str(obj["metadata"]["namespace"]),
-        name=kubeio.name(obj),
-        template=str((channel.get("resourceClaimTemplate") or {}).get("name", "")),
-        finalizers=tuple(obj["metadata"].get("finalizers") or ()),
-    )
 
 
 def _pod(obj: kubeio.Obj) -> cleanup.Pod:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from computedomains.api import imex, models
+from computedomains.api import constants, imex, models
+from computedomains.api.domainview import Domain, DomainUID
 from computedomains.controller.views import (
     Agent,
     Claim,
     CliqueID,
-    Domain,
-    DomainUID,
     NodeInfo,
     NodeName,
     Snapshot,
@@ -30,7 +29,7 @@ def domain(
     return Domain(
         uid=UID, name="cd", namespace="ns", template="cd-channel",
         allocation_mode=models.AllocationMode.SINGLE, num_nodes=num_nodes, deleting=deleting,
-        finalized=finalized, status=status,
+        finalizers=(constants.FINALIZER,) if finalized else (), status=status,
     )  # fmt: skip
 
 

@@ -12,11 +12,11 @@ import prometheus_client
 import pytest
 
 from computedomains.api import constants, resources
+from computedomains.api.domainview import Domain
 from computedomains.controller import metrics, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
 from computedomains.controller.reconciler import Reconciler
-from computedomains.controller.views import Domain
 from computedomains.kube import client, events, writes
 from tests.support.fakeapi import FakeApi
 from tests.support.snapshots import C1, NOW, UID

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from computedomains.api import constants, imex
+from computedomains.api import constants, domainview, imex
 from computedomains.hooks import adoptplan
 
 STARTED = datetime.datetime(2026, 1, 1, 12, 0, 0, tzinfo=datetime.UTC)
@@ -50,6 +50,12 @@ def agent_pod(
     }
 
 
+def _adoptee(uid: str, name: str, nodes: frozenset[str]) -> adoptplan.Adoptee:
+    identity = domainview.Domain(uid=domainview.DomainUID(uid), name=name, namespace="team",
+                                 template=f"{name}-channel")  # fmt: skip
+    return adoptplan.Adoptee(identity, nodes)
+
+
 def incumbent(uid: str) -> list[adoptplan.Incumbent]:
     name = f"computedomain-daemon-{uid}"
     return [
@@ -63,7 +69,7 @@ def test_domain_nodes_are_labelled_or_listed_nodes_that_exist() -> None:
         [domain("u1", "a", status_nodes=("n2", "gone"))],
         [node("n1", "u1"), node("n2"), node("n3", "u2")],
     )
-    assert found == [adoptplan.Domain("u1", "team", "a", frozenset({"n1", "n2"}))]
+    assert [(d.uid, d.key, d.nodes) for d in found] == [("u1", "team/a", frozenset({"n1", "n2"}))]
 
 
 def test_incumbents_are_the_objects_with_a_domain_label() -> None:
@@ -90,8 +96,8 @@ def test_served_needs_ready_for_the_domain_by_the_running_agent() -> None:
 
 def test_retire_only_when_every_node_is_served() -> None:
     domains = [
-        adoptplan.Domain("u1", "team", "a", frozenset({"n1", "n2"})),
-        adoptplan.Domain("u2", "team", "b", frozenset({"n3"})),
+        _adoptee("u1", "a", frozenset({"n1", "n2"})),
+        _adoptee("u2", "b", frozenset({"n3"})),
     ]
     objects = incumbent("u1") + incumbent("u2")
     plan = adoptplan.plan(domains, objects, {"n1": "u1", "n3": "u2"})
@@ -104,13 +110,13 @@ def test_retire_only_when_every_node_is_served() -> None:
 
 
 def test_a_node_serving_another_domain_does_not_count() -> None:
-    domains = [adoptplan.Domain("u1", "team", "a", frozenset({"n1"}))]
+    domains = [_adoptee("u1", "a", frozenset({"n1"}))]
     plan = adoptplan.plan(domains, incumbent("u1"), {"n1": "u9"})
     assert plan.retire == () and plan.waiting == {"team/a": ("n1",)}
 
 
 def test_a_domain_without_nodes_hands_over_at_once() -> None:
-    plan = adoptplan.plan([adoptplan.Domain("u1", "team", "a", frozenset())], incumbent("u1"), {})
+    plan = adoptplan.plan([_adoptee("u1", "a", frozenset())], incumbent("u1"), {})
     assert plan.done and plan.retire == tuple(incumbent("u1"))
 
 
@@ -120,5 +126,5 @@ def test_leftovers_of_deleted_domains_are_retired() -> None:
 
 
 def test_domains_without_incumbent_objects_count_as_adopted() -> None:
-    plan = adoptplan.plan([adoptplan.Domain("u1", "team", "a", frozenset({"n1"}))], [], {})
+    plan = adoptplan.plan([_adoptee("u1", "a", frozenset({"n1"}))], [], {})
     assert plan.done and plan.adopted == ("team/a",) and plan.retire == ()

@@ -5,11 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from computedomains.api import constants
+from computedomains.api.domainview import Domain, DomainUID
 from computedomains.hooks import cleanup
 from computedomains.hooks.compat import GFD_LABEL
 from computedomains.hooks.report import Severity
 
-DOMAIN = cleanup.Domain("team-a", "train", "train-channel", (constants.FINALIZER, "other/x"))
+
+def _domain(namespace: str, name: str, template: str, finalizers: tuple[str, ...]) -> Domain:
+    uid = DomainUID(f"uid-{name}")
+    return Domain(uid=uid, name=name, namespace=namespace, template=template, finalizers=finalizers)
+
+
+DOMAIN = _domain("team-a", "train", "train-channel", (constants.FINALIZER, "other/x"))
 
 
 def test_refuses_naming_the_domains_and_their_running_pods() -> None:
@@ -36,7 +43,7 @@ def test_no_running_pods_no_refusal() -> None:
 
 def test_only_our_finalizer_goes() -> None:
     assert cleanup.finalizers_without_ours(DOMAIN) == ["other/x"]
-    assert cleanup.finalizers_without_ours(cleanup.Domain("a", "b", "c", ("other/x",))) is None
+    assert cleanup.finalizers_without_ours(_domain("a", "b", "c", ("other/x",))) is None
 
 
 def test_node_cleanup_removes_ours_and_leaves_gfds_clique_label() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from computedomains.api import constants
+from computedomains.api import constants, domainview
 from computedomains.api.models import CliquePlacement
-from computedomains.webhook import domains, placement, review
+from computedomains.webhook import placement, review
 
 NS = "team-a"
 LABEL = placement.DOMAIN_LABEL
@@ -19,8 +19,14 @@ PREFERRED = {"weight": 100, "podAffinityTerm": TERM}
 
 
 def _domain(clique: CliquePlacement, *, template: str = "cd-channel", name: str = "cd",
-            namespace: str = NS, uid: str = "uid-1") -> domains.Domain:  # fmt: skip
-    return domains.Domain(namespace=namespace, name=name, uid=uid, template=template, clique=clique)
+            namespace: str = NS, uid: str = "uid-1") -> domainview.Domain:  # fmt: skip
+    return domainview.Domain(
+        namespace=namespace,
+        name=name,
+        uid=domainview.DomainUID(uid),
+        template=template,
+        clique=clique,
+    )
 
 
 def _pod(**spec: Any) -> dict[str, Any]:
@@ -52,7 +58,7 @@ def _apply_add(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]
     return doc
 
 
-def _applied(pod: dict[str, Any], known: list[domains.Domain]) -> dict[str, Any]:
+def _applied(pod: dict[str, Any], known: list[domainview.Domain]) -> dict[str, Any]:
     verdict = placement.place(_request(pod), known)
     assert verdict.allowed
     return _apply_add(copy.deepcopy(pod), verdict.patch)
@@ -83,7 +89,7 @@ def test_preferred_adds_a_preferred_term_of_weight_100() -> None:
     ],
     ids=["placement-none", "other-template", "other-namespace", "no-domain"],
 )
-def test_pods_of_no_placed_domain_are_left_alone(known: list[domains.Domain]) -> None:
+def test_pods_of_no_placed_domain_are_left_alone(known: list[domainview.Domain]) -> None:
     verdict = placement.place(_request(_pod()), known)
     assert verdict.allowed and verdict.patch == [] and not verdict.warnings
 
@@ -133,7 +139,7 @@ def test_a_pod_placed_already_gets_no_second_patch() -> None:
 
 def _two_domains(
     a: CliquePlacement, b: CliquePlacement
-) -> tuple[dict[str, Any], list[domains.Domain]]:
+) -> tuple[dict[str, Any], list[domainview.Domain]]:
     """A pod claiming the channels of two domains, ``a`` and ``b``, and those domains."""
     pod = _pod(resourceClaims=[
         {"name": "a", "resourceClaimTemplateName": "a-channel"},
@@ -172,7 +178,7 @@ SPREAD = {
 ANTI = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
-def _spread(pod: dict[str, Any], known: list[domains.Domain]) -> dict[str, Any]:
+def _spread(pod: dict[str, Any], known: list[domainview.Domain]) -> dict[str, Any]:
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.allowed and not verdict.warnings
     return _apply_add(copy.deepcopy(pod), verdict.patch)
@@ -255,7 +261,7 @@ def _forged(pod: dict[str, Any]) -> dict[str, Any]:
       _domain(CliquePlacement.NONE, uid="u-b", template="a-channel", name="b")]],
     ids=["no-domain", "another-template", "two-domains"],
 )  # fmt: skip
-def test_a_forged_domain_label_is_removed_with_a_warning(known: list[domains.Domain]) -> None:
+def test_a_forged_domain_label_is_removed_with_a_warning(known: list[domainview.Domain]) -> None:
     pod = _forged(_pod(resourceClaims=[{"name": "a", "resourceClaimTemplateName": "a-channel"}]))
     verdict = placement.place(_request(pod), known, spread=True)
     assert verdict.allowed

@@ -6,18 +6,18 @@ from typing import Any
 
 import pytest
 
-from computedomains.api import constants
+from computedomains.api import constants, domainview
 from computedomains.api.models import CliquePlacement
-from computedomains.webhook import domains, validation
+from computedomains.webhook import validation
 
 NS = "team-a"
 
 
 def _domain(
     name: str, template: str, *, namespace: str = NS, deleting: bool = False
-) -> domains.Domain:
-    return domains.Domain(
-        namespace=namespace, name=name, uid=f"uid-{name}", template=template,
+) -> domainview.Domain:
+    return domainview.Domain(
+        namespace=namespace, name=name, uid=domainview.DomainUID(f"uid-{name}"), template=template,
         clique=CliquePlacement.NONE, deleting=deleting,
     )  # fmt: skip
 
@@ -93,9 +93,9 @@ def test_generate_name_is_shown_when_there_is_no_name_yet() -> None:
 
 
 def test_domain_view_reads_both_versions() -> None:
-    v1 = domains.Domain.from_object(_object("a", "t", constants.API_VERSION) | {})
+    v1 = domainview.Domain.parse(_object("a", "t", constants.API_VERSION) | {})
     assert (v1.name, v1.template, v1.clique) == ("a", "t", CliquePlacement.NONE)
     v2 = _object("a", "t")
     v2["spec"]["placement"] = {"clique": "Required"}
     v2["metadata"]["uid"] = "u"
-    assert domains.Domain.from_object(v2).clique is CliquePlacement.REQUIRED
+    assert domainview.Domain.parse(v2).clique is CliquePlacement.REQUIRED

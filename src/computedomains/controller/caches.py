@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from computedomains.api import constants, imex, models, placement, resources
+from computedomains.api.domainview import Domain
 from computedomains.controller import frozencliques, objects, turns
 from computedomains.controller.views import (
     Claim,
     CliqueID,
-    Domain,
     NodeInfo,
     NodeName,
     Snapshot,

@@ -10,7 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 from computedomains.api import constants, models, placement
-from computedomains.controller.views import CliqueID, Domain, DomainUID
+from computedomains.api.domainview import Domain, DomainUID
+from computedomains.controller.views import CliqueID
 from computedomains.kube import wire
 
 TEMPLATE_SELECTOR = (

@@ -27,11 +27,12 @@ from typing import Any
 
 from computedomains import rfc3339, trace
 from computedomains.api import constants, models, resources
+from computedomains.api.domainview import Domain, DomainUID
 from computedomains.controller import decide, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.eventplan import EventSpec, Reason
 from computedomains.controller.metrics import FormationClock
-from computedomains.controller.views import CliqueID, Domain, DomainUID
+from computedomains.controller.views import CliqueID
 from computedomains.kube import client, events, writes
 
 log = logging.getLogger(__name__)

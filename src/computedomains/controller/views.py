@@ -9,60 +9,15 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any, NewType
+from typing import NewType
 
 from computedomains.api import constants, imex, models
-from computedomains.api.schema import ValidationError
+from computedomains.api.domainview import Domain
 from computedomains.kube import wire
 
-DomainUID = NewType("DomainUID", str)
 NodeName = NewType("NodeName", str)
 CliqueID = NewType("CliqueID", str)
 """``<clusterUUID>.<cliqueId>``, the value of the node's clique label."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Domain:
-    """A ComputeDomain, as far as the controller acts on it."""
-
-    uid: DomainUID
-    name: str
-    namespace: str
-    template: str
-    """Name of the workload ResourceClaimTemplate; empty when the object has no spec."""
-    allocation_mode: models.AllocationMode
-    num_nodes: int
-    """The v1beta1 ``spec.numNodes`` (its annotation at v1beta2); 0 when unset."""
-    deleting: bool
-    finalized: bool
-    """Our finalizer is on the object."""
-    status: models.ComputeDomainStatusV1Beta2 | None
-    generation: int = 0
-    """``metadata.generation``: the conditions' ``observedGeneration``."""
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> Domain:
-        """The view of a raw v1beta2 ComputeDomain; fields it cannot parse count as absent."""
-        meta = raw.get("metadata", {})
-        try:
-            model = models.ComputeDomainV1Beta2.from_dict(raw, strict=False)
-        except ValidationError:
-            # The CRD validates every write, so this is an object from a future version:
-            # act on its metadata only.
-            model = models.ComputeDomainV1Beta2(metadata=meta)
-        spec = model.spec
-        return cls(
-            uid=DomainUID(str(meta.get("uid", ""))),
-            name=str(meta.get("name", "")),
-            namespace=str(meta.get("namespace", "")),
-            template=spec.channel.resource_claim_template.name if spec else "",
-            allocation_mode=spec.channel.allocation_mode if spec else models.AllocationMode.SINGLE,
-            num_nodes=model.num_nodes,
-            deleting=bool(meta.get("deletionTimestamp")),
-            finalized=constants.FINALIZER in (meta.get("finalizers") or []),
-            status=model.status,
-            generation=model.generation,
-        )
 
 
 class Claim(enum.Enum):

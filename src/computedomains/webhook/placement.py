@@ -25,8 +25,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from computedomains.api import constants, models
-from computedomains.webhook import domains, review
+from computedomains.api import constants, domainview, models
+from computedomains.webhook import review
 
 DOMAIN_LABEL = f"{constants.OWN_PREFIX}/domain"
 """On a pod: the UID of the ComputeDomain whose placement it follows."""
@@ -74,7 +74,7 @@ def spread_term(uid: str) -> dict[str, Any]:
 
 
 def place(
-    request: dict[str, Any], known: Iterable[domains.Domain], *, spread: bool = False
+    request: dict[str, Any], known: Iterable[domainview.Domain], *, spread: bool = False
 ) -> review.Verdict:
     """The mutation of a pod CREATE: the patch for its domain's placement, if it has one.
 
@@ -87,7 +87,7 @@ def place(
     templates = claimed_templates(pod)
     if not templates:
         return review.Verdict()
-    live = [d for d in domains.in_namespace(known, namespace) if not d.deleting]
+    live = [d for d in domainview.in_namespace(known, namespace) if not d.deleting]
     claimed = [d for d in live if d.template in templates]
     placed = [d for d in claimed if d.clique is not models.CliquePlacement.NONE]
     if len(claimed) != 1:
@@ -116,7 +116,7 @@ def _unlabelled(pod: Mapping[str, Any]) -> review.Verdict:
 
 
 def patch(
-    pod: Mapping[str, Any], domain: domains.Domain, *, spread: bool = False
+    pod: Mapping[str, Any], domain: domainview.Domain, *, spread: bool = False
 ) -> list[dict[str, Any]]:
     """JSONPatch operations adding the label and the affinity terms that ``pod`` lacks."""
     ops: list[dict[str, Any]] = []

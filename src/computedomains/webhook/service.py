@@ -26,13 +26,12 @@ from collections.abc import Callable
 import prometheus_client
 
 from computedomains import httpserver, waiting
-from computedomains.api import constants, conversion, resources
+from computedomains.api import constants, conversion, domainview, resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import informer
 from computedomains.webhook import (
     certs,
     config,
-    domains,
     inject,
     metrics,
     placement,
@@ -51,7 +50,7 @@ CACHE_WAIT = 3.0
 ROUND_ERRORS: tuple[type[Exception], ...] = (tlssecret.NotYet, *kube_client.API_ERRORS)
 """What a TLS round may meet and retry: no usable Secret yet, an API server refusal or silence."""
 
-Known = Callable[[], list[domains.Domain]]
+Known = Callable[[], list[domainview.Domain]]
 
 
 def routes(known: Known, *, spread: bool = False) -> dict[str, server.Route]:
@@ -104,7 +103,7 @@ class Webhook:
             return False
         return True
 
-    def known(self) -> list[domains.Domain]:
+    def known(self) -> list[domainview.Domain]:
         """Every cached ComputeDomain; :class:`review.NotReady` before the cache has synced.
 
         A fresh replica is Ready before its first list returns: a review waits a little for
@@ -114,7 +113,7 @@ class Webhook:
             raise review.NotReady(
                 "the webhook's ComputeDomain cache has not synced yet; retry in a few seconds"
             )
-        return [domains.Domain.from_object(o) for o in self.cache.items()]
+        return [domainview.Domain.parse(o) for o in self.cache.items()]
 
     def tls_round(self) -> None:
         """Get the certificate (rotating it when due), serve it, inject its CA bundle."""

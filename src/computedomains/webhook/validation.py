@@ -13,24 +13,25 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from computedomains.webhook import domains, review
+from computedomains.api import domainview
+from computedomains.webhook import review
 
 
-def validate(request: dict[str, Any], known: Iterable[domains.Domain]) -> review.Verdict:
+def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> review.Verdict:
     """The verdict on a CREATE or UPDATE of a ComputeDomain, given the other domains."""
     obj = request.get("object") or {}
     meta = obj.get("metadata") or {}
     namespace = str(request.get("namespace") or meta.get("namespace") or "")
     name = str(meta.get("name") or request.get("name") or "")
-    template = domains.template_of(obj)
+    template = domainview.template_of(obj)
     if not template:
         return review.Verdict()  # the schema requires it; nothing for us to compare
     old = request.get("oldObject") or {}
-    if old and domains.template_of(old) == template:
+    if old and domainview.template_of(old) == template:
         return review.Verdict()  # unchanged: a clash that exists already is not made worse
     clashes = [
         d
-        for d in domains.in_namespace(known, namespace)
+        for d in domainview.in_namespace(known, namespace)
         if d.template == template and d.name != name
     ]
     if not clashes:
