@@ -1131,3 +1131,14 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+
+{{/*
+compute-domains.podDomainLabel
+  Takes: the root context.
+  Returns: the pod label the webhook sets on a ComputeDomain's pods, `computedomains.io/domain`
+  (webhook/placement.py DOMAIN_LABEL): the admission policy guards it, and a pod arriving with
+  it reaches the webhook's failurePolicy Fail entry.
+*/}}
+{{- define "compute-domains.podDomainLabel" -}}
+computedomains.io/domain
+{{- end }}

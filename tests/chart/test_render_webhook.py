@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from computedomains.api import constants
+from computedomains.webhook import placement as webhook_placement
 from tests.chart import rendering as r
 from tests.support import helm
 
@@ -146,13 +147,18 @@ def test_validating_configuration(h: helm.Helm) -> None:
 
 def test_mutating_configuration(h: helm.Helm) -> None:
     configuration = r.find(r.template(h), "MutatingWebhookConfiguration", NAME)
-    [webhook] = configuration["webhooks"]
-    assert webhook["failurePolicy"] == "Ignore" and webhook["reinvocationPolicy"] == "Never"
-    [rule] = webhook["rules"]
-    assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
-    [condition] = webhook["matchConditions"]
-    assert "resourceClaimTemplateName" in condition["expression"]
-    assert webhook["clientConfig"]["service"]["path"] == "/mutate/pods"
+    unlabelled, labelled = configuration["webhooks"]
+    # One endpoint; a pod arriving with the domain label is refused while it cannot be checked.
+    assert (unlabelled["failurePolicy"], labelled["failurePolicy"]) == ("Ignore", "Fail")
+    label = "has(object.metadata.labels) && 'computedomains.io/domain' in object.metadata.labels"
+    for webhook, carries in ((unlabelled, f"!({label})"), (labelled, label)):
+        assert webhook["reinvocationPolicy"] == "Never"
+        [rule] = webhook["rules"]
+        assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
+        template, domain_label = webhook["matchConditions"]
+        assert "resourceClaimTemplateName" in template["expression"]
+        assert domain_label["expression"] == carries
+        assert webhook["clientConfig"]["service"]["path"] == "/mutate/pods"
 
 
 def test_no_ca_bundle_is_rendered_anywhere(h: helm.Helm) -> None:
@@ -238,3 +244,13 @@ def test_tls_values_become_flags(h4: helm.Helm) -> None:
 
 def test_disabled_renders_no_webhook_object(h4: helm.Helm) -> None:
     assert r.of_component(r.rendered(h4, **{"webhook.enabled": "false"}), WEBHOOK) == []
+
+
+def test_the_pod_domain_label_helper_is_the_webhooks_label(h: helm.Helm) -> None:
+    objects = r.template(h)
+    policy = r.find(
+        objects, "ValidatingAdmissionPolicy", f"{r.RELEASE}-compute-domains-pod-domain-label"
+    )
+    mutating = r.find(objects, "MutatingWebhookConfiguration", NAME)
+    for rendered in (policy, mutating):
+        assert f"'{webhook_placement.DOMAIN_LABEL}' in object.metadata.labels" in str(rendered)

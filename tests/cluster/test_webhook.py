@@ -74,6 +74,16 @@ def _create(api: Any, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
     return cast(dict[str, Any], created)
 
 
+def _claiming_pod(name: str, *, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod that claims from the ResourceClaimTemplate ``<name>-channel``."""
+    container = {"name": "c", "image": "i", "resources": {"claims": [{"name": "ch"}]}}
+    claim = {"name": "ch", "resourceClaimTemplateName": f"{name}-channel"}
+    return {
+        "metadata": {"name": name, **({"labels": labels} if labels else {})},
+        "spec": {"containers": [container], "resourceClaims": [claim]},
+    }
+
+
 def _read(api: Any, namespace: str, name: str, version: str) -> dict[str, Any]:
     obj = _custom(api).get_namespaced_custom_object(G, version, namespace, PLURAL, name)
     return cast(dict[str, Any], obj)
@@ -174,12 +184,7 @@ def test_pods_of_a_required_domain_get_the_label_the_clique_affinity_and_the_spr
     api, _ = env
     domain = _create(api, namespace, _domain("placed", V2, placement={"clique": "Required"}))
     _wait_cached(env, domain)
-    pod = client.CoreV1Api(api).create_namespaced_pod(namespace, {
-        "metadata": {"name": "worker"},
-        "spec": {"containers": [{"name": "c", "image": "i",
-                                 "resources": {"claims": [{"name": "ch"}]}}],
-                 "resourceClaims": [{"name": "ch", "resourceClaimTemplateName": "placed-channel"}]},
-    })  # fmt: skip
+    pod = client.CoreV1Api(api).create_namespaced_pod(namespace, _claiming_pod("placed"))
     uid = domain["metadata"]["uid"]
     assert pod.metadata.labels == {"computedomains.io/domain": uid}
     terms = pod.spec.affinity.pod_affinity.required_during_scheduling_ignored_during_execution
@@ -234,6 +239,15 @@ def test_webhook_down_storage_reads_work_conversions_fail_fast_nothing_is_lost(
     assert elapsed < 5, f"a v1beta1 read took {elapsed:.1f}s with the webhook down"
     assert "conversion webhook" in str(failed.value.body)
     assert "connection refused" in str(failed.value.body)
+    # A pod claiming from a template is admitted without its placement; one that arrives
+    # with the domain label, which only the webhook may vouch for, is refused.
+    core = client.CoreV1Api(api)
+    assert core.create_namespaced_pod(namespace, _claiming_pod("plain")).metadata.labels is None
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod(
+            namespace, _claiming_pod("forged", labels={"computedomains.io/domain": "someone"})
+        )
+    assert "labelled.placement.pods.computedomains.io" in str(refused.value.body)
     process.start()
     assert _read(api, namespace, "kept", V1)["spec"]["numNodes"] == 2
     assert _read(api, namespace, "kept2", V2)["spec"]["placement"] == {"clique": "Preferred"}

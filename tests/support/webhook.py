@@ -41,6 +41,7 @@ SERVICE = "cd-cd-webhook"
 LOCAL_PATHS = {
     "validate.computedomains.resource.nvidia.com": "/validate/computedomains",
     "placement.pods.computedomains.io": "/mutate/pods",
+    "labelled.placement.pods.computedomains.io": "/mutate/pods",
 }
 
 
