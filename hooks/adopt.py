@@ -9,7 +9,6 @@ for or at the deadline, naming the domains and nodes still not served.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from collections.abc import Callable
@@ -28,43 +27,30 @@ KINDS = {
 _AGENTS = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-    """Adoption settings."""
+    """Adoption settings: a flag group of the migrate hook."""
 
-    incumbent_namespace: str
-    """Where the incumbent's per-domain DaemonSets and daemon templates live."""
-    timeout: float
-    """Seconds to wait for our agent to serve every adopted domain's nodes."""
-    interval: float = 2.0
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Settings:
-        """Settings from parsed flags."""
-        return cls(incumbent_namespace=args.incumbent_namespace, timeout=args.adopt_timeout)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--adopt``, ``--incumbent-namespace``, ``--adopt-timeout``."""
-    flags.add_switch(
-        parser,
+    enabled: bool = flags.switch(
         "--adopt",
         default=False,
         help="retire an incumbent install's per-domain objects once we serve them",
     )
-    flags.add(
-        parser,
+    incumbent_namespace: str = flags.option(
         "--incumbent-namespace",
         default=INCUMBENT_NAMESPACE,
         help="the incumbent driver's namespace",
     )
-    flags.add(
-        parser,
+    """Where the incumbent's per-domain DaemonSets and daemon templates live."""
+    timeout: float = flags.option(
         "--adopt-timeout",
         default="600",
-        type=float,
+        type=flags.positive,
         help="seconds to wait for our IMEX agent to serve the adopted domains",
     )
+    """Seconds to wait for our agent to serve every adopted domain's nodes."""
+    interval: float = 2.0
+    """Seconds between rounds (not a flag)."""
 
 
 def _items(api: kubeio.Api, path: str, *, label_selector: str = "") -> list[dict[str, Any]]:

@@ -13,12 +13,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import pathlib
 import time
 from collections.abc import Mapping, Sequence
 
 from computedomains import flags, waiting
 from computedomains.api import crds as api_crds
-from computedomains.api import resources
+from computedomains.api import flaggroups, resources
 from computedomains.hooks import (
     adopt,
     client,
@@ -38,103 +39,77 @@ SVM_START_TIMEOUT = 60.0
 controller runs it and rewrites page by page instead."""
 
 
-@dataclasses.dataclass(frozen=True)
+SNAPSHOT_PREFIX = flags.Flag(
+    "--snapshot-prefix", "name prefix of the snapshot ConfigMaps in --namespace", DEFAULT_PREFIX
+)
+"""Migrate's default; restore takes the same flag, required (it names a snapshot taken)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Settings:
-    """The hook's settings, from its flags."""
+    """The hook's settings: each field declares its flag once (docs/migration.md lists them)."""
 
-    namespace: str
+    kubeconfig: pathlib.Path | None = flags.field(flaggroups.KUBECONFIG)
+    namespace: str = flags.field(flaggroups.NAMESPACE)
     """Release namespace: snapshot and checkpoint ConfigMaps, our IMEX agent pods."""
-    prefix: str
+    prefix: str = flags.field(SNAPSHOT_PREFIX)
     """Snapshot ConfigMaps ``<prefix>-<n>``/``-manifest``, checkpoint ``<prefix>-checkpoint``."""
-    page_size: int
-    workers: int
-    method: str
-    timeout: float
-    """Seconds to wait for each StorageVersionMigration."""
-    readable_timeout: float
-    """Seconds to wait until the objects read at the storage version."""
-    fail_on_invalid: bool
-    crds: tuple[str, ...]
-    adopt: adopt.Settings | None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> Settings:
-        """Settings from parsed flags."""
-        return cls(
-            namespace=args.namespace,
-            prefix=args.snapshot_prefix,
-            page_size=args.page_size,
-            workers=args.workers,
-            method=args.method,
-            timeout=args.svm_timeout,
-            readable_timeout=args.readable_timeout,
-            fail_on_invalid=args.invalid == "fail",
-            crds=tuple(c.strip() for c in args.crds.split(",") if c.strip()),
-            adopt=adopt.Settings.from_args(args) if args.adopt else None,
-        )
-
-
-def _positive(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The hook's flags (docs/migration.md lists them)."""
-    client.add_arguments(parser)
-    add_snapshot_prefix(parser, default=DEFAULT_PREFIX)
-    flags.add(parser, "--page-size", default="500", type=_positive, help="objects per list page")
-    flags.add(parser, "--workers", default="8", type=_positive, help="concurrent writes")
-    flags.add(
-        parser,
+    page_size: int = flags.option(
+        "--page-size", default="500", type=flags.at_least_one, help="objects per list page"
+    )
+    workers: int = flags.option(
+        "--workers", default="8", type=flags.at_least_one, help="concurrent writes"
+    )
+    method: str = flags.option(
         "--method",
         default="auto",
         choices=METHODS,
         help="auto: StorageVersionMigration when served, else paged rewrites",
     )
-    flags.add(
-        parser,
+    timeout: float = flags.option(
         "--svm-timeout",
         default="600",
-        type=float,
+        type=flags.positive,
         help="seconds to wait for each StorageVersionMigration",
     )
-    flags.add(
-        parser,
+    """Seconds to wait for each StorageVersionMigration."""
+    invalid: str = flags.option(
         "--invalid",
         default="fail",
         choices=("fail", "warn"),
         help="objects invalid against the storage schema: fail the hook (after every "
         "other step) or only report them",
     )
-    flags.add(
-        parser,
+    crds: tuple[str, ...] = flags.option(
         "--crds",
         default=",".join(r.name for r in api_crds.RESOURCES),
+        type=flags.names,
         help="comma-separated CRDs whose objects to migrate",
     )
-    flags.add(
-        parser,
+    readable_timeout: float = flags.option(
         "--readable-timeout",
         default="300",
-        type=float,
+        type=flags.positive,
         help="seconds to wait until every object reads at the storage version (the conversion "
         "webhook may still be starting: applied as plain objects, everything starts at once)",
     )
-    adopt.add_arguments(parser)
+    """Seconds to wait until the objects read at the storage version."""
+    adoption: adopt.Settings = flags.group(adopt.Settings)
+
+    @property
+    def fail_on_invalid(self) -> bool:
+        """Objects invalid against the storage schema fail the hook."""
+        return self.invalid == "fail"
+
+    @property
+    def adopt(self) -> adopt.Settings | None:
+        """The adoption asked for (``--adopt``), None when not."""
+        return self.adoption if self.adoption.enabled else None
 
 
-def add_snapshot_prefix(parser: argparse.ArgumentParser, *, default: str | None) -> None:
-    """``--snapshot-prefix`` (migrate and restore)."""
-    flags.add(
-        parser,
-        "--snapshot-prefix",
-        default=default,
-        required=default is None,
-        help="name prefix of the snapshot ConfigMaps in --namespace",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hook's flags."""
+    flags.add_to(parser, Settings)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     out = report.Report("migrate")
     api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     try:
-        return migrate(api, Settings.from_args(args), out)
+        return migrate(api, flags.build(Settings, args), out)
     except (kubeio.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout) as exc:
         out.step(f"FAILED: {exc}")
         out.step(

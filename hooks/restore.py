@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from computedomains import flags
 from computedomains.api import resources
 from computedomains.hooks import (
     client,
@@ -28,7 +30,9 @@ from computedomains.hooks import snapshot as snapshots
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``--kubeconfig``, ``--namespace`` (where the snapshot is), ``--snapshot-prefix``."""
     client.add_arguments(parser)
-    migrate.add_snapshot_prefix(parser, default=None)
+    flags.register(
+        parser, dataclasses.replace(migrate.SNAPSHOT_PREFIX, default=None, required=True)
+    )
 
 
 def run(args: argparse.Namespace) -> int:

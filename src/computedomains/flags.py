@@ -267,6 +267,11 @@ def positive(value: str) -> float:
     return number
 
 
+def names(value: str) -> tuple[str, ...]:
+    """Flag type for a comma-separated list (blanks dropped)."""
+    return tuple(n.strip() for n in value.split(",") if n.strip())
+
+
 def ip_address(value: str) -> str:
     """Flag type for an IP address, written canonically."""
     try:

@@ -12,6 +12,7 @@ import pytest
 from computedomains import cli, flags
 from computedomains.api import flaggroups
 from computedomains.controller.config import ControllerConfig
+from computedomains.hooks.migrate import Settings as MigrateSettings
 from computedomains.imexagent.config import AgentConfig
 from computedomains.kubeletplugin.config import PluginConfig
 from computedomains.nodeinit.settings import Settings as NodeInitSettings
@@ -136,8 +137,13 @@ def test_derived_values() -> None:
     assert flags.parse(PluginConfig, ["--node-name=n"]).fabric_recheck is None
 
 
+NOT_FLAGS = {NodeInitSettings: ["poll_interval"], MigrateSettings: ["interval"]}
+"""Settings that are deliberately no flag."""
+
+
 @pytest.mark.parametrize(
-    "config", [ControllerConfig, AgentConfig, PluginConfig, WebhookConfig, NodeInitSettings]
+    "config",
+    [ControllerConfig, AgentConfig, PluginConfig, WebhookConfig, NodeInitSettings, MigrateSettings],
 )
 def test_every_setting_but_the_named_ones_is_declared_by_its_flag(config: type) -> None:
     def undeclared(cls: type) -> list[str]:
@@ -149,7 +155,7 @@ def test_every_setting_but_the_named_ones_is_declared_by_its_flag(config: type) 
                 out.append(item.name)
         return out
 
-    assert undeclared(config) == (["poll_interval"] if config is NodeInitSettings else [])
+    assert undeclared(config) == NOT_FLAGS.get(config, [])
 
 
 def test_the_cli_table_names_the_config_classes() -> None:
@@ -159,3 +165,10 @@ def test_the_cli_table_names_the_config_classes() -> None:
         PluginConfig,
         WebhookConfig,
     }
+
+
+def test_the_migrate_hook_adopts_only_when_asked() -> None:
+    assert flags.parse(MigrateSettings, []).adopt is None
+    asked = flags.parse(MigrateSettings, ["--adopt", "--adopt-timeout=30", "--crds=a, b"])
+    assert asked.adopt is not None and asked.adopt.timeout == 30
+    assert asked.crds == ("a", "b") and asked.fail_on_invalid

@@ -27,10 +27,6 @@ def duration(value: str) -> datetime.timedelta:
     return datetime.timedelta(seconds=float(match[1]) * _UNITS[match[2]])
 
 
-def _names(value: str) -> tuple[str, ...]:
-    return tuple(n.strip() for n in value.split(",") if n.strip())
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WebhookConfig:
     """Everything the webhook needs to know, validated."""
@@ -58,7 +54,7 @@ class WebhookConfig:
     extra_names: tuple[str, ...] = flags.option(
         "--extra-names",
         default="",
-        type=_names,
+        type=flags.names,
         help="comma-separated DNS names or IPs the certificate also names",
     )
     """More names (DNS names or IP addresses) for the serving certificate: for API servers
