@@ -74,7 +74,7 @@ def domains(cds: Iterable[Mapping[str, Any]], nodes: Iterable[Mapping[str, Any]]
         )
     found = []
     for cd in cds:
-        domain = domainview.Domain.parse(cd)
+        domain = domainview.Domain.peek(cd)
         listed = {str(n.get("name")) for n in (cd.get("status") or {}).get("nodes") or []}
         labelled = {name for name, value in existing.items() if value == domain.uid}
         found.append(Adoptee(domain, frozenset((listed & existing.keys()) | labelled)))

@@ -91,7 +91,7 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     if owner.severity is Severity.WARN:
         return 0
     collection = _domains_path(api)
-    domains = [domainview.Domain.parse(o) for o in api.list_items(collection)] if collection else []
+    domains = [domainview.Domain.peek(o) for o in api.list_items(collection)] if collection else []
     pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
     verdict = cleanup.check_live(domains, pods, force=args.force, release=args.release)
     report.finding(verdict)

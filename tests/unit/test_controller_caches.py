@@ -118,3 +118,15 @@ def test_a_deleted_domains_waiting_claims_are_reported() -> None:
     caches.domains._put("d1", {**_domain("d1"), "metadata": {
         **_domain("d1")["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})  # fmt: skip
     assert caches.placement_activity() == ({}, frozenset({"d1"}))
+
+
+def test_placement_news_reach_the_listeners_set_after_construction() -> None:
+    nodes: list[str] = []
+    placements: list[bool] = []
+    caches = _caches()
+    caches.listen(on_node=nodes.append, on_placement=lambda: placements.append(True))
+    caches._node_changed("ADDED", node("a", "d1"))  # a holder appeared: its claims placed anew
+    caches._node_changed("MODIFIED", node("a", "d1", rv="2"))  # a heartbeat: no news
+    assert nodes == ["a"]
+    caches._domain_changed("ADDED", _domain("d2"))
+    assert placements == [True]

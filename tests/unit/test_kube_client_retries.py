@@ -204,3 +204,4 @@ def test_no_answer_is_unreachable_and_a_bug_is_no_api_failure() -> None:
     assert client.failure(credentials.CredentialError("no token")) is client.Failure.UNREACHABLE
     assert client.Failure.UNREACHABLE.transient
     assert client.failure(KeyError("spec")) is None
+    assert client.failure(OSError(28, "No space left on device")) is None  # local, not the API

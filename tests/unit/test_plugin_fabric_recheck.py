@@ -9,6 +9,8 @@ import pytest
 
 from computedomains import flags
 from computedomains.fabric import discovery
+from computedomains.kube import client as kube_client
+from computedomains.kube import retry
 from computedomains.kubeletplugin import config
 from computedomains.nodeinit import run as nodeinit_run
 from computedomains.nodeinit import settings as nodeinit_settings
@@ -70,3 +72,34 @@ def test_the_re_check_thread_starts_over_after_a_failure_until_stopped(
     assert all(f.startswith("check failed, starting over in 0.01s") for f in failures)
     assert "FileNotFoundError" in failures[0]
     assert lines == []  # failures go to warn, not to the info log
+
+
+def test_the_re_check_uses_the_client_it_is_given(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin passes its own client: one process, one request budget."""
+
+    def no_second_client(*args: object) -> None:
+        raise AssertionError("the re-check made a client of its own")
+
+    monkeypatch.setattr(kube_client, "connect", no_second_client)
+    given = kube_client.Client("https://127.0.0.1:1", policy=retry.Policy(attempts=1))
+    recheck = nodeinit_settings.Settings(
+        node_name="n1",
+        discovery=discovery.DiscoverySettings(
+            backend=discovery.BackendKind.FAKE, fake_nvml_file=tmp_path / "absent.json"
+        ),
+        verdict_file=tmp_path / "verdict.json",
+        watch=True,
+        recheck_interval=0.01,
+    )
+    stop = threading.Event()
+    failures: list[str] = []
+
+    def warn(line: str) -> None:
+        failures.append(line)
+        stop.set()
+
+    nodeinit_run.watch(recheck, stop=stop, log=lambda _: None, warn=warn, api=given)
+    # It got as far as the API with the given client (nothing listens there).
+    assert failures and "AssertionError" not in failures[0], failures

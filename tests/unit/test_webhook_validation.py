@@ -93,9 +93,9 @@ def test_generate_name_is_shown_when_there_is_no_name_yet() -> None:
 
 
 def test_domain_view_reads_both_versions() -> None:
-    v1 = domainview.Domain.parse(_object("a", "t", constants.API_VERSION) | {})
+    v1 = domainview.Domain.peek(_object("a", "t", constants.API_VERSION) | {})
     assert (v1.name, v1.template, v1.clique) == ("a", "t", CliquePlacement.NONE)
     v2 = _object("a", "t")
     v2["spec"]["placement"] = {"clique": "Required"}
     v2["metadata"]["uid"] = "u"
-    assert domainview.Domain.parse(v2).clique is CliquePlacement.REQUIRED
+    assert domainview.Domain.peek(v2).clique is CliquePlacement.REQUIRED

@@ -2,8 +2,9 @@
 
 The controller, the webhook and the hooks each need part of it: identity, the channel
 template, the clique placement, the lifecycle (deleting, finalizers), the status. One view
-serves them all, read from an object of either served version: fields it cannot parse count
-as absent, since an object from a newer version must still be served by its identity.
+serves them all, read from an object of either served version: :meth:`Domain.parse` validates
+through the model (fields it cannot parse count as absent: an object from a newer version must
+still be served by its identity); :meth:`Domain.peek` reads the few fields admission needs.
 """
 
 from __future__ import annotations
@@ -54,20 +55,21 @@ class Domain:
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Domain:
-        """The view of a raw ComputeDomain of either version."""
+        """The view of a raw ComputeDomain of either version, validated by the model.
+
+        A status the model cannot read (a newer version's) costs the status only; a spec it
+        cannot read leaves the object to be acted on by its identity alone (no template).
+        """
         meta = raw.get("metadata") or {}
-        try:
-            model = models.ComputeDomainV1Beta2.from_dict(raw, strict=False)
-        except ValidationError:
-            # The CRD validates every write, so this is an object from a future version:
-            # act on its identity and the fields read below without the model.
+        model = _model(raw) or _model({k: v for k, v in raw.items() if k != "status"})
+        if model is None:
             model = models.ComputeDomainV1Beta2(metadata=meta)
         spec = model.spec
         return cls(
             uid=DomainUID(str(meta.get("uid") or "")),
             name=str(meta.get("name") or ""),
             namespace=str(meta.get("namespace") or ""),
-            template=template_of(raw),
+            template=spec.channel.resource_claim_template.name if spec else "",
             allocation_mode=spec.channel.allocation_mode if spec else models.AllocationMode.SINGLE,
             num_nodes=model.num_nodes,
             clique=model.clique_placement,
@@ -77,11 +79,48 @@ class Domain:
             generation=model.generation,
         )
 
+    @classmethod
+    def peek(cls, raw: Mapping[str, Any]) -> Domain:
+        """Identity, template, clique placement and lifecycle, read from ``raw`` unvalidated.
+
+        What admission needs, at the cost of a few lookups: the webhook reads every domain
+        for every pod it admits, so it must not parse each one's status.
+        """
+        meta = raw.get("metadata") or {}
+        spec = _mapping(raw.get("spec"))
+        try:
+            clique = models.CliquePlacement(_mapping(spec.get("placement")).get("clique") or "None")
+        except ValueError:
+            clique = models.CliquePlacement.NONE
+        return cls(
+            uid=DomainUID(str(meta.get("uid") or "")),
+            name=str(meta.get("name") or ""),
+            namespace=str(meta.get("namespace") or ""),
+            template=template_of(raw),
+            clique=clique,
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(str(f) for f in meta.get("finalizers") or ()),
+        )
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one (a field of an unexpected shape)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _model(raw: Mapping[str, Any]) -> models.ComputeDomainV1Beta2 | None:
+    try:
+        return models.ComputeDomainV1Beta2.from_dict(raw, strict=False)
+    except ValidationError:
+        return None
+
 
 def template_of(obj: Mapping[str, Any]) -> str:
     """The channel ResourceClaimTemplate name a ComputeDomain object names ("" if none)."""
-    channel = (obj.get("spec") or {}).get("channel") or {}
-    return str((channel.get("resourceClaimTemplate") or {}).get("name") or "")
+    claim = _mapping(
+        _mapping(_mapping(obj.get("spec")).get("channel")).get("resourceClaimTemplate")
+    )
+    return str(claim.get("name") or "")
 
 
 def in_namespace(domains: Iterable[Domain], namespace: str) -> list[Domain]:

@@ -154,13 +154,12 @@ class Caches:
 
     def __init__(
         self, api: client.Client, *, namespace: str, on_key: Callable[[str], None],
-        on_relist: Callable[[], None], on_node: Callable[[str], None] = lambda _: None,
-        on_placement: Callable[[], None] = lambda: None,
+        on_relist: Callable[[], None],
     ) -> None:  # fmt: skip
         self.namespace = namespace
         self._on_key = on_key
-        self._on_node = on_node
-        self._on_placement = on_placement
+        self._on_node: Callable[[str], None] = lambda _: None
+        self._on_placement: Callable[[], None] = lambda: None
         self._lock = threading.Lock()
         self._placed: dict[str, tuple[str, str, str]] = {}
         """(domain, node, binding state) of each claim with our channel devices, last seen."""
@@ -208,6 +207,14 @@ class Caches:
         )  # fmt: skip
 
     # -- lifecycle ------------------------------------------------------------------------
+
+    def listen(self, *, on_node: Callable[[str], None], on_placement: Callable[[], None]) -> None:
+        """Who hears of placement news; before :meth:`start` (the listeners read these caches).
+
+        ``on_node``: a node's holder or claims changed (the binder places its claims anew);
+        ``on_placement``: a claim asking for a channel, or a domain, changed (the turn).
+        """
+        self._on_node, self._on_placement = on_node, on_placement
 
     def start(self) -> None:
         """Start every informer."""

@@ -153,11 +153,8 @@ class Controller:
         self.stats.api_requests.attach(self.api)
         self.queue = workqueue.WorkQueue()
         self.caches = Caches(
-            self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted,
-            # A lambda: the binder is built from these caches, right below.
-            on_node=lambda node: self.binder.node_changed(node),  # noqa: PLW0108
-            on_placement=lambda: self.turns.changed(),  # noqa: PLW0108
-        )  # fmt: skip
+            self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted
+        )
         self.turns = turnkeeper.TurnKeeper(
             self.api, self.caches, enabled=cfg.placement_turns, may_write=self.may_write
         )
@@ -170,6 +167,8 @@ class Controller:
             self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
             observe=self.stats.observe_placement, settling=self.turns.settling,
         )  # fmt: skip
+        # The binder and the turn keeper read the caches and hear their placement news.
+        self.caches.listen(on_node=self.binder.node_changed, on_placement=self.turns.changed)
         reconciler = Reconciler(
             self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
             formation=metrics.FormationClock(self.stats), may_write=self.may_write,

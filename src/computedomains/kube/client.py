@@ -96,11 +96,18 @@ class ApiError(Exception):
         return failure_of_status(self.status)
 
 
+_NO_ANSWER: tuple[type[Exception], ...] = (
+    urllib3.exceptions.HTTPError, credentials.CredentialError, ConnectionError, TimeoutError,
+    ssl.SSLError,
+)  # fmt: skip
+"""What a request that got no answer raises; other OSErrors are local (a full disk, say)."""
+
+
 def failure(exc: BaseException) -> Failure | None:
-    """What kind of API failure ``exc`` is; None when it is no API failure (a bug, say)."""
+    """What kind of API failure ``exc`` is; None when it is none (a local error, a bug)."""
     if isinstance(exc, ApiError):
         return exc.failure
-    if isinstance(exc, (urllib3.exceptions.HTTPError, OSError)):
+    if isinstance(exc, _NO_ANSWER):
         return Failure.UNREACHABLE
     return None
 

@@ -113,7 +113,7 @@ class Webhook:
             raise review.NotReady(
                 "the webhook's ComputeDomain cache has not synced yet; retry in a few seconds"
             )
-        return [domainview.Domain.parse(o) for o in self.cache.items()]
+        return [domainview.Domain.peek(o) for o in self.cache.items()]
 
     def tls_round(self) -> None:
         """Get the certificate (rotating it when due), serve it, inject its CA bundle."""
