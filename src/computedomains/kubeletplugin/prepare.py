@@ -190,6 +190,10 @@ class Preparer:
             if entry is None or entry.state is not checkpoint.ClaimState.STARTED:
                 # Unprepare marks a waiting entry aborted; only a collection round that found
                 # the claim deleted drops it.
+                if entry is None:
+                    # That round may still be fixing the label: answer once it is right, as
+                    # when this wait finds the claim gone itself.
+                    self._label.sync()
                 raise _abandoned(view, gone=entry is None)
             if time.monotonic() < next_look:
                 return
