@@ -189,7 +189,7 @@ def test_a_plugin_that_hangs_is_named_without_its_arguments() -> None:
     source = credentials.Exec(credentials.ExecSpec.parse(entry, pathlib.Path("/")), run=hangs)
     with pytest.raises(credentials.CredentialError) as caught:
         source.token(within=2)
-    assert "did not answer within 2s" in str(caught.value) and "hunter2" not in str(caught.value)
+    assert "did not answer within 2.0s" in str(caught.value) and "hunter2" not in str(caught.value)
 
 
 def test_a_request_waits_for_another_threads_plugin_run_no_longer_than_its_time() -> None:

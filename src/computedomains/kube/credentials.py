@@ -250,7 +250,7 @@ class Exec:
             raise CredentialError(f"{name} not found{hint}") from None
         except subprocess.TimeoutExpired:
             # Not the exception's text: it quotes the arguments, which may hold secrets.
-            raise CredentialError(f"{name} did not answer within {timeout:g}s") from None
+            raise CredentialError(f"{name} did not answer within {timeout:.1f}s") from None
         except OSError as exc:
             raise CredentialError(f"{name}: {exc.strerror or type(exc).__name__}") from None
         if done.returncode != 0:
