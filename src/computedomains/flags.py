@@ -238,11 +238,6 @@ def path(value: str) -> pathlib.Path:
     return pathlib.Path(value)
 
 
-def optional_path(value: str) -> pathlib.Path | None:
-    """Flag type for a path that may be left empty (None)."""
-    return pathlib.Path(value) if value else None
-
-
 def at_least_one(value: str) -> int:
     """Flag type for counts of 1 or more."""
     number = int(value)

@@ -44,12 +44,6 @@ STOP_GRACE = 10.0
 """Seconds workers get to finish the reconcile they are in when the replica stops."""
 
 
-def _error_reason(exc: Exception) -> str:
-    """One of :data:`metrics.ERROR_REASONS`: the API failure (``kube_client.Failure``), or a bug."""
-    failure = kube_client.failure(exc)
-    return failure.value if failure is not None else metrics.INTERNAL
-
-
 class Workers:
     """The reconcile workers and the housekeeping thread of a leading replica."""
 
@@ -109,7 +103,7 @@ class Workers:
                 log.info("domain %s not reconciled: the leader lease may have expired", uid)
                 self._queue.add_rate_limited(uid)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
-                self._stats.reconcile_errors.labels(_error_reason(exc)).inc()
+                self._stats.reconcile_errors.labels(kube_client.error_reason(exc)).inc()
                 delay = self._queue.add_rate_limited(uid)
                 log.warning("reconcile of domain %s failed (attempt %d), retrying in %.1fs: %s",
                             uid, self._queue.failures(uid), delay, exc)  # fmt: skip

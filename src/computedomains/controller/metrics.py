@@ -23,9 +23,6 @@ from computedomains.kube import client, requestmetrics
 _PREFIX = "computedomains_controller"
 _FORMATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 _RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-INTERNAL = "Internal"
-ERROR_REASONS = (*(f.value for f in client.Failure), INTERNAL)
-"""Why a reconcile failed: the API failure it met (:class:`client.Failure`), or a bug."""
 
 
 class _Live(Collector):
@@ -86,7 +83,7 @@ class ControllerMetrics:
             self.placement.labels(outcome)
         for scope in ("member", "domain"):
             self.formation.labels(scope)
-        for reason in ERROR_REASONS:
+        for reason in client.ERROR_REASONS:
             self.reconcile_errors.labels(reason)
 
     def observe_placement(self, granted: bool) -> None:

@@ -112,6 +112,18 @@ def failure(exc: BaseException) -> Failure | None:
     return None
 
 
+INTERNAL = "Internal"
+"""The error reason of a failure that is no API failure (a local error, a bug)."""
+ERROR_REASONS = (*(f.value for f in Failure), INTERNAL)
+"""Every value :func:`error_reason` gives: the metrics' ``reason`` label."""
+
+
+def error_reason(exc: BaseException) -> str:
+    """The reason metrics name a failure by: its :class:`Failure`, else :data:`INTERNAL`."""
+    found = failure(exc)
+    return found.value if found is not None else INTERNAL
+
+
 def _error(response: urllib3.BaseHTTPResponse) -> ApiError:
     data = response.data or b""
     try:

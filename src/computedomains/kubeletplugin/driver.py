@@ -41,12 +41,6 @@ MISSING = "CheckpointMissing"
 """Node Event reason: no checkpoint file, yet the node holds claims (it was deleted)."""
 
 
-def _reason(exc: BaseException) -> str:
-    """The metrics reason of a failure: the API failure it is, or ``Internal`` (a bug)."""
-    failure = kube_client.failure(exc)
-    return failure.value if failure is not None else "Internal"
-
-
 @dataclasses.dataclass(frozen=True)
 class Result:
     """Per-claim outcome: devices, or an error for the kubelet."""
@@ -150,7 +144,7 @@ class Driver:
             self._claim_event(ref, exc)
             return Result(error=exc.message)
         except kube_client.API_ERRORS as exc:
-            self.stats.error("prepare", _reason(exc))
+            self.stats.error("prepare", kube_client.error_reason(exc))
             log.exception("prepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"preparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
 
@@ -159,7 +153,7 @@ class Driver:
         try:
             unprepare.unprepare(ref.uid, book=self._book, label=self._label)
         except Exception as exc:  # one claim's failure is its own result, whatever it is
-            self.stats.error("unprepare", _reason(exc))
+            self.stats.error("unprepare", kube_client.error_reason(exc))
             log.exception("unprepare of %s/%s failed", ref.namespace, ref.name)
             return Result(error=f"unpreparing {ref.namespace}/{ref.name} failed: {exc}; will retry")
         return Result()
