@@ -61,6 +61,7 @@ def _deployment(
     name: str, labels: dict[str, str], node: str, *, stop_seconds: int
 ) -> dict[str, Any]:
     http_get = {"path": "/readyz", "port": "http"}
+    health = {**http_get, "path": "/healthz"}
     container = {
         "name": "server",
         "image": "python:3.11-slim",
@@ -69,8 +70,10 @@ def _deployment(
                 {"name": "STOP_SECONDS", "value": str(stop_seconds)}],
         "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": {"httpGet": http_get, "periodSeconds": 1, "failureThreshold": 1},
-        "livenessProbe": {"httpGet": {**http_get, "path": "/healthz"}, "periodSeconds": 1,
-                          "failureThreshold": 2},
+        # A loaded machine may take seconds to start Python: without the startup probe the
+        # liveness probe (as a kubelet's, from the first second) would restart it on the way.
+        "startupProbe": {"httpGet": health, "periodSeconds": 1, "failureThreshold": 60},
+        "livenessProbe": {"httpGet": health, "periodSeconds": 1, "failureThreshold": 2},
         "volumeMounts": [{"name": "state", "mountPath": "/state"}],
     }  # fmt: skip
     spec = {
@@ -191,12 +194,13 @@ def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_conta
     # Liveness: the container is killed (SIGTERM) and started again; the pod stays.
     starts = state / first.metadata.name / "starts"
     before = starts.read_text().split()
+    restarts = _container(core.read_namespaced_pod(first.metadata.name, namespace)).restart_count
     (state / first.metadata.name / "sick").touch()
 
     def restarted() -> Any:
         pod = core.read_namespaced_pod(first.metadata.name, namespace)
         status = _container(pod)
-        return pod if status.restart_count == 1 and status.state.running else None
+        return pod if status.restart_count == restarts + 1 and status.state.running else None
 
     pod = waiting.until("the container to be restarted by its liveness probe", restarted,
                         timeout=90)  # fmt: skip
