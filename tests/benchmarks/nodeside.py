@@ -2,10 +2,11 @@
 
 What the real controller reads from nodes is written here exactly as the per-node components
 write it: node-init's clique label, the kubelet's agent pod status (Running, an IP, the agent
-container's start), the scheduler's claim allocation, the plugin's domain label, and the IMEX
-agent's condition and annotations (``computedomains.api.imex``), written when the agent would:
+container's start), the scheduler's claim allocation, and the IMEX agent's condition and
+annotations (``computedomains.api.imex``), written when the agent would:
 once the node's slot appears in its clique object (a watch, not a poll). Nodes are plain Node
-objects nobody else manages (no kubelet, no kwok): the controller reads only their labels.
+objects nobody else manages (no kubelet, no kwok): the controller reads their labels and
+writes their domain label.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class NodeSide:
         """(domain, node) → claim name."""
         self._lock = threading.Lock()
         self._joined: dict[str, str] = {}
-        """Node → the domain whose workload it runs now (its label)."""
+        """Node → the domain whose workload it runs now (its claim)."""
         self._reported: dict[str, str] = {}
         """Node → the domain its agent last reported READY for."""
         self._node_locks = {n.name: threading.Lock() for n in nodes}
@@ -116,7 +117,7 @@ class NodeSide:
     # -- a workload landing and leaving --------------------------------------------------
 
     def join(self, domain: str, names: Iterable[str]) -> None:
-        """A claim of ``domain`` allocated on each node, then the plugin's domain label."""
+        """A claim of ``domain`` allocated on each node (the controller makes it a member)."""
         self._each(lambda name: self._join(domain, name), names)
 
     def _join(self, domain: str, name: str) -> None:
@@ -127,12 +128,9 @@ class NodeSide:
         with self._lock:
             self._claims[(domain, name)] = claim["name"]
             self._joined[name] = domain
-        self._core.patch_node(
-            name, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: domain}}}
-        )
 
     def leave(self, domain: str, names: Iterable[str]) -> None:
-        """The workload is gone: its claims deleted, the domain label removed."""
+        """The workload is gone: its claims deleted (the controller takes the node out)."""
         self._each(lambda name: self._leave(domain, name), names)
 
     def _leave(self, domain: str, name: str) -> None:
@@ -149,10 +147,7 @@ class NodeSide:
                 except ApiException as exc:
                     if kube.status_of(exc) != 404:
                         raise
-            self._core.patch_node(
-                name, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: None}}}
-            )
-            # Its agent sees the label go, stops IMEX and says so: the controller frees the slot.
+            # Its agent sees the record let go, stops IMEX and says so: the slot is freed.
             self._report(name, domain, ready=False)
 
     # -- the agents: report READY once the node's slot is written ------------------------

@@ -142,7 +142,7 @@ def test_a_held_back_leaders_write_never_changes_a_live_members_slot(
                             log_dir=tmp_path, name="ctl-new", args=ELECTION)  # fmt: skip
     clique = next(n.clique for n in sim.nodes if n.name == NODES[0])
     assert clique is not None
-    labels, agents = NodeLabels(api), Agents(api, driver_ns)
+    labels, agents = NodeLabels(api, claims_namespace=namespace), Agents(api, driver_ns)
     history: CliqueHistory | None = None
     try:
         old.start()
@@ -152,12 +152,9 @@ def test_a_held_back_leaders_write_never_changes_a_live_members_slot(
         agents.ensure(NODES)
         uid = create_domain(api, namespace)
         labels.set(NODES, clique=clique)
-        # Each node's claim and agent are there before its label: a join is one change.
-        for node in NODES:
-            plugin.allocated_claim(api, namespace, node=node, device="channel-0",
-                                   parameters=plugin.channel_parameters(uid))  # fmt: skip
+        # Each node's agent is there before its claim: a join is one change.
         agents.report(NODES, uid, "Ready")
-        labels.set(NODES[:6], domain=uid)
+        labels.set(NODES[:6], domain=uid)  # a claim of the domain allocated on each
         slot = {n: i for i, n in enumerate(NODES)}
         wait_slots(api, driver_ns, uid, {clique: {n: slot[n] for n in NODES[:6]}},
                    "six members in slots 0-5")  # fmt: skip

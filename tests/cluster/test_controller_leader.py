@@ -104,15 +104,12 @@ def test_the_standby_takes_over_a_killed_leader_without_moving_a_slot(
 
     clique = next(n.clique for n in sim.nodes if n.name == NODES[0])
     assert clique is not None
-    labels, agents = NodeLabels(api), Agents(api, driver_ns)
+    labels, agents = NodeLabels(api, claims_namespace=namespace), Agents(api, driver_ns)
     try:
         agents.ensure(NODES)
         uid = create_domain(api, namespace)
         labels.set(NODES, clique=clique)
-        for node in NODES:  # a label admits a node only beside a claim of the domain there
-            plugin.allocated_claim(api, namespace, node=node, device="channel-0",
-                                   parameters=plugin.channel_parameters(uid))  # fmt: skip
-        labels.set(NODES[:6], domain=uid)
+        labels.set(NODES[:6], domain=uid)  # a claim of the domain allocated on each
         agents.report(NODES[:6], uid, "Ready")
         wait_status(api, namespace, "6/6")
         before = slots(api, driver_ns, uid)[clique]

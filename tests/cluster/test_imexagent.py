@@ -2,7 +2,7 @@
 
 Agents run for simulated nodes with the flags the chart will pass and a pod of their own;
 the fake IMEX they start binds the pods' loopback IPs and connects to its peers. The tests
-play the controller: they label nodes (as the kubelet plugin does) and write the cliques.
+play the controller: they write the cliques, which name the members (the record agents follow).
 Only rack 0 nodes n05-n09 and rack 1 nodes n14-n17 are used; other tests own the rest.
 """
 
@@ -35,7 +35,7 @@ def agents(
     namespace: str,
     tmp_path: pathlib.Path,
 ) -> Iterator[StartAgents]:
-    """Start agents for the given nodes; stops them and unlabels the nodes afterwards."""
+    """Start agents for the given nodes; stops them afterwards."""
     plugin.install_crds(api)
     started: list[Agent] = []
 
@@ -51,7 +51,6 @@ def agents(
 
     yield start
     for agent in started:
-        imexagent.label(api, agent.node, None)
         agent.stop()
         (agent.imex_dir / "fail").unlink(missing_ok=True)
 
@@ -83,9 +82,7 @@ def wait_peer_state(agent: Agent, slot: int, state: str) -> None:
 
 
 def join(api: client.ApiClient, namespace: str, domain: str, members: list[Agent]) -> None:
-    """Label the members and list them in the domain's clique, slots in order."""
-    for agent in members:
-        imexagent.label(api, agent.node, domain)
+    """List the members in the domain's clique, slots in order, and name them members."""
     imexagent.write_clique(api, namespace, domain, members)
 
 
@@ -115,7 +112,8 @@ def test_domain_forms_then_a_member_leaves_and_peers_reload(
     pids = {a.node: a.imex_nodes()["pid"] for a in members}
 
     leaver, survivors = members[3], members[:3]
-    imexagent.label(api, leaver.node, None)
+    # The record lets go of it; it keeps its slot until its agent says it stopped.
+    imexagent.write_clique(api, namespace, domain, members, named=survivors)
     leaver.wait_state("STOPPED", domain)
     assert leaver.wait_condition("False", "Stopped").message.startswith(f"domain {domain}: ")
     assert imexagent.KUBELET_LINE in leaver.hosts_file.read_text()
@@ -134,7 +132,7 @@ def test_domain_forms_then_a_member_leaves_and_peers_reload(
         assert 'computedomains_imexagent_imex_state{state="READY"} 1.0' in agent.metrics()
 
 
-def test_domain_change_restarts_imex(
+def test_a_domain_change_restarts_imex(
     agents: StartAgents, api: client.ApiClient, namespace: str
 ) -> None:
     members = agents("gb200-r1-n14", "gb200-r1-n15")
@@ -144,22 +142,17 @@ def test_domain_change_restarts_imex(
         agent.wait_state("READY", first)
     old = {a.node: a.imex_nodes()["pid"] for a in members}
 
-    # The new domain's clique lists the nodes by the time they are relabelled, so each agent
-    # sees the domain change at once: a restart, not a stop and a later start.
+    # The first domain lets go of the nodes, the second takes them: IMEX stops for the first
+    # and starts for the second (a restart when the agent sees both changes at once).
     second = domain_uid()
-    imexagent.write_clique(api, namespace, second, members)
-    for agent in members:
-        imexagent.label(api, agent.node, second)
     imexagent.delete_clique(api, namespace, first, members[0].clique)
+    imexagent.write_clique(api, namespace, second, members)
     for slot, agent in enumerate(members):
         agent.wait_state("READY", second)
         agent.wait_condition("True", "Ready")
         wait_connected(agent, {render.slot_name(second, 1 - slot)})
         assert agent.imex_nodes()["pid"] != old[agent.node]
         assert (agent.imex_dir / "nodes.cfg").read_text().startswith(render.slot_name(second, 0))
-        assert 'computedomains_imexagent_imex_restarts_total{cause="domain"} 1.0' in (
-            agent.metrics()
-        )
 
 
 def test_killed_imex_is_restarted(
@@ -206,7 +199,6 @@ def test_node_without_fabric_idles(
     agents: StartAgents, api: client.ApiClient, namespace: str
 ) -> None:
     (agent,) = agents("gb200-r1-n17", verdict="no-fabric")
-    imexagent.label(api, agent.node, domain_uid())
     status = agent.wait_state("STOPPED", "")
     assert status["message"].startswith("idle: fabric verdict no-fabric")
     condition = agent.wait_condition("False", "Idle")

@@ -1,7 +1,9 @@
 """The plugin's node state survives crashes, reboots and corruption, and stays idempotent.
 
 These tests drive the plugin's gRPC socket directly (as the kubelet does) to control exactly
-when it is killed; flows through the simulated kubelet are in test_plugin_prepare.py.
+when it is killed; flows through the simulated kubelet are in test_plugin_prepare.py. No
+controller runs here: the node's domain label, the controller's copy of its record, is never
+written, whatever the plugin prepares.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import pytest
 from kubernetes import client
 
 from computedomains import waiting
-from computedomains.api import constants
+from computedomains.api import constants, models
+from computedomains.controller import objects
 from computedomains.kubeletplugin import cdi
 from computedomains.sim import cluster as sim_cluster
 from tests.support import kube, plugin
@@ -86,10 +89,10 @@ def test_killed_mid_prepare_and_restarted_leaves_one_claim_and_no_leak(
     claim = _claim(api, proc, domain, namespace)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(proc.prepare, [claim])
-        # The prepare has labelled the node and now waits for IMEX: kill it right there.
+        # The prepare has recorded the claim and now waits for IMEX: kill it right there.
         waiting.until(
-            "the plugin to label the node while waiting for IMEX",
-            lambda: _node_label(api, proc.node) == uid,
+            "the plugin to record the claim while waiting for IMEX",
+            lambda: claim["uid"] in _checkpoint(proc)["claims"],
             timeout=20,
         )
         assert proc.child is not None
@@ -167,7 +170,7 @@ def _damage(path: pathlib.Path, how: str) -> None:
         ("unreadable", "CheckpointUnreadable"),
     ],
 )
-def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the_label(
+def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims(
     node_plugin: tuple[plugin.PluginProcess, dict[str, Any]],
     api: client.ApiClient,
     namespace: str,
@@ -175,7 +178,6 @@ def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the
     reason: str,
 ) -> None:
     proc, domain = node_plugin
-    uid = domain["metadata"]["uid"]
     claim = _claim(api, proc, domain, namespace)
     prepared = proc.prepare([claim]).claims[claim["uid"]]
     assert prepared.error == ""
@@ -188,7 +190,6 @@ def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the
 
     assert len(set(path.parent.glob("checkpoint.json.corrupt-*")) - quarantined) == 1
     assert _checkpoint(proc)["claims"] == {claim["uid"]: before}  # rebuilt as it was
-    assert _node_label(api, proc.node) == uid
     assert cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
     event = kube.node_event(api, proc.node, reason, timeout=20)
     assert (
@@ -205,28 +206,48 @@ def test_a_lost_checkpoint_is_quarantined_and_rebuilt_keeping_the_claims_and_the
     assert _node_label(api, proc.node) is None
 
 
-def test_a_label_removed_while_the_plugin_was_down_is_put_back_at_start(
-    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
+def test_a_claim_is_refused_while_the_record_gives_the_node_to_another_domain(
+    node_plugin: tuple[plugin.PluginProcess, dict[str, Any]],
+    api: client.ApiClient,
+    namespace: str,
+    sim: sim_cluster.SimCluster,
 ) -> None:
     proc, domain = node_plugin
-    claim = _claim(api, proc, domain, namespace)
-    assert proc.prepare([claim]).claims[claim["uid"]].error == ""
-    proc.stop()
-    _set_label(api, proc.node, None)
-    proc.start()
-    waiting.until(
-        "the plugin to put the node label back",
-        lambda: _node_label(api, proc.node) == domain["metadata"]["uid"],
-        timeout=10,
-    )
+    clique = next(n.clique for n in sim.nodes if n.name == proc.node)
+    assert clique is not None
+    holder = plugin.create_domain(api, namespace, name=f"cd-{uuid.uuid4().hex[:4]}")
+    holder_uid = holder["metadata"]["uid"]
+    daemon = models.CliqueDaemon(node_name=proc.node, ip_address="10.0.0.1", clique_id=clique,
+                                 index=0, status=models.Status.NOT_READY)  # fmt: skip
+    record = objects.clique_object(namespace="default", uid=holder_uid, clique=clique,
+                                   daemons=(daemon,), members=frozenset({proc.node}))  # fmt: skip
+    custom = client.CustomObjectsApi(api)
+    group, version, plural = constants.GROUP, constants.STORAGE_VERSION, constants.CLIQUE_PLURAL
+    custom.create_namespaced_custom_object(group, version, "default", plural, record)
+    try:
+        claim = _claim(api, proc, domain, namespace)
+
+        def refused() -> str:
+            answer = proc.prepare([claim]).claims[claim["uid"]]
+            return answer.error if "cannot use this node" in answer.error else ""
+
+        message = waiting.until("the prepare refused while the record names the holder", refused,
+                                timeout=20)  # fmt: skip
+        assert holder["metadata"]["name"] in message
+        assert claim["uid"] not in _checkpoint(proc)["claims"]  # nothing recorded, nothing held
+    finally:
+        custom.delete_namespaced_custom_object(
+            group, version, "default", plural, record["metadata"]["name"]
+        )
+    proc.write_imex(domain["metadata"]["uid"])
+    answer = waiting.until(
+        "the claim prepared once the record names nobody",
+        lambda: (a := proc.prepare([claim]).claims[claim["uid"]]).error == "" and a,
+        timeout=20,
+    )  # fmt: skip
+    assert [d.device_name for d in answer.devices] == ["channel-0"]
+    assert _node_label(api, proc.node) is None  # the plugin writes no label
     assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
-    assert _node_label(api, proc.node) is None
-
-
-def _set_label(api: client.ApiClient, node: str, value: str | None) -> None:
-    client.CoreV1Api(api).patch_node(
-        node, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: value}}}
-    )
 
 
 def _prepare_waiting_for_imex(
@@ -239,8 +260,8 @@ def _prepare_waiting_for_imex(
     proc.write_imex(uid, state="NOT_READY", message="waiting for 17 peers")
     pending = pool.submit(proc.prepare, [claim])
     waiting.until(
-        "the plugin to label the node while waiting for IMEX",
-        lambda: _node_label(api, proc.node) == uid and claim["uid"] in _checkpoint(proc)["claims"],
+        "the plugin to record the claim while waiting for IMEX",
+        lambda: claim["uid"] in _checkpoint(proc)["claims"],
         timeout=20,
     )
     return pending
@@ -266,7 +287,6 @@ def test_a_claim_deleted_while_its_prepare_waits_gets_nothing_and_frees_the_node
     proc.write_imex(other["metadata"]["uid"])
     taker = _claim(api, proc, other, namespace)
     assert proc.prepare([taker]).claims[taker["uid"]].error == ""
-    assert _node_label(api, proc.node) == other["metadata"]["uid"]
     assert proc.unprepare([taker]).claims[taker["uid"]].error == ""
 
 

@@ -45,6 +45,14 @@ class FakeApi:
             raise client.ApiError(404, "NotFound", path)
         return copy.deepcopy(self.objects[path])
 
+    def find(self, path: str, **kwargs: Any) -> dict[str, Any] | None:
+        try:
+            return self.get(path, **kwargs)
+        except client.ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def create(self, path: str, body: Any, **_: Any) -> dict[str, Any]:
         self.calls.append(("POST", path))
         full = f"{path}/{body['metadata']['name']}"

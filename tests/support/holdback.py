@@ -93,11 +93,16 @@ class HoldBackProxy:
         held.put(b"")
 
     def _send_when_open(self, held: queue.Queue[bytes], dest: socket.socket) -> None:
+        """Send what was held; a client that gave up meanwhile does not close the way up.
+
+        The API server cancels a request whose connection it sees closed, so passing the
+        client's close on would drop the held request it follows: a write delayed in the
+        network still arrives whole. The way up closes with the proxy (:meth:`close`).
+        """
         try:
             while data := held.get():
                 self._open.wait()
                 dest.sendall(data)
-            dest.shutdown(socket.SHUT_WR)
         except OSError:
             pass
 

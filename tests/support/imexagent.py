@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from computedomains import nodefiles, waiting
-from computedomains.api import constants
+from computedomains.api import constants, models
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import controlplane, hosttree, processes
 from computedomains.sim.fakeimex import config as fake_config
@@ -224,8 +224,13 @@ def write_clique(
     members: list[Agent],
     *,
     slots: list[int] | None = None,
+    named: list[Agent] | None = None,
 ) -> None:
-    """Create or replace the ComputeDomainClique of ``members`` as the controller would."""
+    """Create or replace the ComputeDomainClique of ``members`` as the controller would.
+
+    It names ``named`` (default: every one of ``members``) as the domain's members: the
+    record the agents follow. A member listed but not named left and keeps its slot.
+    """
     clique = members[0].clique
     name = f"{domain}.{clique}"
     daemons = [
@@ -239,9 +244,11 @@ def write_clique(
         "metadata": {
             "name": name,
             "labels": {constants.COMPUTE_DOMAIN_LABEL: domain, constants.CLIQUE_ID_LABEL: clique},
+            "annotations": {constants.CLIQUE_MEMBERS_ANNOTATION: models.clique_members_value(
+                {a.node for a in (members if named is None else named)})},
         },
         "daemons": daemons,
-    }
+    }  # fmt: skip
     custom = client.CustomObjectsApi(api)
     args = (constants.GROUP, constants.VERSION, namespace, constants.CLIQUE_PLURAL)
     try:
@@ -265,10 +272,3 @@ def delete_clique(api: client.ApiClient, namespace: str, domain: str, clique: st
     except ApiException as exc:
         if kube.status_of(exc) != 404:
             raise
-
-
-def label(api: client.ApiClient, node: str, domain: str | None) -> None:
-    """Set (or, with None, remove) the node's computeDomain label, as the plugin does."""
-    client.CoreV1Api(api).patch_node(
-        node, {"metadata": {"labels": {constants.COMPUTE_DOMAIN_LABEL: domain}}}
-    )

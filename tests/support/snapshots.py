@@ -33,10 +33,13 @@ def domain(
     )  # fmt: skip
 
 
-def node(
-    name: str, *, domain: str = UID, clique: str = C1, claim: Claim = Claim.ALLOCATED
-) -> NodeInfo:
-    """A node; by default labelled for the domain with one of its claims allocated there."""
+def node(name: str, *, domain: str = UID, clique: str = C1, claim: Claim | None = None) -> NodeInfo:
+    """A node; by default a member (the domain holds it with a claim there) and labelled so.
+
+    Labelled for another domain, or not at all, it is by default no member (it left).
+    """
+    if claim is None:
+        claim = Claim.HELD if domain == UID else Claim.NONE
     return NodeInfo(name=NodeName(name), domain=domain, clique=clique, claim=claim)
 
 
@@ -66,7 +69,7 @@ def snapshot(
 ) -> Snapshot:
     """A snapshot; each clique object names the members it lists, as the controller wrote it."""
     d = dom or domain()
-    members = {n.name for n in nodes if n.member_of(d.uid)}
+    members = {n.name for n in nodes if n.member}
     return Snapshot(
         domain=d,
         nodes={n.name: n for n in nodes},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any, cast
 
-from computedomains.api import constants, placement
+from computedomains.api import constants, models, placement
 from computedomains.controller import turns
 from computedomains.controller.caches import Caches
 from computedomains.kube import client
@@ -68,6 +68,23 @@ def _released(claim: dict[str, Any]) -> dict[str, Any]:
     return claim
 
 
+def _clique(domain: str, members: set[str], rv: str = "1") -> dict[str, Any]:
+    """A clique object of ``domain`` naming ``members`` (the record)."""
+    annotations = {constants.CLIQUE_MEMBERS_ANNOTATION: models.clique_members_value(members)}
+    return {"metadata": {"name": f"{domain}.c1", "uid": f"clique-{domain}", "resourceVersion": rv,
+                         "labels": {constants.COMPUTE_DOMAIN_LABEL: domain},
+                         "annotations": annotations}}  # fmt: skip
+
+
+def test_the_record_names_the_holder_and_a_label_alone_names_none() -> None:
+    caches = _caches()
+    caches._node_changed("ADDED", node("a", "d2"))
+    caches.cliques._put("clique-d1", _clique("d1", {"a"}))
+    assert (caches.recorded("a"), caches.recorded("b")) == ("d1", "")
+    caches.cliques._put("clique-d2", _clique("d2", {"a"}))
+    assert caches.recorded("a") == ""  # two name it: one of them is about to let go
+
+
 def _caches() -> Caches:
     caches = Caches(cast(client.Client, FakeApi()), namespace="drv", on_key=lambda _: None,
                     on_relist=lambda: None)  # fmt: skip
@@ -125,8 +142,12 @@ def test_placement_news_reach_the_listeners_set_after_construction() -> None:
     placements: list[bool] = []
     caches = _caches()
     caches.listen(on_node=nodes.append, on_placement=lambda: placements.append(True))
-    caches._node_changed("ADDED", node("a", "d1"))  # a holder appeared: its claims placed anew
-    caches._node_changed("MODIFIED", node("a", "d1", rv="2"))  # a heartbeat: no news
+    caches._node_changed("ADDED", node("a", "d1"))  # the label decides nothing
+    assert nodes == []
+    caches._clique_changed("ADDED", _clique("d1", {"a"}))  # a holder recorded: placed anew
+    caches._clique_changed("MODIFIED", _clique("d1", {"a"}, rv="2"))  # the same members
     assert nodes == ["a"]
+    caches._clique_changed("MODIFIED", _clique("d1", {"b"}, rv="3"))  # a left, b joined
+    assert sorted(nodes) == ["a", "a", "b"]
     caches._domain_changed("ADDED", _domain("d2"))
     assert placements == [True]

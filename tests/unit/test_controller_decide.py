@@ -96,8 +96,8 @@ def test_an_empty_clique_is_deleted_and_an_unchanged_one_not_written() -> None:
     assert membership.changed(snapshot(), _desired({C1: ()})) == {}
 
 
-def test_a_reserved_node_is_named_a_member_and_a_leaving_one_is_not() -> None:
-    reserved = node("a", domain="", claim=Claim.RESERVED)
+def test_a_held_node_is_named_a_member_and_a_leaving_one_is_not() -> None:
+    reserved = node("a", domain="", claim=Claim.HELD)
     left = node("b", domain="", claim=Claim.NONE)
     snap = snapshot(nodes=[reserved, left], agents=[agent("b")], cliques={C1: (daemon("b", 0),)})
     result = membership.plan(snap, limit=18)

@@ -18,6 +18,7 @@ from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
 from computedomains.controller.reconciler import Reconciler
 from computedomains.kube import client, events, writes
+from tests.support.channelclaims import channel_claim
 from tests.support.fakeapi import FakeApi
 from tests.support.snapshots import C1, NOW, UID
 
@@ -55,7 +56,7 @@ class Api(FakeApi):
 def reconciler(
     api: Api, *, domain: dict[str, Any], cliques: Sequence[dict[str, Any]] = (),
     nodes: Sequence[dict[str, Any]] = (), template: bool = True,
-    may_write: list[bool] | None = None,
+    may_write: list[bool] | None = None, claims: Sequence[dict[str, Any]] = (),
 ) -> Reconciler:  # fmt: skip
     """A reconciler whose caches listed these objects; the API holds the same."""
     api.objects[DOMAIN_PATH] = copy.deepcopy(domain)
@@ -68,6 +69,7 @@ def reconciler(
         resources.NODES.path(): list(nodes),
         resources.CLIQUES.path(namespace=DRIVER_NS): list(cliques),
         resources.PODS.path(namespace=DRIVER_NS): [],
+        resources.RESOURCE_CLAIMS.path(): list(claims),
         resources.RESOURCE_CLAIM_TEMPLATES.path(): [
             {**t, "metadata": {**t["metadata"], "uid": "t1"}} for t in templates
         ],
@@ -77,7 +79,7 @@ def reconciler(
     caches = Caches(cast(client.Client, api), namespace=DRIVER_NS, on_key=lambda _: None,
                     on_relist=lambda: None)  # fmt: skip
     for informer in (caches.domains, caches.nodes, caches.cliques, caches.agents,
-                     caches.templates):  # fmt: skip
+                     caches.templates, caches.claims):  # fmt: skip
         informer.refresh()
     allowed = may_write if may_write is not None else [True]
     stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
@@ -123,12 +125,13 @@ def test_a_status_planned_from_an_old_copy_is_refused_and_not_reapplied() -> Non
 
 def test_a_clique_written_by_someone_else_since_the_snapshot_is_not_overwritten() -> None:
     api = Api()
-    # Node a keeps its slot (it carries the domain's label) but has no agent: the snapshot
+    # Node a keeps its slot (a claim of the domain holds it) but has no agent: the snapshot
     # plans to write it NotReady.
     node_a = {"metadata": {"name": "a", "uid": "node-a", "resourceVersion": "1", "labels": {
         constants.COMPUTE_DOMAIN_LABEL: UID, constants.CLIQUE_LABEL: C1}}}  # fmt: skip
+    held = channel_claim("c1", UID, node="a", binding=False)
     subject = reconciler(api, domain=domain_object(), cliques=[clique(entry("a", 0))],
-                         nodes=[node_a])  # fmt: skip
+                         nodes=[node_a], claims=[held])  # fmt: skip
     # Meanwhile another leader wrote the clique: b joined.
     newer = clique(entry("a", 0), entry("b", 1), version="8")
     path = resources.CLIQUES.path(newer["metadata"]["name"], namespace=DRIVER_NS)

@@ -81,13 +81,13 @@ def test_only_a_claim_with_its_domains_toleration_can_use_that_domains_turn() ->
     assert not placement.tolerates_own_hold({"spec": {"devices": {"requests": [{}]}}}, X)
 
 
-def test_an_unconditional_allocation_without_a_timestamp_takes_no_node() -> None:
-    unstamped = _claim("a", X, binding=False)
-    del unstamped["status"]["allocation"]["allocationTimestamp"]
-    parsed = _parsed(unstamped)
-    assert not parsed.stamped
-    # API servers before 1.36 drop the stamp: which claim came first is unknown there.
-    assert placement.holder(label="", allocations=[parsed]) == ""
+def test_an_unconditional_allocation_without_a_timestamp_counts_from_its_claims_creation() -> None:
+    # API servers before 1.36 drop the stamp: the claims' creation times order them there.
+    older, newer = _claim("a", X, binding=False), _claim("b", Y, binding=False, at="t0")
+    for claim, created in ((older, "t1"), (newer, "t2")):
+        del claim["status"]["allocation"]["allocationTimestamp"]
+        claim["metadata"]["creationTimestamp"] = created
+    assert placement.holder(recorded="", allocations=[_parsed(newer), _parsed(older)]) == X
 
 
 def test_the_template_tolerates_and_selects_only_its_own_hold() -> None:
@@ -137,14 +137,14 @@ GRANTED = ((placement.RESERVED_CONDITION, "True"),)
 
 
 @pytest.mark.parametrize(
-    ("label", "claims", "expected"),
+    ("recorded", "claims", "expected"),
     [
         # first come, first served; the later domain is placed elsewhere
         ("", [_claim("a", X, at="t1"), _claim("b", Y, at="t2")], {"a": True, "b": False}),
         ("", [_claim("b", Y, at="t2"), _claim("a", X, at="t1")], {"a": True, "b": False}),
         # the same domain's claims share the node
         ("", [_claim("a", X, at="t1"), _claim("b", X, at="t2")], {"a": True, "b": True}),
-        # the label wins over any claim; an earlier grant wins over a pending claim
+        # the record wins over any claim; an earlier grant wins over a pending claim
         (Y, [_claim("a", X, at="t1"), _claim("b", Y, at="t2")], {"a": False, "b": True}),
         ("", [_claim("a", X, at="t2", conditions=GRANTED), _claim("b", Y, at="t1")], {"b": False}),
         # a claim of a domain that is gone is refused
@@ -159,10 +159,10 @@ GRANTED = ((placement.RESERVED_CONDITION, "True"),)
     ],
 )
 def test_who_gets_a_free_node(
-    label: str, claims: list[dict[str, Any]], expected: dict[str, bool]
+    recorded: str, claims: list[dict[str, Any]], expected: dict[str, bool]
 ) -> None:
     answers = decide.decide(
-        node="n1", label=label, allocations=[_parsed(c) for c in claims], domains=NAMES
+        node="n1", recorded=recorded, allocations=[_parsed(c) for c in claims], domains=NAMES
     )
     assert {a.allocation.uid: a.granted for a in answers} == expected
     for answer in answers:
@@ -184,11 +184,20 @@ def test_who_gets_a_free_node(
         pytest.param({"d1": frozenset({"n1"}), "d2": frozenset()}, "d1", id="one of two"),
     ],
 )
-def test_an_unlabelled_node_is_held_by_the_domain_that_reserved_it(
+def test_the_record_names_the_domain_whose_clique_object_names_the_node(
     named: dict[str, frozenset[str] | None], expected: str
 ) -> None:
     cliques = {uid: _clique_object(uid, members) for uid, members in named.items()}
-    assert placement.reserved_by("n1", cliques) == expected
+    assert placement.recorded_holder("n1", cliques) == expected
+
+
+def test_objects_from_a_controller_without_the_record_leave_the_label_to_say() -> None:
+    legacy = {X: _clique_object(X, None)}  # a release before the record, after a rollback
+    assert placement.recorded_holder("n1", legacy, legacy_label=Y) == Y
+    # One object keeping the record is enough: the label decides nothing then.
+    kept = {**legacy, Y: _clique_object(Y, frozenset({"n2"}))}
+    assert placement.recorded_holder("n1", kept, legacy_label=Y) == ""
+    assert placement.recorded_holder("n1", {}, legacy_label=Y) == ""  # no object: no record
 
 
 def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:
@@ -198,22 +207,14 @@ def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:
     return {"metadata": {"name": f"{uid}.c1", "annotations": annotations}}
 
 
-def test_the_holder_is_the_label_else_the_first_grant() -> None:
+def test_the_holder_is_the_record_else_the_first_grant() -> None:
     first = _parsed(_claim("a", X, at="t1", conditions=GRANTED))
     second = _parsed(_claim("b", Y, at="t2", conditions=GRANTED))
-    assert placement.holder(label="", allocations=[second, first]) == X
-    assert placement.holder(label=Y, allocations=[first]) == Y
-    assert placement.holder(label="", allocations=[_parsed(_claim("c", X))]) == ""
+    assert placement.holder(recorded="", allocations=[second, first]) == X
+    assert placement.holder(recorded=Y, allocations=[first]) == Y
+    assert placement.holder(recorded="", allocations=[_parsed(_claim("c", X))]) == ""
     took = _parsed(_claim("d", Y, at="t0", binding=False))
-    assert placement.holder(label="", allocations=[first, took]) == Y
-
-
-def test_the_node_sees_its_label_else_the_domain_whose_clique_object_names_it() -> None:
-    cliques = {X: _clique_object(X, frozenset({"n1"}))}
-    seen = placement.holder_seen_from_node
-    assert seen(label="", node_name="n1", cliques=cliques) == X
-    assert seen(label=Y, node_name="n1", cliques=cliques) == Y
-    assert seen(label="", node_name="n2", cliques=cliques) == ""
+    assert placement.holder(recorded="", allocations=[first, took]) == Y
 
 
 def test_the_answer_is_written_for_every_allocated_device_and_keeps_others() -> None:
@@ -234,36 +235,37 @@ def test_the_answer_is_written_for_every_allocated_device_and_keeps_others() -> 
 @pytest.mark.parametrize(
     ("label", "claim", "member"),
     [
-        (X, Claim.ALLOCATED, True),
-        (X, Claim.RESERVED, True),
+        (X, Claim.HELD, True),
+        ("", Claim.HELD, True),  # forming while the scheduler waits in PreBind
+        (Y, Claim.HELD, True),  # the label is the record's copy: it decides nothing
+        (X, Claim.ALLOCATED, False),  # another domain holds the node
         (X, Claim.NONE, False),  # a label alone admits nobody
-        ("", Claim.RESERVED, True),  # forming while the scheduler waits in PreBind
-        ("", Claim.ALLOCATED, False),
-        (Y, Claim.RESERVED, False),  # another domain holds the node
     ],
 )
-def test_membership_needs_a_claim_on_the_node(label: str, claim: Claim, member: bool) -> None:
+def test_membership_needs_the_hold_and_a_claim_on_the_node(
+    label: str, claim: Claim, member: bool
+) -> None:
     info = NodeInfo(name=NodeName("n1"), domain=label, clique="c.1", claim=claim)
-    assert info.member_of(X) is member
+    assert info.member is member
 
 
 @pytest.mark.parametrize(
-    ("claim", "label", "stranded"),
+    ("claim", "holder", "stranded"),
     [
-        (_claim("a", X, binding=False), Y, True),  # another domain's prepare came first
+        (_claim("a", X, binding=False), Y, True),  # another domain took the node first
         (_claim("a", X, binding=False), X, False),
         (_claim("a", X, binding=False), "", False),
         (_claim("a", X), Y, False),  # binding conditions: the binder answers it instead
-        # granted, then another domain's claim that took the node on a turn prepared first
+        # granted, while another domain's claim had taken the node on a turn
         (_claim("a", X, conditions=GRANTED), Y, True),
         (_claim("a", X, conditions=GRANTED), X, False),
         (_claim("a", X, conditions=((placement.REFUSED_CONDITION, "True"),)), Y, False),
     ],
 )
 def test_a_claim_is_stranded_where_another_domain_holds_its_node(
-    claim: dict[str, Any], label: str, stranded: bool
+    claim: dict[str, Any], holder: str, stranded: bool
 ) -> None:
-    assert placement.stranded(_parsed(claim), label=label) is stranded
+    assert placement.stranded(_parsed(claim), holder=holder) is stranded
 
 
 def test_a_template_from_before_placement_is_replaced() -> None:

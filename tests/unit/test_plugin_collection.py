@@ -1,4 +1,4 @@
-"""Garbage collection, the end of a prepare that raced an abort, and the label rule: tables."""
+"""Garbage collection, the end of a prepare that raced an abort, what the claims hold: tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from computedomains.kubeletplugin import checkpoint, collection, ledger, nodelabel
+from computedomains.kubeletplugin import checkpoint, collection, ledger
 
 STARTED = checkpoint.ClaimState.STARTED
 COMPLETED = checkpoint.ClaimState.COMPLETED
@@ -104,7 +104,7 @@ def test_how_a_prepare_that_waited_ends(
 
 
 @pytest.mark.parametrize(
-    ("entries", "label"),
+    ("entries", "held"),
     [
         ([], None),
         ([_entry("a"), _entry("b", STARTED)], "cd-1"),
@@ -114,10 +114,10 @@ def test_how_a_prepare_that_waited_ends(
     ],
     ids=["nothing", "held", "aborted holds nothing", "daemon claims never", "two: a stable pick"],
 )
-def test_the_label_names_the_domain_the_claims_hold_the_node_for(
-    entries: list[checkpoint.ClaimEntry], label: str | None
+def test_the_domain_the_prepared_claims_hold_the_node_for(
+    entries: list[checkpoint.ClaimEntry], held: str | None
 ) -> None:
-    assert nodelabel.wanted(entries) == label
+    assert ledger.held_by(entries) == held
 
 
 def test_the_ledger_never_lets_a_prepare_finish_after_an_unprepare(tmp_path: pathlib.Path) -> None:

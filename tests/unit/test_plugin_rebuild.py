@@ -60,7 +60,6 @@ CASES = [
         [_spec("a"), _spec("b", "channel-0-s1")],
         [_claim("a"), _claim("b", "channel-0-s1")],
         DOMAIN,
-        True,
         {"a": (COMPLETED, DOMAIN, "channel"), "b": (COMPLETED, DOMAIN, "channel")},
         (),
         id="specs of claims allocated here: prepared",
@@ -69,7 +68,6 @@ CASES = [
         [_spec("a")],
         [_claim("a")],
         None,
-        True,
         {"a": (COMPLETED, DOMAIN, "channel")},
         (),
         id="a spec holds the node even when the label was removed by hand",
@@ -78,7 +76,6 @@ CASES = [
         [_spec("a")],
         [_claim("a"), _claim("w", "channel-0-s1")],
         DOMAIN,
-        True,
         {"a": (COMPLETED, DOMAIN, "channel"), "w": (STARTED, DOMAIN, "channel")},
         (),
         id="a claim of the label's domain without a spec was waiting for IMEX",
@@ -87,16 +84,14 @@ CASES = [
         [],
         [_claim("a"), _claim("b", "channel-0-s1")],
         DOMAIN,
-        False,
-        {"a": (COMPLETED, DOMAIN, "channel"), "b": (COMPLETED, DOMAIN, "channel")},
+        {"a": (STARTED, DOMAIN, "channel"), "b": (STARTED, DOMAIN, "channel")},
         (),
-        id="no fabric: channel claims are prepared without a spec",
+        id="no spec (a node without a fabric writes none): prepared again, checked again",
     ),
     pytest.param(
         [_spec("a")],
         [_claim("a"), _claim("x", "channel-0-s1", domain=OTHER)],
         DOMAIN,
-        True,
         {"a": (COMPLETED, DOMAIN, "channel")},
         (),
         id="another domain's claim refused here holds nothing",
@@ -105,7 +100,6 @@ CASES = [
         [],
         [_claim("x")],
         None,
-        True,
         {},
         (),
         id="no label and no spec: nothing was prepared yet",
@@ -114,7 +108,6 @@ CASES = [
         [_spec("gone"), _spec("a")],
         [_claim("a"), _claim("elsewhere", node="n2")],
         DOMAIN,
-        True,
         {"a": (COMPLETED, DOMAIN, "channel")},
         ("gone",),
         id="specs of claims deleted (or allocated elsewhere) are stale",
@@ -123,7 +116,6 @@ CASES = [
         [_spec("agent", devices.DAEMON_DEVICE, domain="")],
         [_claim("agent", devices.DAEMON_DEVICE, domain=""), _claim("d2", devices.DAEMON_DEVICE)],
         None,
-        True,
         {"agent": (COMPLETED, "", "daemon")},
         (),
         id="the agent's daemon claim is rebuilt from its spec, never from the API alone",
@@ -131,12 +123,11 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("specs", "items", "label", "fabric", "entries", "stale"), CASES)
+@pytest.mark.parametrize(("specs", "items", "label", "entries", "stale"), CASES)
 def test_rebuild_plan(
     specs: list[cdi.SpecInfo],
     items: list[dict[str, Any]],
     label: str | None,
-    fabric: bool,
     entries: dict[str, tuple[checkpoint.ClaimState, str, str]],
     stale: tuple[str, ...],
 ) -> None:
@@ -144,7 +135,6 @@ def test_rebuild_plan(
         specs=specs,
         allocated=rebuild.allocated_here(items, node=NODE),
         node_label=label,
-        has_fabric=fabric,
     )
     assert _states(plan) == entries
     assert plan.stale_specs == stale
@@ -157,7 +147,6 @@ def test_rebuilt_entries_answer_the_kubelet_as_the_prepare_did() -> None:
         specs=[_spec("a", "channel-0-s3")],
         allocated=rebuild.allocated_here([claim], node=NODE),
         node_label=DOMAIN,
-        has_fabric=True,
     )
     entry = plan.entries["a"]
     view = claims.view(claim, expected_uid="a")
@@ -179,7 +168,6 @@ def test_rebuilt_entries_answer_the_kubelet_as_the_prepare_did() -> None:
         specs=[],
         allocated=rebuild.allocated_here([claim], node=NODE),
         node_label=DOMAIN,
-        has_fabric=True,
     )
     assert waiting.entries["a"].devices == () and waiting.entries["a"].holds_node()
 

@@ -52,9 +52,9 @@ NUM_NODES_ANNOTATION = f"{OWN_PREFIX}/num-nodes"
 which v1beta2 dropped; conversion moves it between the two (``api/conversion.py``)."""
 CLIQUE_MEMBERS_ANNOTATION = f"{OWN_PREFIX}/members"
 """On a ComputeDomainClique: the nodes of ``daemons`` that are members of the domain now
-(comma-separated), as against those whose slot waits for their agent to let go. A node the
-binder reserved is a member before the plugin labels it, so its agent starts IMEX while the
-scheduler still waits in PreBind."""
+(comma-separated), as against those whose slot waits for their agent to let go: the
+membership record (``placement.recorded_holder``). A node the binder reserved is named in the
+round that reserved it, so its agent starts IMEX while the scheduler still waits in PreBind."""
 PLACEMENT_ANNOTATION = f"{OWN_PREFIX}/placement"
 """On a ComputeDomain read at v1beta1: its v1beta2 ``spec.placement`` (compact JSON)."""
 CONVERSION_PATH = "/convert"

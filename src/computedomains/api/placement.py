@@ -119,7 +119,8 @@ class ChannelAllocation:
     """The pool of the devices, which is the node's name (one pool per node)."""
     devices: tuple[str, ...]
     allocated_at: str
-    """``allocationTimestamp`` (or the claim's creation time): first come, first served."""
+    """``allocationTimestamp`` (or the claim's creation time, where an API server before 1.36
+    drops the stamp): first come, first served."""
     pending: bool
     """The devices carry binding conditions and the controller has not answered yet."""
     granted: bool
@@ -128,9 +129,6 @@ class ChannelAllocation:
     """The controller refused the node to the claim (the scheduler will place it again)."""
     pods: tuple[tuple[str, str], ...] = ()
     """(name, uid) of the pods the claim is reserved for."""
-    stamped: bool = True
-    """The scheduler stamped ``allocationTimestamp`` (API servers before 1.36 drop it, and
-    their order of allocations is unknown)."""
 
     @property
     def unconditional(self) -> bool:
@@ -207,7 +205,6 @@ def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
             for r in status.get("reservedFor") or []
             if r.get("resource") == "pods"
         ),
-        stamped=bool(allocation.get("allocationTimestamp")),
     )
 
 
@@ -241,32 +238,44 @@ def tolerates_own_hold(claim: Mapping[str, Any], domain_uid: str) -> bool:
     )
 
 
-def reserved_by(node_name: str, cliques: Mapping[str, Mapping[str, Any]]) -> str:
-    """The domain that reserved this unlabelled node ("" when none or unclear).
+def recorded_holder(
+    node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, legacy_label: str = ""
+) -> str:
+    """The domain the membership record names for ``node_name`` ("" none, or unclear).
 
-    ``cliques`` are the clique objects of the node's clique by domain UID. The domain is the
-    one whose object names the node a member (``CLIQUE_MEMBERS_ANNOTATION``): the controller
-    names a node there once its binder reserved it. When two do, one is a domain the node just
-    left whose object is not rewritten yet: wait for the next.
+    The record is the clique objects, which the controller alone writes: the domain whose
+    object names the node a member (``CLIQUE_MEMBERS_ANNOTATION``) holds it. ``cliques`` are
+    the clique objects of the node's clique by domain UID. When two name it, one is a domain
+    the node just left whose object is not rewritten yet: wait for the next. Every reader asks
+    this: the controller (:func:`holder`), the node's kubelet plugin (prepare, its slices) and
+    its IMEX agent.
+
+    Objects that name no members at all were written by a controller that keeps no record (a
+    release before it, after a rollback; the incumbent's): there, and only there, the node's
+    label ``legacy_label`` says, as it did then.
     """
+    if cliques and all(models.clique_members(obj) is None for obj in cliques.values()):
+        return legacy_label
     found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
     return found[0] if len(found) == 1 else ""
 
 
-def holder(*, label: str, allocations: Iterable[ChannelAllocation]) -> str:
-    """Who holds a node: its label's domain, else the first to be granted or to take it.
+def holder(*, recorded: str, allocations: Iterable[ChannelAllocation]) -> str:
+    """Who holds a node: the record's domain, else the first to be granted or to take it.
 
-    "" when nobody does. ``allocations`` are the channel allocations on that node: the
-    controller's view, which sees every claim. An unconditional allocation took the node on
-    its domain's turn (or with binding conditions off): its pod binds without asking, so no
-    later claim can have it.
+    "" when nobody does. ``recorded`` is :func:`recorded_holder` of the node; ``allocations``
+    are the channel allocations on it: the controller's view, which sees every claim. An
+    unconditional allocation took the node on its domain's turn (or with binding conditions
+    off): its pod binds without asking, so no later claim can have it. An API server that
+    does not stamp ``allocationTimestamp`` (before 1.36) leaves the claims' creation times to
+    order them.
     """
-    if label:
-        return label
+    if recorded:
+        return recorded
     taken = sorted(
         (a.allocated_at, a.uid, a.domain_uid)
         for a in allocations
-        if (a.granted or (a.unconditional and a.stamped)) and a.domain_uid
+        if (a.granted or a.unconditional) and a.domain_uid
     )
     return taken[0][2] if taken else ""
 
@@ -301,23 +310,8 @@ def turn_configmap(domain_uid: str, *, namespace: str, now: datetime.datetime) -
     }
 
 
-def holder_seen_from_node(
-    *, label: str, node_name: str, cliques: Mapping[str, Mapping[str, Any]]
-) -> str:
-    """Who holds a node as the node's plugin and IMEX agent can tell without watching claims.
-
-    The domain in its label, else the one that reserved it (:func:`reserved_by`; ``cliques``
-    are the clique objects of the node's clique by domain UID). The controller names a
-    reserved node that got a slot in the clique object in the round that reserved it, so this
-    trails :func:`holder` by that round. A reserved node without a slot (its clique is full) or
-    without a clique is seen free until its first prepare labels it. Either way the binder's
-    answer, not the slice, decides: the slice only keeps other domains from trying the node.
-    """
-    return label or reserved_by(node_name, cliques)
-
-
-def stranded(allocation: ChannelAllocation, *, label: str) -> bool:
-    """The claim holds a node (allocated, or granted) that another domain's prepare labelled.
+def stranded(allocation: ChannelAllocation, *, holder: str) -> bool:
+    """The claim holds a node (allocated, or granted) that another domain holds.
 
     Without binding conditions (Kubernetes before 1.36, or switched off) two domains' first pods
     can pick the same free node in the same moment; with them, a claim that took a node on the
@@ -325,8 +319,8 @@ def stranded(allocation: ChannelAllocation, *, label: str) -> bool:
     as long as the other domain holds the node.
     """
     return (
-        bool(label)
-        and allocation.domain_uid != label
+        bool(holder)
+        and allocation.domain_uid != holder
         and not allocation.pending
         and not allocation.refused
     )

@@ -7,8 +7,9 @@ An answer is never changed: the binder remembers what it answered until its cach
 so a second round that runs before the watch caught up answers the same way.
 
 Without binding conditions (Kubernetes before 1.36, or switched off) two domains' first pods
-can take the same free node in the same moment; the plugin prepares the first and refuses the
-other for as long as the first holds the node. The binder then deletes the stranded pod when a
+can take the same free node in the same moment; the controller records the first
+(``placement.holder``) and the plugin refuses the other for as long as the first holds the node.
+The binder then deletes the stranded pod when a
 workload controller owns it (which creates it again, and the scheduler now sees the hold), and
 tells the owner of a bare pod why it waits (docs/placement.md).
 """
@@ -113,21 +114,24 @@ class Binder:
             for d in self._caches.domains.items()
             if not d["metadata"].get("deletionTimestamp")
         }
-        label = self._caches.node_label(node)
-        answers = placement.decide(node=node, label=label, allocations=allocations, domains=domains)
+        recorded = self._caches.recorded(node)
+        answers = placement.decide(
+            node=node, recorded=recorded, allocations=allocations, domains=domains
+        )
         wait = self._settling()
-        if wait > 0 and not label and any(a.granted for a in answers):
+        if wait > 0 and not recorded and any(a.granted for a in answers):
             # A turn just ended: a claim allocated on its taint may still be on its way here
             # and would hold this node (turns.SETTLE). The scheduler polls every 5 s anyway.
             self._queue.add_after(node, wait)
             return
         for answer in answers:
             self._answer(answer)
+        holder = contract.holder(recorded=recorded, allocations=allocations)
         for allocation in allocations:
-            if contract.stranded(allocation, label=label):
-                holder = domains.get(label, f"ComputeDomain {label}")
+            if contract.stranded(allocation, holder=holder):
+                named = domains.get(holder, f"ComputeDomain {holder}")
                 for pod in allocation.pods:
-                    self._unstrand(allocation, pod, holder=holder)
+                    self._unstrand(allocation, pod, holder=named)
 
     def _overlay(
         self, allocations: list[contract.ChannelAllocation]
@@ -208,7 +212,7 @@ class Binder:
         if meta.get("uid") != uid or meta.get("deletionTimestamp"):
             return
         if status.get("phase") != "Pending":
-            return  # it runs: the plugin prepared it, so the node is its domain's after all
+            return  # it runs (its prepare came first): never deleted under its workload
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
         ref = events.ObjectRef("Pod", name, allocation.namespace, uid)
         where = f"node {allocation.node} went to {holder} in the same moment"

@@ -4,8 +4,10 @@ Every change is mapped to the ComputeDomains it concerns (their UIDs are the wor
 keys): a node to the domain in its label now and the one it had before (and to none when
 neither its domain nor its clique label changed: node heartbeats cost nothing); an agent pod
 to the domain of its node and to every domain whose cliques list that node; a clique or
-template to the domain in its label; a ResourceClaim with our channel devices to its domain
-(before and after the change) and to its node, whose placement the binder decides.
+template to the domain in its label, and a clique that names other members to the domains with
+claims on those nodes and to the nodes (whose holder it records); a ResourceClaim with our
+channel devices to its domain (before and after the change) and to its node, whose placement
+the binder decides.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ def _claim_node(claim: dict[str, Any]) -> tuple[str, ...]:
     return (allocation.node,) if allocation is not None else ()
 
 
+def _named_nodes(clique: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(models.clique_members(clique) or ()))
+
+
 def _membership(node: dict[str, Any]) -> tuple[str, str]:
     return _label(node), _label(node, constants.CLIQUE_LABEL)
 
@@ -166,9 +172,11 @@ class Caches:
         self._membership: dict[str, tuple[str, str]] = {}
         """(domain, clique) label values last seen per node: a removed label still names
         its old domain, and a change of neither is no news."""
+        self._named: dict[str, tuple[str, ...]] = {}
+        """Clique object UID → the members it named when last seen (``recorded``)."""
         self._landed: dict[str, tuple[str, str]] = {}
         """Claim UID → (node, allocation time) of its allocation whose node has been seen
-        labelled for its domain since (``turns``)."""
+        recorded (or labelled) for its domain since (``turns``)."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
@@ -183,8 +191,8 @@ class Caches:
         self.cliques = Informer(
             api, path=resources.CLIQUES.path(namespace=namespace),
             label_selector=constants.COMPUTE_DOMAIN_LABEL,
-            on_change=lambda _, o: self._key(_label(o)), on_relist=on_relist,
-            indexes={"domain": _domain_label, "node": _listed_nodes},
+            on_change=self._clique_changed, on_relist=self._cliques_relisted,
+            indexes={"domain": _domain_label, "node": _listed_nodes, "named": _named_nodes},
         )  # fmt: skip
         self.agents = Informer(
             api, path=resources.PODS.path(namespace=namespace),
@@ -250,10 +258,36 @@ class Caches:
                 self._membership[name] = now
         if kind == "MODIFIED" and now == before:
             return  # a heartbeat or another label: nothing the controller decides on
+        # The old and new label's domains put the label right (it is the record's copy).
         for uid in {before[0], now[0], *self._listing_domains(name)}:
             self._key(uid)
-        if now[0] != before[0]:
-            self._on_node(name)  # the node's holder changed: its claims are placed anew
+
+    def _clique_changed(self, kind: str, clique: dict[str, Any]) -> None:
+        self._key(_label(clique))
+        uid = str(clique["metadata"].get("uid", ""))
+        now = () if kind == "DELETED" else _named_nodes(clique)
+        with self._lock:
+            before = self._named.pop(uid, ())
+            if kind != "DELETED":
+                self._named[uid] = now
+        for node in set(before) ^ set(now):
+            self._recorded_changed(node)
+
+    def _cliques_relisted(self) -> None:
+        named = {str(c["metadata"].get("uid", "")): _named_nodes(c) for c in self.cliques.items()}
+        with self._lock:
+            self._named = named
+        self._on_relist()
+
+    def _recorded_changed(self, node: str) -> None:
+        """The record of ``node``'s holder changed: decide its claims' domains and places again."""
+        for uid in self._claiming(node):
+            self._key(uid)
+        self._on_node(node)
+
+    def _claiming(self, node: str) -> set[str]:
+        """Domains with a claim allocated on ``node``: who holds it is theirs to decide anew."""
+        return {a.domain_uid for a in self.allocations(node=node)}
 
     def _nodes_relisted(self) -> None:
         seen = {str(n["metadata"].get("name")): _membership(n) for n in self.nodes.items()}
@@ -276,7 +310,8 @@ class Caches:
         for domain in {before[0], now[0]}:
             self._key(domain)
         for node in {before[1], now[1]} - {""}:
-            self._on_node(node)
+            # Another domain's claim there may hold the node now (this one left, or lost it).
+            self._recorded_changed(node)
 
     def _claims_relisted(self) -> None:
         placed = {a.uid: _placement_key(a) for a in self.allocations()}
@@ -371,14 +406,14 @@ class Caches:
                 tolerant = placement.tolerates_own_hold(claim, uid)
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
             elif not allocation.refused:
-                # A node it took counts as waiting until a prepare labels it for the domain:
-                # until then its plugin may still show it free (no slot, no clique). Once so
-                # labelled the allocation has landed: its pod ending, which unlabels the node,
-                # is no placement.
+                # A node it took counts as waiting until the record (or its copy, the label,
+                # for a node without a clique) names it for the domain: until then its plugin
+                # may still show it free. Once so named the allocation has landed: its pod
+                # ending, which takes the node out of the record, is no placement.
                 where = (allocation.node, allocation.allocated_at)
-                if (
-                    self._landed.get(allocation.uid) == where
-                    or self.node_label(allocation.node) == allocation.domain_uid
+                if self._landed.get(allocation.uid) == where or allocation.domain_uid in (
+                    self.recorded(allocation.node),
+                    self.node_label(allocation.node),
                 ):
                     landed[allocation.uid] = where
                 waiting = allocation.pending or allocation.uid not in landed
@@ -390,16 +425,23 @@ class Caches:
         gone_waiting = frozenset(uid for uid, a in found.items() if uid not in live and a.waiting)
         return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}, gone_waiting
 
-    def _took(self, allocation: placement.ChannelAllocation) -> bool:
-        """The claim's domain holds its unlabelled node (``placement.holder``).
-
-        Granted it, or took it first without conditions: the node is reserved for the domain
-        before any prepare.
-        """
-        if self.node_label(allocation.node):
-            return False
+    def _holds(self, allocation: placement.ChannelAllocation) -> bool:
+        """The claim's domain holds its node (``placement.holder``)."""
         on_node = self.allocations(node=allocation.node)
-        return placement.holder(label="", allocations=on_node) == allocation.domain_uid
+        recorded = self.recorded(allocation.node)
+        return placement.holder(recorded=recorded, allocations=on_node) == allocation.domain_uid
+
+    def recorded(self, node: str) -> str:
+        """The domain the membership record names for ``node`` ("" none, or unclear)."""
+        # The overlay wants the informer's copy of everything we wrote (to tell which of our
+        # writes it has seen since), not only the objects that name the node now.
+        found = {str(c["metadata"].get("uid")): c for c in self.cliques.by_index("named", node)}
+        for uid in self.written_cliques.uids() - found.keys():
+            if (cached := self.cliques.by_uid(uid)) is not None:
+                found[uid] = cached
+        overlaid = self.written_cliques.overlay(found.values())
+        naming = {_label(c): c for c in overlaid if node in _named_nodes(c)}
+        return placement.recorded_holder(node, naming)
 
     def node_label(self, name: str) -> str:
         """The computeDomain label of node ``name`` as last seen ("" absent or unknown)."""
@@ -434,10 +476,10 @@ class Caches:
         for allocation in self.allocations(domain=domain.uid):
             state = (
                 Claim.NONE if allocation.refused or allocation.pending
-                else Claim.RESERVED if self._took(allocation)
+                else Claim.HELD if self._holds(allocation)
                 else Claim.ALLOCATED
             )  # fmt: skip
-            if state is not Claim.NONE and claims.get(allocation.node) is not Claim.RESERVED:
+            if state is not Claim.NONE and claims.get(allocation.node) is not Claim.HELD:
                 claims[allocation.node] = state
         labelled = {str(n["metadata"]["name"]) for n in self.nodes.by_index("domain", domain.uid)}
         nodes: dict[NodeName, NodeInfo] = {}

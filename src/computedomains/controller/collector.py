@@ -1,8 +1,8 @@
 """Periodic collection of what a vanished ComputeDomain left behind.
 
 Normally a domain's finalizer orders its clean-up. What escapes it — the controller was down
-when a domain's finalizer was removed by hand, a prepare raced the deletion and labelled a
-node afterwards — carries the UID of a domain that no longer exists: cliques, workload
+when a domain's finalizer was removed by hand, or a label was forged for a domain long
+gone — carries the UID of a domain that no longer exists: cliques, workload
 templates, node labels. :func:`find` picks those from the caches (pure); :func:`collect`
 confirms with a fresh list of the domains (a cache can lag behind a domain created a moment
 ago) and removes them, each with a precondition, so nothing changed meanwhile is touched.
@@ -91,7 +91,10 @@ def collect(api: client.Client, caches: Caches) -> list[Leftover]:
 
 def _remove(api: client.Client, caches: Caches, item: Leftover) -> bool:
     if item.kind == "label":
-        return nodes.remove_label_if(api, item.name, constants.COMPUTE_DOMAIN_LABEL, item.domain)
+        return nodes.set_label_if(
+            api, item.name, constants.COMPUTE_DOMAIN_LABEL, expected=item.domain, value="",
+            resource_version=item.resource_version,
+        )  # fmt: skip
     path = (
         resources.CLIQUES.path(item.name, namespace=item.namespace)
         if item.kind == "clique"

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from computedomains.api import models
-from computedomains.controller import eventplan, frozencliques, membership, status
+from computedomains.controller import eventplan, frozencliques, membership, nodelabels, status
 from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
 READY = models.Status.READY
@@ -28,6 +28,8 @@ class Plan:
     """Clique objects to write; an empty tuple deletes the object."""
     clique_members: Mapping[CliqueID, frozenset[str]]
     """The members each clique object written names (``CLIQUE_MEMBERS_ANNOTATION``)."""
+    labels: tuple[nodelabels.LabelWrite, ...]
+    """Node labels to write after the cliques: the record's copy (:mod:`nodelabels`)."""
     status: models.ComputeDomainStatusV1Beta2 | None
     """The status to write, or None when it is already shown."""
     events: tuple[eventplan.EventSpec, ...]
@@ -43,7 +45,7 @@ class Plan:
     announced_ready: tuple[NodeName, ...]
     """Members the status written now shows Ready that the stored status did not."""
     holding_nodes: tuple[NodeName, ...]
-    """While deleting: nodes that still carry the domain label."""
+    """While deleting: the members left (nodes still running pods of the domain)."""
     remove_finalizer: bool
     """Deleting, and nothing holds the domain any more: release the object."""
     domain_ready: bool
@@ -59,7 +61,7 @@ class Plan:
         """True when carrying out the plan writes anything."""
         return bool(
             self.add_finalizer or self.create_template or self.delete_template or self.cliques
-            or self.status is not None or self.events or self.status_events
+            or self.labels or self.status is not None or self.events or self.status_events
             or self.remove_finalizer
         )  # fmt: skip
 
@@ -86,9 +88,8 @@ def plan(
     status_events, keep = eventplan.plan(
         snapshot, cliques, desired, previous=before, limit=limit, reported=reported
     )
-    # The label, not membership: a node leaves with its last pod, when the plugin unlabels it.
-    labelled = sorted(n.name for n in snapshot.nodes.values() if n.domain == domain.uid)
-    holding = tuple(labelled) if domain.deleting else ()
+    # A node leaves with its last claim, so with its last pod.
+    holding = tuple(n.name for n in snapshot.members()) if domain.deleting else ()
     events = eventplan.freed(cliques)
     if holding:
         key = f"{eventplan.Reason.DELETION_WAITING}/{len(holding)}"
@@ -96,7 +97,7 @@ def plan(
         if key not in reported:
             message = (
                 f"deletion waits for {len(holding)} node(s) still running pods of this domain "
-                f"(their computeDomain label goes with the last pod): {eventplan.listing(holding)}"
+                f"(each leaves with its last pod): {eventplan.listing(holding)}"
             )
             events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
     writes = {
@@ -128,6 +129,7 @@ def plan(
         and (domain.deleting or snapshot.template_outdated),
         cliques=writes,
         clique_members={c: cliques.members.get(c, frozenset()) for c in writes},
+        labels=nodelabels.plan(snapshot, release=release),
         status=new_status,
         events=tuple(events),
         status_events=tuple(status_events),

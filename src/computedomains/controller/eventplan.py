@@ -112,13 +112,14 @@ def plan(
                    if f"{Reason.IMEX_FAILED}/{n}/{d}" not in reported]  # fmt: skip
     if new_failing:
         events.append(EventSpec(Reason.IMEX_FAILED, "; ".join(new_failing), warning=True))
-    unclaimed = snapshot.unclaimed_labels()
+    # A member leaving still carries the label in the round that takes it away: not forged.
+    unclaimed = [n for n in snapshot.unclaimed_labels() if n not in before]
     keep |= {f"{Reason.LABEL_WITHOUT_CLAIM}/{n}" for n in unclaimed}
     new_unclaimed = [n for n in unclaimed if f"{Reason.LABEL_WITHOUT_CLAIM}/{n}" not in reported]
     if new_unclaimed:
         message = (f"{listing(new_unclaimed)} carry this domain's {constants.COMPUTE_DOMAIN_LABEL} "
                    "label, but no claim of the domain is allocated there: no slot is given (a "
-                   "label alone admits no node; the node's kubelet plugin removes it)")  # fmt: skip
+                   "label alone admits no node; the controller removes it)")  # fmt: skip
         events.append(EventSpec(Reason.LABEL_WITHOUT_CLAIM, message, warning=True))
     frozen, frozen_keys = _frozen(snapshot, cliques, reported=reported)
     keep |= frozen_keys

@@ -34,7 +34,7 @@ from computedomains.kube import events, leaderelection, workqueue, writes
 log = logging.getLogger(__name__)
 COMPONENT = "compute-domains-controller"
 BATCH_SECONDS = 0.2
-"""Changes to one domain within this window are reconciled together: 18 nodes labelled
+"""Changes to one domain within this window are reconciled together: 18 claims allocated
 in a burst cost one clique write, not eighteen."""
 RESYNC_SECONDS = 30.0
 WORKERS = 4

@@ -1,9 +1,11 @@
 """Which node is in which clique of a domain, and what each clique object should list.
 
-Membership comes from the node labels: the kubelet plugin's ``computeDomain`` label says the
-node is in the domain, node-init's clique label says where. A member whose clique label
-vanished (a fabric re-check in progress) stays where its slot is rather than losing it; a
-member with no clique label and no slot has no NVLink fabric and needs no IMEX.
+Membership is the controller's own decision (``views.NodeInfo.member``): the domain holds the
+node with a claim allocated there. Node-init's clique label says where. What this plans is the
+record every other component reads: each clique object names its members
+(``CLIQUE_MEMBERS_ANNOTATION``) beside their slots. A member whose clique label vanished (a
+fabric re-check in progress) stays where its slot is rather than losing it; a member with no
+clique label and no slot has no NVLink fabric and needs no IMEX.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def may_free(snapshot: Snapshot, node: NodeName, clique: CliqueID) -> bool:
     info = snapshot.nodes.get(node)
     if info is None:
         return True
-    if info.domain == uid:
+    if info.member:
         return bool(info.clique) and info.clique != clique
     agent = snapshot.agents.get(node)
     return agent is None or agent.released(uid)

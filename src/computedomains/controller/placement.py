@@ -3,7 +3,7 @@
 The channel devices of a node nobody holds carry binding conditions (``api/placement.py``),
 so the scheduler waits in PreBind until the controller answers each claim allocated there.
 The controller is the single writer of membership, so it is the one that decides: the domain
-that holds the node (its label) keeps it; a free node goes to the domain of the claim that was
+that holds the node (its record) keeps it; a free node goes to the domain of the claim that was
 allocated first, and every claim of another domain is refused, which makes the scheduler
 deallocate it and place it again (by then the node's devices are tainted for the winner).
 """
@@ -29,17 +29,17 @@ class Answer:
 def decide(
     *,
     node: str,
-    label: str,
+    recorded: str,
     allocations: Sequence[placement.ChannelAllocation],
     domains: Mapping[str, str],
 ) -> list[Answer]:
     """Answer every pending claim on ``node``.
 
-    ``label`` is the node's computeDomain label ("" absent); ``allocations`` are the channel
-    allocations on the node; ``domains`` maps the UID of every live (not deleting) domain to
-    how messages name it.
+    ``recorded`` is the domain the membership record names for the node ("" none,
+    ``placement.recorded_holder``); ``allocations`` are the channel allocations on the node;
+    ``domains`` maps the UID of every live (not deleting) domain to how messages name it.
     """
-    holder = placement.holder(label=label, allocations=allocations)
+    holder = placement.holder(recorded=recorded, allocations=allocations)
     answers = []
     for claim in sorted(
         (a for a in allocations if a.pending), key=lambda a: (a.allocated_at, a.uid)

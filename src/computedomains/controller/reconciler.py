@@ -1,8 +1,9 @@
 """The thin act step of a reconcile: carry out the plan :mod:`decide` made.
 
 Order matters where others wait on us: the finalizer first (so a deletion can never skip the
-clean-up), then the template, then the cliques (agents wait on their slots), Events, and the
-status last (people read it; nothing waits on it). Every update carries the resourceVersion
+clean-up), then the template, then the cliques (the membership record: agents and prepares wait
+on it), the node labels (its copy), Events, and the status last (people read it; nothing waits
+on it). Every update carries the resourceVersion
 it was computed from, starting from the cache overlaid with our own latest writes, so a
 single writer never meets a conflict. Any API error aborts the round: the work queue retries
 the domain with backoff, and the next round recomputes everything from the caches.
@@ -28,12 +29,12 @@ from typing import Any
 from computedomains import rfc3339, trace
 from computedomains.api import constants, models, resources
 from computedomains.api.domainview import Domain, DomainUID
-from computedomains.controller import decide, objects
+from computedomains.controller import decide, nodelabels, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.eventplan import EventSpec, Reason
 from computedomains.controller.metrics import FormationClock
 from computedomains.controller.views import CliqueID
-from computedomains.kube import client, events, writes
+from computedomains.kube import client, events, nodes, writes
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 2.0
@@ -42,6 +43,9 @@ in between are written together, with their Events; slot and address changes, wh
 wait for, are never held back. This is what bounds the writes of a formation whose nodes
 arrive one by one."""
 
+
+LABEL_RETRY_SECONDS = 1.0
+"""A label write that found the label changed since the snapshot is planned again after this."""
 
 _TAKEN = "taken"
 """Template trouble: a foreign object has the template's name."""
@@ -117,6 +121,7 @@ class Reconciler:
             self._delete_template(domain)
         self._write_cliques(domain.uid, plan.cliques, plan.clique_members)
         self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
+        failed_label, lost_label = self._write_labels(plan.labels)
         for event in plan.events:
             self._emit(domain, event)
         if plan.status is not None:
@@ -137,6 +142,10 @@ class Reconciler:
             self._finalizer(raw, present=False)
             self._forget(uid)
             log.info("domain %s/%s released", domain.namespace, domain.name)
+        if failed_label is not None:
+            raise failed_label  # the round is retried with backoff; the rest of it is done
+        if lost_label:
+            return LABEL_RETRY_SECONDS
         return max(due - now, 0.0) if plan.deferred else None
 
     def _traced(self, stage: trace.Stage, uid: str, nodes: tuple[str, ...]) -> None:
@@ -341,6 +350,40 @@ class Reconciler:
             if exc.failure is client.Failure.CONFLICT:
                 raise writes.Stale.from_conflict(exc) from exc
             raise
+
+    # -- node labels ----------------------------------------------------------------------
+
+    def _write_labels(
+        self, labels: tuple[nodelabels.LabelWrite, ...]
+    ) -> tuple[Exception | None, bool]:
+        """Write the label copies; returns the first API failure, and whether a write lost.
+
+        A copy that cannot be written (an admission webhook refusing Node patches, say) must
+        not hold up what others wait for: the status, Events and a deletion's release. A write
+        that found the label changed since the snapshot (another domain's round took it away
+        first) is planned again shortly.
+        """
+        failed: Exception | None = None
+        lost = False
+        for write in labels:
+            self._fence()
+            try:
+                done = nodes.set_label_if(
+                    self._api, write.node, constants.COMPUTE_DOMAIN_LABEL,
+                    expected=write.expected, value=write.value,
+                    resource_version=write.resource_version,
+                )  # fmt: skip
+            except client.API_ERRORS as exc:
+                log.warning("node %s: cannot write the domain label: %s", write.node, exc)
+                failed = failed or exc
+                continue
+            if done:
+                was, now = write.expected or "-", write.value or "-"
+                log.info("node %s: domain label %s -> %s", write.node, was, now)
+            lost = lost or not done
+            if done and write.value:
+                self._trace.stage(trace.Stage.NODE_LABELED, domain=write.value, node=write.node)
+        return failed, lost
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ bind at once, and no other domain's claim can be allocated on a free node. The t
 another domain starts placing; free nodes then carry binding conditions again.
 
 A domain is **placing** while a claim of it waits for an allocation or for the binder's
-answer, or holds a node no prepare has labelled yet, and for :data:`WINDOW` seconds after it
+answer, or holds a node the record does not name for it yet, and for :data:`WINDOW` seconds after it
 appeared or one more claim of it was allocated (the pods of a workload arrive over a few
 seconds, and a new domain's pods follow it). With nobody placing the turn stays where it is,
 so the next pods of the last domain to place bind at once too. No domain has the turn while
@@ -18,7 +18,7 @@ free nodes tainted for anyone would be closed to it.
 Safety, which the rules below keep:
 
 - The turn moves from one domain to another only when the first is not placing: none of its
-  claims is unallocated and every node it took is labelled, so none can still be allocated on
+  claims is unallocated and every node it took is in its record, so none can still be allocated on
   the old taint, and no free-looking node is still on its way to it (one created in the
   fraction of a second the plugins take to republish can: the plugin's refusal and the
   binder's unstranding then settle it, as without binding conditions).
@@ -147,7 +147,7 @@ class ClaimState:
     allocated: bool
     """Allocated a node, granted or without conditions (not refused)."""
     waiting: bool
-    """Not allocated yet, waiting for the binder's answer, or holding a node not labelled yet."""
+    """Not allocated yet, waiting for the binder's answer, or holding a node not recorded yet."""
     tolerant: bool = True
     """Not allocated yet, and tolerates its domain's own hold (only those can be closed out)."""
 

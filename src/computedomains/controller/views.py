@@ -26,23 +26,29 @@ class Claim(enum.Enum):
     NONE = "none"
     """No claim of the domain is allocated there (or every one was refused the node)."""
     ALLOCATED = "allocated"
-    """A claim is allocated there (its pod is bound, or binding conditions are off)."""
-    RESERVED = "reserved"
-    """The node is the domain's before any prepare labels it: the binder granted it, or a claim
-    of the domain took it without binding conditions first (``placement.holder``)."""
+    """A claim is allocated there, but another domain holds the node (a race lost, its pod
+    stranded until the binder moves it)."""
+    HELD = "held"
+    """A claim is allocated there and the domain holds the node (``placement.holder``): the
+    record names the domain, or, with no record, the binder granted it or a claim of the
+    domain took it without binding conditions first. The node is a member from then on, so the
+    domain starts forming while the scheduler still waits in PreBind."""
 
 
 @dataclasses.dataclass(frozen=True)
 class NodeInfo:
-    """A node's membership facts: its domain label, its clique, the domain's claim on it."""
+    """A node's membership facts: the domain's claim on it, its clique, its domain label."""
 
     name: NodeName
     domain: str
-    """Value of the computeDomain label ("" when absent)."""
+    """Value of the computeDomain label ("" when absent): the controller's copy of the record,
+    an output, never what membership is decided from."""
     clique: str
     """Value of the clique label ("" when absent: no fabric, or not classified yet)."""
     claim: Claim = Claim.NONE
-    """The snapshot's domain's claim on the node (a label alone admits no node)."""
+    """The snapshot's domain's claim on the node."""
+    resource_version: str = ""
+    """The Node's resourceVersion as cached (the precondition of a label write)."""
 
     @classmethod
     def parse(cls, node: wire.Node) -> NodeInfo:
@@ -53,17 +59,16 @@ class NodeInfo:
             name=NodeName(meta.get("name", "")),
             domain=labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
             clique=labels.get(constants.CLIQUE_LABEL, ""),
+            resource_version=meta.get("resourceVersion", ""),
         )
 
-    def member_of(self, uid: str) -> bool:
-        """In domain ``uid``: labelled for it with a claim of it here, or reserved for it.
+    @property
+    def member(self) -> bool:
+        """In the snapshot's domain: it holds the node with a claim allocated there.
 
-        A reserved node is a member before the plugin labels it, so the domain starts forming
-        while the scheduler still waits in PreBind.
+        The label plays no part: a forged one admits nothing, a removed one costs nothing.
         """
-        if self.domain == uid:
-            return self.claim is not Claim.NONE
-        return not self.domain and self.claim is Claim.RESERVED
+        return self.claim is Claim.HELD
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,9 +163,8 @@ class Snapshot:
     """It exists but predates placement (``objects.template_current``): it is replaced."""
 
     def members(self) -> list[NodeInfo]:
-        """Nodes in the domain now (:meth:`NodeInfo.member_of`), by name."""
-        uid = self.domain.uid
-        return sorted((n for n in self.nodes.values() if n.member_of(uid)), key=lambda n: n.name)
+        """Nodes in the domain now (:attr:`NodeInfo.member`), by name."""
+        return sorted((n for n in self.nodes.values() if n.member), key=lambda n: n.name)
 
     def unclaimed_labels(self) -> list[NodeName]:
         """Nodes labelled for the domain with no claim of it and no slot: a forged label."""

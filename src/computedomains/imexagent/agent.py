@@ -82,6 +82,7 @@ class Agent:
         self._files = report.ImexFiles(cfg)
         self._reporter = report.Reporter(api, cfg, start=self.start, wall=wall)
         self._node: Informer | None = None
+        """Its Node: the label a controller from before the record left (``recorded_holder``)."""
         self._cliques = cliquewatch.CliqueWatch(
             api, namespace=cfg.namespace, on_change=self._wake.set
         )
@@ -227,9 +228,7 @@ class Agent:
         label = node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL)
         clique_id, note = self._fabric
         objects = self._cliques.by_domain()
-        domain = placement.holder_seen_from_node(
-            label=str(label or ""), node_name=cfg.node_name, cliques=objects
-        )
+        domain = placement.recorded_holder(cfg.node_name, objects, legacy_label=str(label or ""))
         obj = objects.get(domain) if domain else None
         daemons = daemons_of(obj) if obj is not None else None
         return decide.Snapshot(

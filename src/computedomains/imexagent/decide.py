@@ -54,8 +54,9 @@ class Snapshot:
     fabric_note: str
     """The verdict in words, for the Idle report."""
     domain_uid: str
-    """The node's ``computeDomain`` label, else the domain that reserved it
-    (``placement.reserved_by``); empty when neither."""
+    """The domain the membership record names for this node (``placement.recorded_holder``;
+    beside clique objects of a controller from before the record, its label); empty when none
+    does."""
     daemons: tuple[Daemon, ...] | None
     """The clique object ``<domain>.<clique>``'s daemons; None while there is no object."""
 
@@ -150,8 +151,9 @@ def step(target: Target, running: Running | None, gates: Gates, *, now: float) -
     """The supervisor action that brings IMEX to ``target``."""
     member = target.membership
     if member is None:
-        # A missing slot while the label stays (clique object being rewritten, say) is no
-        # reason to tear the domain down under running workloads; leaving it is.
+        # A missing slot while the record still names the domain (clique object being
+        # rewritten, say) is no reason to tear the domain down under running workloads;
+        # leaving it is.
         keep = running is None or (
             target.mode == Mode.WAITING and running.domain_uid == target.domain_uid
         )

@@ -96,27 +96,41 @@ def patch_labels(api: client.Client, name: str, labels: Mapping[str, str | None]
     api.patch(path(name), {"metadata": {"labels": dict(labels)}})
 
 
-def remove_label_if(api: client.Client, name: str, key: str, value: str) -> bool:
-    """Remove label ``key`` from node ``name`` only while it still reads ``value``.
+def set_label_if(
+    api: client.Client,
+    name: str,
+    key: str,
+    *,
+    expected: str,
+    value: str,
+    resource_version: str = "",
+) -> bool:
+    """Set label ``key`` of node ``name`` to ``value`` ("": remove) while it reads ``expected``.
 
-    The patch carries the resourceVersion the check was made on, so a label that another
-    writer changed meanwhile is left alone; a conflict reads the node again. Returns True
-    when the label was removed, False when it (or the node) was gone or changed.
+    ``expected`` "" means absent. The patch carries the resourceVersion the check was made on
+    (``resource_version``, a cached one, saves the first read), so a label another writer
+    changed meanwhile is left alone; a conflict reads the node again. Returns True when the
+    label was written, False when it (or the node) was gone or changed.
     """
+    version = resource_version
     for attempt in range(_CONFLICT_RETRIES):
-        node = api.find(path(name))
-        if node is None:
-            return False
-        if (node["metadata"].get("labels") or {}).get(key) != value:
-            return False
-        body = {"metadata": {"resourceVersion": node["metadata"]["resourceVersion"],
-                             "labels": {key: None}}}  # fmt: skip
+        if not version:
+            node = api.find(path(name))
+            if node is None:
+                return False
+            if (node["metadata"].get("labels") or {}).get(key, "") != expected:
+                return False
+            version = node["metadata"]["resourceVersion"]
+        body = {"metadata": {"resourceVersion": version, "labels": {key: value or None}}}
         try:
             api.patch(path(name), body)
             return True
         except client.ApiError as exc:
+            if exc.failure is client.Failure.NOT_FOUND:
+                return False
             if exc.failure is not client.Failure.CONFLICT or attempt == _CONFLICT_RETRIES - 1:
                 raise
+            version = ""
     return False
 
 

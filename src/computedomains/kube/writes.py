@@ -144,6 +144,12 @@ class MutationCache:
             self._written.pop(uid, None)
             self._deleted[uid] = self._clock()
 
+    def uids(self) -> set[str]:
+        """UIDs of the objects we wrote (and not deleted) that are remembered now."""
+        with self._lock:
+            self._expire()
+            return set(self._written)
+
     def overlay(self, cached: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """``cached`` with our newer writes in place, our creations added, our deletions gone.
 

@@ -1,9 +1,8 @@
-"""Garbage collection: forget what no claim needs any more, and keep the node label right.
+"""Garbage collection: forget what no claim needs any more.
 
 A round (:meth:`Collector.run`, periodic, and never before start-up has rebuilt the ledger)
 forgets aborted entries past :data:`ABORTED_TTL`, forgets started *and* completed entries whose
-claim is gone (deleted, or re-created under another UID: the kubelet never unprepares those),
-and then verifies the node label against the API server, putting back one removed by hand.
+claim is gone (deleted, or re-created under another UID: the kubelet never unprepares those).
 What to do is decided by :func:`decide` from a snapshot and the claims' current UIDs.
 """
 
@@ -16,7 +15,7 @@ from typing import Any, cast
 
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
-from computedomains.kubeletplugin import checkpoint, ledger, nodelabel
+from computedomains.kubeletplugin import checkpoint, ledger
 
 log = logging.getLogger(__name__)
 ABORTED_TTL = 90.0
@@ -64,12 +63,10 @@ class Collector:
         *,
         api: kube_client.Client,
         book: ledger.Ledger,
-        label: nodelabel.NodeLabel,
         clock: Callable[[], float],
     ) -> None:
         self._api = api
         self._book = book
-        self._label = label
         self._clock = clock
 
     def run(self) -> Decision:
@@ -87,9 +84,8 @@ class Collector:
                 entry.uid,
                 entry.state.value,
             )
-        self._label.sync(verify=True)
         log.info(
-            "collection round: %d claims, %d gone, %d expired aborted; node in domain %s",
+            "collection round: %d claims, %d gone, %d expired aborted; claims held for %s",
             len(entries),
             len(decision.gone),
             len(decision.expired),

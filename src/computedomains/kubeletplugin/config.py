@@ -77,11 +77,10 @@ class PluginConfig:
         "--collection-interval",
         default="60",
         type=flags.positive,
-        help="seconds between garbage collection rounds (which also verify the node label)",
+        help="seconds between garbage collection rounds (claims deleted without an unprepare)",
     )
-    """Seconds between garbage collection rounds (claims gone, aborted entries expired, the
-    node label verified and put back). 60: a lost label or a leaked claim is fixed within a
-    minute for one node read and a few cache lookups; tests shorten it."""
+    """Seconds between garbage collection rounds (claims gone, aborted entries expired). 60: a
+    leaked claim is released within a minute for a few claim reads; tests shorten it."""
     http_bind: str = flags.field(flaggroups.HTTP_BIND)
     fabric_recheck_interval: float = flags.option(
         "--fabric-recheck-interval",

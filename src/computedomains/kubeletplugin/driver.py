@@ -1,7 +1,7 @@
 """The plugin's core as the gRPC layer and the main loop see it: a thin facade.
 
 The work lives in one module per noun: ``ledger`` (the node's claims and checkpoint, one
-lock, no API calls under it), ``prepare``, ``unprepare``, ``imexwait``, ``nodelabel``,
+lock, no API calls under it), ``prepare``, ``imexwait``,
 ``collection`` (garbage collection) and ``rebuild`` (start-up without a usable checkpoint).
 Here they are built, started in the right order (the ledger is complete before any collection
 round), and every failure is turned into the claim's result and an Event.
@@ -28,11 +28,9 @@ from computedomains.kubeletplugin import (
     errors,
     ledger,
     metrics,
-    nodelabel,
     prepare,
     procinfo,
     rebuild,
-    unprepare,
 )
 
 log = logging.getLogger(__name__)
@@ -50,7 +48,7 @@ class Result:
 
 
 class Driver:
-    """Owns the node's claims, checkpoint, CDI specs and ``computeDomain`` label."""
+    """Owns the node's claims, checkpoint and CDI specs."""
 
     def __init__(
         self,
@@ -60,9 +58,14 @@ class Driver:
         stats: metrics.PluginMetrics,
         recorder: events.Recorder,
         fabric: prepare.FabricReader | None = None,
+        recorded: Callable[[], str] = lambda: "",
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``fabric`` reads the node's fabric verdict (default: the verdict file as it is)."""
+        """A driver for the node of ``cfg``.
+
+        ``fabric`` reads the node's fabric verdict (default: the verdict file as it is);
+        ``recorded`` the domain the membership record names for the node ("" none).
+        """
         self.cfg = cfg
         self.api = api
         self.stats = stats
@@ -71,23 +74,20 @@ class Driver:
         self._book = ledger.Ledger(
             checkpoint_file=cfg.checkpoint_file, cdi_root=cfg.cdi_root, clock=clock
         )
-        self._label = nodelabel.NodeLabel(api, node_name=cfg.node_name, want=self._book.held_domain)
         self._preparer = prepare.Preparer(
             cfg,
             api=api,
             book=self._book,
-            label=self._label,
             domains=domainlookup.DomainLookup(api),
             fabric=self._fabric,
+            recorded=recorded,
         )
-        self._collector = collection.Collector(
-            api=api, book=self._book, label=self._label, clock=clock
-        )
+        self._collector = collection.Collector(api=api, book=self._book, clock=clock)
 
     # -- start-up -------------------------------------------------------------------------
 
     def load(self) -> None:
-        """Load the checkpoint, or rebuild the claims without one; then fix the node label.
+        """Load the checkpoint, or rebuild the claims without one.
 
         An unusable checkpoint is quarantined and named in a Warning Event on the Node.
         """
@@ -112,7 +112,6 @@ class Driver:
         if reason is not None and loaded.outcome is not checkpoint.LoadOutcome.LOADED:
             target = events.ObjectRef("Node", self.cfg.node_name, uid=node["metadata"]["uid"])
             self.recorder.emit(target, reason=reason, message=detail, warning=True)
-        self._label.sync(verify=True)  # put back a label removed while the plugin was down
         self.stats.track(self.prepared_counts)
 
     def _rebuild(self, node_label: str | None) -> rebuild.Plan:
@@ -121,12 +120,11 @@ class Driver:
             specs=cdi.read_specs(self.cfg.cdi_root),
             allocated=rebuild.allocated_here(items, node=self.cfg.node_name),
             node_label=node_label,
-            has_fabric=self._fabric().has_fabric,
         )
 
     @property
     def node_domain(self) -> str | None:
-        """The domain the node's claims hold it for, which its label names (None: none)."""
+        """The domain the node's prepared claims hold it for (None: none)."""
         return self._book.held_domain()
 
     def prepared_counts(self) -> dict[str, int]:
@@ -151,7 +149,7 @@ class Driver:
     def unprepare(self, ref: claims.ClaimRef) -> Result:
         """Undo a prepare; unknown claims succeed (the claim object may be long gone)."""
         try:
-            unprepare.unprepare(ref.uid, book=self._book, label=self._label)
+            self._book.release(ref.uid)
         except Exception as exc:  # one claim's failure is its own result, whatever it is
             self.stats.error("unprepare", kube_client.error_reason(exc))
             log.exception("unprepare of %s/%s failed", ref.namespace, ref.name)

@@ -3,8 +3,8 @@
 Every change is made under the lock and saved before the lock is released, so the file never
 lags behind what was answered. Nothing here calls the API server: the lock is held for a
 dictionary update and a local file write only, so a prepare waiting for IMEX or for an API
-answer never holds up another claim (the API calls live in ``prepare.py``, ``nodelabel.py``
-and ``collection.py``).
+answer never holds up another claim (the API calls live in ``prepare.py`` and
+``collection.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,20 @@ import pathlib
 import threading
 from collections.abc import Callable, Iterable
 
-from computedomains.kubeletplugin import cdi, checkpoint, nodelabel, validate
+from computedomains.kubeletplugin import cdi, checkpoint, validate
 
 ClaimState = checkpoint.ClaimState
+
+
+def held_by(entries: Iterable[checkpoint.ClaimEntry]) -> str | None:
+    """The domain the node's prepared claims hold it for (None: none).
+
+    A fact the plugin reports (its slices show it), not a decision: the controller's record
+    decides membership. Claims of two domains never hold a node together
+    (``validate.other_holder``); should a rebuild find both, the choice is at least stable.
+    """
+    held = {e.domain_uid for e in entries if e.holds_node()}
+    return min(held) if held else None
 
 
 class Commit(enum.StrEnum):
@@ -77,7 +88,7 @@ class Ledger:
     def held_domain(self) -> str | None:
         """The domain the node's claims hold it for (None: the node is in no domain)."""
         with self._lock:
-            return nodelabel.wanted(self._checkpoint.claims.values())
+            return held_by(self._checkpoint.claims.values())
 
     def completed_devices(self) -> dict[str, int]:
         """Devices of completed claims by device type."""
@@ -94,8 +105,8 @@ class Ledger:
         """Record a prepare as started; returns the other domain holding the node instead.
 
         Saved only when the claim makes the node join its domain, the one change that is
-        visible outside (the label); anything else a crash leaves (a CDI spec named by the
-        claim UID) is found without it.
+        visible outside (the slices show the holder); anything else a crash leaves (a CDI spec
+        named by the claim UID) is found without it.
         """
         with self._lock:
             claims = self._checkpoint.claims
@@ -105,7 +116,7 @@ class Ledger:
             current = claims.get(entry.uid)
             if current is not None and current.state is ClaimState.COMPLETED:
                 return None  # a concurrent prepare finished it: its commit answers the same
-            joins = entry.holds_node() and nodelabel.wanted(claims.values()) != entry.domain_uid
+            joins = entry.holds_node() and held_by(claims.values()) != entry.domain_uid
             claims[entry.uid] = entry
             if joins:
                 self._save()

@@ -117,15 +117,22 @@ def run(cfg: config.PluginConfig) -> int:
     turns.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
     fabric = nodestate.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
-    core = driver.Driver(cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read)
+
+    def recorded() -> str:
+        """The domain the membership record names for this node ("" none)."""
+        return placement.recorded_holder(cfg.node_name, cliques.by_domain())
+
+    core = driver.Driver(
+        cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read, recorded=recorded
+    )
     core.load()
 
     def holder(clique: str) -> str:
         cliques.follow(clique)
-        cliques.wait_listed(CLIQUE_LIST_SECONDS)  # without it: the label alone
-        return placement.holder_seen_from_node(
-            label=core.node_domain or "", node_name=cfg.node_name, cliques=cliques.by_domain()
-        )
+        cliques.wait_listed(CLIQUE_LIST_SECONDS)  # without it: the claims prepared here alone
+        # The record, else what the node's own claims say (a node without a slot or a clique
+        # is named by no clique object, yet it is the domain's once a claim is prepared).
+        return recorded() or core.node_domain or ""
 
     def turn() -> str:
         # Nobody's until the first list: binding conditions are the safe default.

@@ -1,4 +1,10 @@
-"""Prepare one claim: check it, join the node to its domain, wait for IMEX, write its CDI spec.
+"""Prepare one claim: check it, record it, wait for IMEX, write its CDI spec.
+
+The node is the domain's when the controller's membership record says so (the clique objects,
+``placement.recorded_holder``); prepare never decides it. It refuses a claim while the record
+names another domain, or while claims of another domain are prepared here, and otherwise waits
+for the node's IMEX agent to report the domain READY, which the agent does only once the
+record names the node for the domain.
 
 Every step is idempotent, so a kubelet retry or a plugin restart half-way simply redoes it.
 The ledger is read and changed under its lock; everything that waits (the API server, IMEX)
@@ -28,7 +34,6 @@ from computedomains.kubeletplugin import (
     errors,
     imexwait,
     ledger,
-    nodelabel,
     procinfo,
     validate,
 )
@@ -50,14 +55,15 @@ class Preparer:
         *,
         api: kube_client.Client,
         book: ledger.Ledger,
-        label: nodelabel.NodeLabel,
         domains: domainlookup.DomainLookup,
         fabric: FabricReader,
+        recorded: Callable[[], str] = lambda: "",
     ) -> None:
+        """``recorded``: the domain the membership record names for the node ("" none)."""
         self._cfg = cfg
         self._api = api
         self._book = book
-        self._label = label
+        self._recorded = recorded
         self._domains = domains
         self._fabric = fabric
         self._trace = trace.Tracer("kubelet-plugin")
@@ -109,7 +115,9 @@ class Preparer:
             device_type=plan.device_type.value,
             allocation=view.allocation_digest,
         )
-        other = self._book.start(started)
+        recorded = self._recorded() if plan.device_type is devices.DeviceType.CHANNEL else ""
+        other = recorded if recorded and recorded != plan.domain_uid else None
+        other = other or self._book.start(started)
         if other is not None:
             raise validate.node_busy(plan, other, domain_of=self._for_messages(view.namespace))
         node, claim = self._cfg.node_name, view.uid
@@ -117,20 +125,15 @@ class Preparer:
             trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
         )
         waited = False
-        if plan.device_type is devices.DeviceType.CHANNEL:
-            self._label.sync()
-            self._trace.stage(
-                trace.Stage.NODE_LABELED, domain=plan.domain_uid, node=node, claim=claim
+        if plan.device_type is devices.DeviceType.CHANNEL and fabric.has_fabric:
+            waited = imexwait.wait_ready(
+                plan,
+                status_file=self._cfg.imex_status_file,
+                node_name=self._cfg.node_name,
+                until=min(deadline, time.monotonic() + self._cfg.imex_ready_timeout),
+                max_age=self._cfg.imex_status_max_age,
+                check=self._wait_check(view, plan),
             )
-            if fabric.has_fabric:
-                waited = imexwait.wait_ready(
-                    plan,
-                    status_file=self._cfg.imex_status_file,
-                    node_name=self._cfg.node_name,
-                    until=min(deadline, time.monotonic() + self._cfg.imex_ready_timeout),
-                    max_age=self._cfg.imex_status_max_age,
-                    check=self._wait_check(view),
-                )
         prepared = self._write_cdi(view, plan, fabric)
         # After a wait, make sure the claim was not deleted meanwhile.
         present = not waited or not self._claim_gone(view)
@@ -145,7 +148,6 @@ class Preparer:
         if outcome is ledger.Commit.ALREADY_COMPLETE:
             assert entry is not None
             return entry.devices
-        self._label.sync()  # the node may hold nothing any more
         raise _abandoned(view, gone=outcome is ledger.Commit.CLAIM_GONE)
 
     def _read_claim(self, ref: claims.ClaimRef) -> claims.ClaimView:
@@ -180,8 +182,13 @@ class Preparer:
             )
         return view
 
-    def _wait_check(self, view: claims.ClaimView) -> Callable[[], None]:
-        """Run by the IMEX wait before each poll: stop waiting for a claim nobody wants now."""
+    def _wait_check(self, view: claims.ClaimView, plan: validate.Plan) -> Callable[[], None]:
+        """Run by the IMEX wait before each poll: stop waiting for a claim nobody wants now.
+
+        Nor for a node the record gives another domain meanwhile (two domains' claims took
+        it at once, binding conditions off): the controller's choice stands, and this claim's
+        entry goes, so the other domain's prepare is not refused on its account.
+        """
         next_look = time.monotonic() + CLAIM_CHECK_SECONDS
 
         def check() -> None:
@@ -190,11 +197,13 @@ class Preparer:
             if entry is None or entry.state is not checkpoint.ClaimState.STARTED:
                 # Unprepare marks a waiting entry aborted; only a collection round that found
                 # the claim deleted drops it.
-                if entry is None:
-                    # That round may still be fixing the label: answer once it is right, as
-                    # when this wait finds the claim gone itself.
-                    self._label.sync()
                 raise _abandoned(view, gone=entry is None)
+            recorded = self._recorded()
+            if recorded and recorded != plan.domain_uid:
+                self._book.forget([view.uid])
+                raise validate.node_busy(
+                    plan, recorded, domain_of=self._for_messages(view.namespace)
+                )
             if time.monotonic() < next_look:
                 return
             next_look = time.monotonic() + CLAIM_CHECK_SECONDS
@@ -205,7 +214,6 @@ class Preparer:
                 return
             if gone:
                 self._book.forget([view.uid])
-                self._label.sync()  # the node may hold nothing any more
                 raise _abandoned(view, gone=True)
 
         return check

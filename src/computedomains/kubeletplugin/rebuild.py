@@ -1,14 +1,15 @@
 """Rebuild the node's claims when the checkpoint is lost: from the CDI specs and the API.
 
-A corrupt, unreadable or newer-version checkpoint must not cost the node its domain label or
-its running claims, so before anything else runs (garbage collection above all) the plugin
-asks what the node and the API server still know:
+A corrupt, unreadable or newer-version checkpoint must not cost the node its running claims,
+so before anything else runs (garbage collection above all) the plugin asks what the node
+and the API server still know:
 
 - each CDI spec it wrote names its claim, domain and device type (``cdi.SpecInfo``): a spec
   whose claim is still allocated here is a completed prepare;
-- the claims allocated to this node: a channel claim of the domain in the node's label without
-  a spec was being prepared (the label is set before the wait for IMEX), or is complete on a
-  node without an NVLink fabric, where prepare writes no spec.
+- the claims allocated to this node: a channel claim of the domain in the node's label (the
+  controller's copy of its membership record) without a spec may be being prepared, or be
+  complete on a node without an NVLink fabric, where prepare writes no spec: it is rebuilt as
+  started, so it holds the node and is prepared (and checked) again when the kubelet asks.
 
 Specs of claims the API no longer shows allocated here belong to nobody and are removed.
 :func:`plan` decides all of this from the gathered facts alone.
@@ -72,7 +73,6 @@ def plan(
     specs: Sequence[cdi.SpecInfo],
     allocated: Sequence[Allocated],
     node_label: str | None,
-    has_fabric: bool,
 ) -> Plan:
     """The node's claims as the specs, the allocated claims and the node label tell them."""
     by_uid = {s.claim_uid: s for s in specs}
@@ -86,8 +86,10 @@ def plan(
             and node_label
             and claim.domain_uid == node_label
         ):
-            state = checkpoint.ClaimState.STARTED if has_fabric else checkpoint.ClaimState.COMPLETED
-            entries[claim.view.uid] = _entry(claim, None, state=state)
+            # Being prepared, or prepared on a node without a fabric (no spec there): as
+            # started it holds the node, and the kubelet's next call prepares it again, checks
+            # and all (the label is set once the controller records the node, before prepare).
+            entries[claim.view.uid] = _entry(claim, None, state=checkpoint.ClaimState.STARTED)
     stale = tuple(sorted(uid for uid in by_uid if uid not in entries))
     return Plan(entries, stale)
 

@@ -16,8 +16,9 @@ log = logging.getLogger(__name__)
 class Publisher:
     """Writes the slice when what it should contain changes (and at start).
 
-    ``holder`` says which domain holds the node of the clique given ("" nobody): the plugin's
-    own label, or the domain the controller reserved the node for (``api/placement.py``);
+    ``holder`` says which domain holds the node of the clique given ("" nobody): the one the
+    controller's record names, else the one the node's prepared claims are for
+    (``api/placement.py``);
     ``turn`` whose turn it is to place on free nodes ("" nobody's); ``fabric`` reads the
     verdict (through the plugin's fault grace).
     """
