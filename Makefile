@@ -85,7 +85,7 @@ bench: tools ## benchmarks (tests/benchmarks): JSON, REPORT.md and plots in benc
 	$(PY) -m tests.benchmarks.render
 
 .PHONY: protos
-protos: venv ## regenerate the kubelet gRPC stubs from src/computedomains/drapb/*.proto
+protos: venv ## regenerate the kubelet gRPC message modules from src/computedomains/drapb/*.proto
 	$(PY) -m computedomains.drapb.generate
 
 .PHONY: crds

@@ -19,7 +19,7 @@ import grpc
 import pytest
 from kubernetes import client
 
-from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
+from computedomains.drapb import dra_v1_pb2, services
 from computedomains.sim import cluster, topology
 from tests.benchmarks import report
 from tests.support import clusters, kube, plugin
@@ -83,11 +83,12 @@ def test_prepare_latency_throughput_and_rss(
     proc, namespace, domain = bench
     claims = _claims(proc, namespace, domain, SEQUENTIAL + CONCURRENT + 20)
     with grpc.insecure_channel(f"unix://{proc.dra_socket}") as channel:
-        stub = dra_v1_pb2_grpc.DRAPluginStub(channel)
+        stub = services.Client(channel, services.DRA["v1.DRAPlugin"])
 
         def call(batch: list[dict[str, str]]) -> tuple[float, Any]:
             started = time.perf_counter()
-            answer = stub.NodePrepareResources(
+            answer = stub.call(
+                "NodePrepareResources",
                 dra_v1_pb2.NodePrepareResourcesRequest(
                     claims=[dra_v1_pb2.Claim(**c) for c in batch]
                 ),

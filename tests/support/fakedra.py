@@ -13,19 +13,11 @@ import json
 import pathlib
 import threading
 import types
-from types import ModuleType
 from typing import Any
 
 import grpc
 
-from computedomains.drapb import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
-)
+from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.sim import hosttree
 
 
@@ -40,29 +32,7 @@ class Record:
     registrations: list[tuple[bool, str]] = dataclasses.field(default_factory=list)
 
 
-class _Service:
-    """The DRA service in one API version (the same fields, another message module)."""
-
-    def __init__(self, plugin: FakeDraPlugin, pb: ModuleType) -> None:
-        self._plugin = plugin
-        self._pb = pb
-
-    def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        return self._plugin.prepare(request, self._pb.NodePrepareResourcesResponse())
-
-    def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
-        return self._plugin.unprepare(request, self._pb.NodeUnprepareResourcesResponse())
-
-
-class _V1(_Service, dra_v1_pb2_grpc.DRAPluginServicer):
-    pass
-
-
-class _V1Beta1(_Service, dra_v1beta1_pb2_grpc.DRAPluginServicer):
-    pass
-
-
-class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
+class FakeDraPlugin:
     """Registration and the DRA service (v1 and v1beta1) for ``driver`` on one node's tree."""
 
     def __init__(
@@ -71,12 +41,12 @@ class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
         tree: hosttree.HostTree,
         *,
         plugin_type: str = "DRAPlugin",
-        services: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"),
+        versions: tuple[str, ...] = tuple(services.DRA),
     ) -> None:
         self.driver = driver
         self.tree = tree
         self.plugin_type = plugin_type
-        self.services = services
+        self.versions = versions
         self.fail_prepare: str | None = None
         self.fail_unprepare: str | None = None
         self.record = Record()
@@ -110,11 +80,9 @@ class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
         """Serve both sockets (the registration socket last: it announces the plugin)."""
         self.dra_socket.parent.mkdir(parents=True, exist_ok=True)
         server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
-        pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(self, server)
-        dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_V1(self, dra_v1_pb2), server)
-        dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
-            _V1Beta1(self, dra_v1beta1_pb2), server
-        )
+        services.serve(server, services.REGISTRATION, self)
+        for version in self.versions:
+            services.serve(server, services.DRA[version], self)
         server.add_insecure_port(f"unix://{self.dra_socket}")
         server.add_insecure_port(f"unix://{self.registration_socket}")
         server.start()
@@ -147,7 +115,7 @@ class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
             type=self.plugin_type,
             name=self.driver,
             endpoint=str(self.dra_socket),
-            supported_versions=list(self.services),
+            supported_versions=list(self.versions),
         )
 
     def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
@@ -155,8 +123,8 @@ class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
             self.record.registrations.append((request.plugin_registered, request.error))
         return pluginregistration_v1_pb2.RegistrationStatusResponse()
 
-    def prepare(self, request: Any, response: Any) -> Any:
-        """Answer a NodePrepareResources request into ``response``."""
+    def NodePrepareResources(self, request: Any, context: Any) -> Any:
+        response = dra_v1_pb2.NodePrepareResourcesResponse()
         with self._lock:
             self.record.prepare_calls.append([c.uid for c in request.claims])
             failure = self.fail_prepare
@@ -173,8 +141,8 @@ class FakeDraPlugin(pluginregistration_v1_pb2_grpc.RegistrationServicer):
             )
         return response
 
-    def unprepare(self, request: Any, response: Any) -> Any:
-        """Answer a NodeUnprepareResources request into ``response``."""
+    def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        response = dra_v1_pb2.NodeUnprepareResourcesResponse()
         with self._lock:
             self.record.unprepare_calls.append([c.uid for c in request.claims])
             failure = self.fail_unprepare

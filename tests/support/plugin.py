@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, crds, imex
-from computedomains.drapb import dra_v1_pb2, dra_v1_pb2_grpc
+from computedomains.drapb import dra_v1_pb2, services
 from computedomains.sim import cluster as sim_cluster
 from computedomains.sim import controlplane, hosttree, processes
 
@@ -208,7 +208,9 @@ class PluginProcess:
             request = dra_v1_pb2.NodePrepareResourcesRequest(
                 claims=[dra_v1_pb2.Claim(**c) for c in claims]
             )
-            return dra_v1_pb2_grpc.DRAPluginStub(channel).NodePrepareResources(request, timeout=45)
+            return services.Client(channel, services.DRA["v1.DRAPlugin"]).call(
+                "NodePrepareResources", request, timeout=45
+            )
 
     def unprepare(self, claims: list[dict[str, str]]) -> Any:
         """One NodeUnprepareResources call."""
@@ -216,8 +218,8 @@ class PluginProcess:
             request = dra_v1_pb2.NodeUnprepareResourcesRequest(
                 claims=[dra_v1_pb2.Claim(**c) for c in claims]
             )
-            return dra_v1_pb2_grpc.DRAPluginStub(channel).NodeUnprepareResources(
-                request, timeout=45
+            return services.Client(channel, services.DRA["v1.DRAPlugin"]).call(
+                "NodeUnprepareResources", request, timeout=45
             )
 
     def write_verdict(self, verdict: str = "healthy") -> None:

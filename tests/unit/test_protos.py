@@ -1,4 +1,4 @@
-"""The committed gRPC stubs are exactly what the pinned generator makes from our protos."""
+"""The committed message modules are exactly what the pinned generator makes from our protos."""
 
 from __future__ import annotations
 

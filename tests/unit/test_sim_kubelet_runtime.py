@@ -96,7 +96,7 @@ def test_registration_prepare_unprepare_and_deregistration_over_real_sockets(
 ) -> None:
     registry = plugins.Registry(tree.kubelet_registry, node="n")
     claim = dra.ClaimRef("ns", "c", "uid-1")
-    with fakedra.FakeDraPlugin("w.example.com", tree, services=("v1beta1.DRAPlugin",)) as plugin:
+    with fakedra.FakeDraPlugin("w.example.com", tree, versions=("v1beta1.DRAPlugin",)) as plugin:
         assert registry.scan(time.monotonic())
         assert registry.drivers() == {"w.example.com"}
         assert plugin.record.registrations == [(True, "")]

@@ -1,4 +1,7 @@
-"""Regenerate the stubs: ``python -m computedomains.drapb.generate [--check]``."""
+"""Regenerate the message modules: ``python -m computedomains.drapb.generate [--check]``.
+
+Only messages are generated: the services are reached by name through ``services``.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import tempfile
 HERE = pathlib.Path(__file__).parent
 SRC = HERE.parents[1]
 PROTOS = sorted(HERE.glob("*.proto"))
-_GENERATED = ("_pb2.py", "_pb2.pyi", "_pb2_grpc.py", "_pb2_grpc.pyi")
+_GENERATED = ("_pb2.py", "_pb2.pyi")
 
 
 def generate(out: pathlib.Path) -> list[pathlib.Path]:
@@ -24,11 +27,8 @@ def generate(out: pathlib.Path) -> list[pathlib.Path]:
         "grpc_tools.protoc",
         f"-I{SRC}",
         f"--plugin=protoc-gen-mypy={bindir / 'protoc-gen-mypy'}",
-        f"--plugin=protoc-gen-mypy_grpc={bindir / 'protoc-gen-mypy_grpc'}",
         f"--python_out={out}",
-        f"--grpc_python_out={out}",
         f"--mypy_out={out}",
-        f"--mypy_grpc_out={out}",
         *(str(p.relative_to(SRC)) for p in PROTOS),
     ]
     if protoc.main(args) != 0:

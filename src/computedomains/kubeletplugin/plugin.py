@@ -14,12 +14,7 @@ import prometheus_client
 
 from computedomains import httpserver
 from computedomains.api import placement, resources
-from computedomains.drapb import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
-)
+from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.kube import client as kube_client
 from computedomains.kube import cliquewatch, events
 from computedomains.kube.informer import Informer
@@ -37,12 +32,12 @@ rule): a slice published before it would show a reserved node as free."""
 def liveness(cfg: config.PluginConfig) -> tuple[bool, str]:
     """Both sockets answer: GetInfo on registration, an empty prepare on the DRA service."""
     with grpc.insecure_channel(f"unix://{cfg.registration_socket}") as channel:
-        info = pluginregistration_v1_pb2_grpc.RegistrationStub(channel).GetInfo(
-            pluginregistration_v1_pb2.InfoRequest(), timeout=2
+        info = services.Client(channel, services.REGISTRATION).call(
+            "GetInfo", pluginregistration_v1_pb2.InfoRequest(), timeout=2
         )
     with grpc.insecure_channel(f"unix://{cfg.dra_socket}") as channel:
-        dra_v1_pb2_grpc.DRAPluginStub(channel).NodePrepareResources(
-            dra_v1_pb2.NodePrepareResourcesRequest(), timeout=2
+        services.Client(channel, services.DRA["v1.DRAPlugin"]).call(
+            "NodePrepareResources", dra_v1_pb2.NodePrepareResourcesRequest(), timeout=2
         )
     return True, f"{info.name} serving {', '.join(info.supported_versions)}"
 

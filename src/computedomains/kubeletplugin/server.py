@@ -1,7 +1,7 @@
 """gRPC: plugin registration, and the DRA service in both versions the kubelet speaks.
 
-v1 and v1beta1 are the same on the wire but for one field, so one implementation serves both
-through their generated message classes.
+v1 and v1beta1 are the same on the wire but for one field the driver never sets, so one
+implementation with v1's messages serves both (``drapb.services``).
 """
 
 from __future__ import annotations
@@ -9,29 +9,21 @@ from __future__ import annotations
 import concurrent.futures
 import pathlib
 import time
-from types import ModuleType
 from typing import Any
 
 import grpc
 
 from computedomains.api import constants
-from computedomains.drapb import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
-)
+from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.kubeletplugin import claims, driver, metrics
 
-SUPPORTED_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
+SUPPORTED_SERVICES = tuple(services.DRA)
 _KUBELET_CALL_TIMEOUT = 45.0
 _SAFETY = 2.0
 """Seconds kept in hand to answer before the kubelet gives up on the call."""
 
 
-class Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):
+class Registration:
     """Answers the kubelet's plugin watcher."""
 
     def __init__(self, dra_socket: pathlib.Path) -> None:
@@ -56,10 +48,9 @@ class Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):
 
 
 class DRAService:
-    """NodePrepareResources/NodeUnprepareResources over the driver, for one API version."""
+    """NodePrepareResources/NodeUnprepareResources over the driver, for both API versions."""
 
-    def __init__(self, pb2: ModuleType, core: driver.Driver, stats: metrics.PluginMetrics) -> None:
-        self._pb2 = pb2
+    def __init__(self, core: driver.Driver, stats: metrics.PluginMetrics) -> None:
         self._driver = core
         self._stats = stats
 
@@ -67,7 +58,7 @@ class DRAService:
         """Prepare each claim; one claim's failure never fails the others."""
         remaining = context.time_remaining() or _KUBELET_CALL_TIMEOUT
         deadline = time.monotonic() + max(0.5, remaining - _SAFETY)
-        response = self._pb2.NodePrepareResourcesResponse()
+        response = dra_v1_pb2.NodePrepareResourcesResponse()
         for claim in request.claims:
             ref = claims.ClaimRef(claim.uid, claim.namespace, claim.name)
             with self._stats.observe("prepare"):
@@ -87,7 +78,7 @@ class DRAService:
 
     def NodeUnprepareResources(self, request: Any, context: grpc.ServicerContext) -> Any:
         """Unprepare each claim; unknown claims succeed."""
-        response = self._pb2.NodeUnprepareResourcesResponse()
+        response = dra_v1_pb2.NodeUnprepareResourcesResponse()
         for claim in request.claims:
             with self._stats.observe("unprepare"):
                 result = self._driver.unprepare(
@@ -95,14 +86,6 @@ class DRAService:
                 )
             response.claims[claim.uid].error = result.error
         return response
-
-
-class _V1(DRAService, dra_v1_pb2_grpc.DRAPluginServicer):
-    """The v1 service."""
-
-
-class _V1Beta1(DRAService, dra_v1beta1_pb2_grpc.DRAPluginServicer):
-    """The v1beta1 service (kubelets before 1.34 speak only this)."""
 
 
 _SUN_PATH_MAX = 107
@@ -127,10 +110,9 @@ def serve_dra(
 ) -> grpc.Server:
     """Start the DRA service (v1 and v1beta1) on ``socket_path`` with ``workers`` threads."""
     server = _listen(socket_path, workers=workers)
-    dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_V1(dra_v1_pb2, core, stats), server)
-    dra_v1beta1_pb2_grpc.add_DRAPluginServicer_to_server(
-        _V1Beta1(dra_v1beta1_pb2, core, stats), server
-    )
+    implementation = DRAService(core, stats)
+    for service in services.DRA.values():
+        services.serve(server, service, implementation)
     server.start()
     return server
 
@@ -138,6 +120,6 @@ def serve_dra(
 def serve_registration(socket_path: pathlib.Path, registration: Registration) -> grpc.Server:
     """Start the registration service; the kubelet finds us once this socket exists."""
     server = _listen(socket_path, workers=4)
-    pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(registration, server)
+    services.serve(server, services.REGISTRATION, registration)
     server.start()
     return server

@@ -19,12 +19,7 @@ from typing import Any
 import grpc
 
 from computedomains.api import resources
-from computedomains.drapb import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
-)
+from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.kube import client
 from computedomains.sim import hosttree
 
@@ -86,7 +81,7 @@ def prepared_devices(claim: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     ]
 
 
-class _Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):
+class _Registration:
     def __init__(self, endpoint: pathlib.Path) -> None:
         self._endpoint = str(endpoint)
 
@@ -100,7 +95,7 @@ class _Registration(pluginregistration_v1_pb2_grpc.RegistrationServicer):
         return pluginregistration_v1_pb2.RegistrationStatusResponse()
 
 
-class _Service(dra_v1_pb2_grpc.DRAPluginServicer):
+class _Service:
     def __init__(self, api: client.Client) -> None:
         self._api = api
 
@@ -134,10 +129,8 @@ def _serve(node: hosttree.HostTree, api: client.Client) -> grpc.Server:
     registration = node.kubelet_registry / "plain.sock"
     endpoint.parent.mkdir(parents=True, exist_ok=True)
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
-    dra_v1_pb2_grpc.add_DRAPluginServicer_to_server(_Service(api), server)
-    pluginregistration_v1_pb2_grpc.add_RegistrationServicer_to_server(
-        _Registration(endpoint), server
-    )
+    services.serve(server, services.DRA["v1.DRAPlugin"], _Service(api))
+    services.serve(server, services.REGISTRATION, _Registration(endpoint))
     server.add_insecure_port(f"unix://{endpoint}")
     server.add_insecure_port(f"unix://{registration}")
     server.start()

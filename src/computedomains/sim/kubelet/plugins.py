@@ -18,14 +18,7 @@ from typing import Any
 
 import grpc
 
-from computedomains.drapb import (
-    dra_v1_pb2,
-    dra_v1_pb2_grpc,
-    dra_v1beta1_pb2,
-    dra_v1beta1_pb2_grpc,
-    pluginregistration_v1_pb2,
-    pluginregistration_v1_pb2_grpc,
-)
+from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.sim.kubelet import backoff, dra
 
 KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
@@ -90,15 +83,17 @@ def _target(path: pathlib.Path) -> str:
 def register(socket: pathlib.Path) -> Accepted:
     """Run the registration handshake on ``socket``; raises on refusal or failure."""
     with grpc.insecure_channel(_target(socket)) as channel:
-        stub = pluginregistration_v1_pb2_grpc.RegistrationStub(channel)
-        reply = stub.GetInfo(pluginregistration_v1_pb2.InfoRequest(), timeout=_GET_INFO_TIMEOUT)
+        stub = services.Client(channel, services.REGISTRATION)
+        reply = stub.call(
+            "GetInfo", pluginregistration_v1_pb2.InfoRequest(), timeout=_GET_INFO_TIMEOUT
+        )
         info = PluginInfo(reply.type, reply.name, reply.endpoint, tuple(reply.supported_versions))
         verdict = accept(info, socket)
         status = pluginregistration_v1_pb2.RegistrationStatus(
             plugin_registered=isinstance(verdict, Accepted),
             error="" if isinstance(verdict, Accepted) else verdict,
         )
-        stub.NotifyRegistrationStatus(status, timeout=_NOTIFY_TIMEOUT)
+        stub.call("NotifyRegistrationStatus", status, timeout=_NOTIFY_TIMEOUT)
     if isinstance(verdict, str):
         raise ValueError(f"refused plugin on {socket.name}: {verdict}")
     return verdict
@@ -110,25 +105,18 @@ class DraClient:
     def __init__(self, accepted: Accepted) -> None:
         self.accepted = accepted
         self._channel = grpc.insecure_channel(_target(accepted.endpoint))
-        # v1 and v1beta1 use the same field names for everything read and sent here, so one
-        # code path serves both through the generated module picked at registration.
-        self._pb: Any = dra_v1_pb2 if accepted.service == "v1.DRAPlugin" else dra_v1beta1_pb2
-        stub_type: Any = (
-            dra_v1_pb2_grpc.DRAPluginStub
-            if accepted.service == "v1.DRAPlugin"
-            else dra_v1beta1_pb2_grpc.DRAPluginStub
-        )
-        self._stub = stub_type(self._channel)
+        # The service registration picked: v1's messages serve both versions (drapb.services).
+        self._stub = services.Client(self._channel, services.DRA[accepted.service])
 
     def _claims(self, claims: Sequence[dra.ClaimRef]) -> list[Any]:
-        return [self._pb.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+        return [dra_v1_pb2.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
 
     def prepare(
         self, claims: Sequence[dra.ClaimRef], *, timeout: float = CALL_TIMEOUT
     ) -> dict[str, dra.ClaimResult]:
         """One ``NodePrepareResources`` call; raises ``grpc.RpcError`` when the call fails."""
-        request = self._pb.NodePrepareResourcesRequest(claims=self._claims(claims))
-        response = self._stub.NodePrepareResources(request, timeout=timeout)
+        request = dra_v1_pb2.NodePrepareResourcesRequest(claims=self._claims(claims))
+        response = self._stub.call("NodePrepareResources", request, timeout=timeout)
         return {
             uid: dra.ClaimResult(
                 devices=tuple(
@@ -149,8 +137,8 @@ class DraClient:
         self, claims: Sequence[dra.ClaimRef], *, timeout: float = CALL_TIMEOUT
     ) -> dict[str, str]:
         """One ``NodeUnprepareResources`` call: claim UID → error ('' when done)."""
-        request = self._pb.NodeUnprepareResourcesRequest(claims=self._claims(claims))
-        response = self._stub.NodeUnprepareResources(request, timeout=timeout)
+        request = dra_v1_pb2.NodeUnprepareResourcesRequest(claims=self._claims(claims))
+        response = self._stub.call("NodeUnprepareResources", request, timeout=timeout)
         return {str(uid): str(entry.error) for uid, entry in response.claims.items()}
 
     def close(self) -> None:
