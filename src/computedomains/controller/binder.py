@@ -214,31 +214,30 @@ class Binder:
         if status.get("phase") != "Pending":
             return  # it runs (its prepare came first): never deleted under its workload
         owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
-        ref = events.ObjectRef("Pod", name, allocation.namespace, uid)
         where = f"node {allocation.node} went to {holder} in the same moment"
         if owner is None:
-            self._recorder.emit(
-                ref,
-                reason=contract.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
-                message=f"{where}; this pod waits until that domain leaves the node "
-                "(delete it to have it placed elsewhere)",
-                warning=True,
+            outcome = (
+                "this pod waits until that domain leaves the node "
+                "(delete it to have it placed elsewhere)"
             )
-            return
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
-        self._fence()
-        try:
-            self._api.delete(path, body=options)
-        except client.ApiError as exc:
-            if exc.failure in (client.Failure.NOT_FOUND, client.Failure.CONFLICT):
-                return
-            raise
+        else:
+            options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+            self._fence()
+            try:
+                self._api.delete(path, body=options)
+            except client.ApiError as exc:
+                if exc.failure in (client.Failure.NOT_FOUND, client.Failure.CONFLICT):
+                    return
+                raise
+            log.info("pod %s/%s stranded on node %s: deleted", allocation.namespace, name,
+                     allocation.node)  # fmt: skip
+            outcome = (
+                f"deleted so that {owner.get('kind')} {owner.get('name')} creates it again "
+                "on a node the scheduler now sees as free"
+            )
         self._recorder.emit(
-            ref,
+            events.ObjectRef("Pod", name, allocation.namespace, uid),
             reason=contract.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
-            message=f"{where}; deleted so that {owner.get('kind')} {owner.get('name')} creates "
-            "it again on a node the scheduler now sees as free",
+            message=f"{where}; {outcome}",
             warning=True,
         )
-        log.info("pod %s/%s stranded on node %s: deleted", allocation.namespace, name,
-                 allocation.node)  # fmt: skip

@@ -15,40 +15,13 @@ import time
 from collections.abc import Callable, Iterator
 
 import prometheus_client
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from computedomains import scrapegauge
 from computedomains.kube import client, requestmetrics
 
 _PREFIX = "computedomains_controller"
 _FORMATION_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600)
 _RECONCILE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-
-
-class _Live(Collector):
-    """Gauges computed at scrape time."""
-
-    def __init__(
-        self, domains: Callable[[], dict[str, int]], depth: Callable[[], int],
-        leader: Callable[[], bool],
-    ) -> None:  # fmt: skip
-        self._domains = domains
-        self._depth = depth
-        self._leader = leader
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            f"{_PREFIX}_domains", "ComputeDomains by their status", labels=["status"]
-        )
-        for status, count in sorted(self._domains().items()):
-            family.add_metric([status], count)
-        yield family
-        yield GaugeMetricFamily(
-            f"{_PREFIX}_queue_depth", "Domains waiting to be reconciled", value=self._depth()
-        )
-        yield GaugeMetricFamily(
-            f"{_PREFIX}_leader", "1 while this replica leads", value=int(self._leader())
-        )
 
 
 class ControllerMetrics:
@@ -102,7 +75,25 @@ class ControllerMetrics:
         leader: Callable[[], bool],
     ) -> None:  # fmt: skip
         """Export the scrape-time gauges from these sources."""
-        self.registry.register(_Live(domains, depth, leader))
+        for gauge in (
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_domains",
+                "ComputeDomains by their status",
+                lambda: {(status,): count for status, count in domains().items()},
+                labels=["status"],
+            ),
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_queue_depth",
+                "Domains waiting to be reconciled",
+                scrapegauge.value(depth),
+            ),
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_leader",
+                "1 while this replica leads",
+                scrapegauge.value(lambda: int(leader())),
+            ),
+        ):
+            self.registry.register(gauge)
 
 
 class FormationClock:

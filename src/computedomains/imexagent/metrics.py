@@ -2,35 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import prometheus_client
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from computedomains import scrapegauge
 from computedomains.kube import requestmetrics
 
 _PREFIX = "computedomains_imexagent"
 RESTART_CAUSES = ("crash", "domain")
 STATES = ("READY", "NOT_READY", "FAILED", "STOPPED")
-
-
-class _State(Collector):
-    """Reads the current report at scrape time, so the gauge cannot drift from the file."""
-
-    def __init__(self, source: Callable[[], str]) -> None:
-        self._source = source
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        state = self._source()
-        family = GaugeMetricFamily(
-            f"{_PREFIX}_imex_state",
-            "1 for the IMEX state this node reports now (the ImexStatus file's state), else 0",
-            labels=["state"],
-        )
-        for candidate in STATES:
-            family.add_metric([candidate], 1 if candidate == state else 0)
-        yield family
 
 
 class AgentMetrics:
@@ -72,4 +53,16 @@ class AgentMetrics:
 
     def track(self, source: Callable[[], str]) -> None:
         """Export the state gauge from ``source`` (the reported state)."""
-        self.registry.register(_State(source))
+
+        def states() -> scrapegauge.Samples:
+            current = source()
+            return {(state,): int(state == current) for state in STATES}
+
+        self.registry.register(
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_imex_state",
+                "1 for the IMEX state this node reports now (the ImexStatus file's state), else 0",
+                states,
+                labels=["state"],
+            )
+        )

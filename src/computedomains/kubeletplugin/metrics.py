@@ -7,32 +7,14 @@ import time
 from collections.abc import Callable, Iterator
 
 import prometheus_client
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from computedomains import scrapegauge
 from computedomains.kube import requestmetrics
 
 _PREFIX = "computedomains_kubeletplugin"
 OPERATIONS = ("prepare", "unprepare")
 # Prepare of a READY domain takes milliseconds; waiting for IMEX takes seconds.
 _BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
-
-
-class _PreparedDevices(Collector):
-    """Reads the checkpoint at scrape time, so the gauge can never drift from it."""
-
-    def __init__(self, source: Callable[[], dict[str, int]]) -> None:
-        self._source = source
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        family = GaugeMetricFamily(
-            f"{_PREFIX}_prepared_devices",
-            "Devices of completed claims on this node",
-            labels=["type"],
-        )
-        for device_type, count in sorted(self._source().items()):
-            family.add_metric([device_type], count)
-        yield family
 
 
 class PluginMetrics:
@@ -90,4 +72,11 @@ class PluginMetrics:
 
     def track(self, source: Callable[[], dict[str, int]]) -> None:
         """Export the prepared-devices gauge from ``source``."""
-        self.registry.register(_PreparedDevices(source))
+        self.registry.register(
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_prepared_devices",
+                "Devices of completed claims on this node",
+                lambda: {(kind,): count for kind, count in source().items()},
+                labels=["type"],
+            )
+        )

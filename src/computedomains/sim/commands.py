@@ -197,12 +197,20 @@ def _up_background(args: argparse.Namespace) -> int:
     return 0
 
 
-def _down(args: argparse.Namespace) -> int:
-    path = cluster.state_file(args.name)
+def _running(name: str) -> tuple[pathlib.Path, cluster.ClusterState] | None:
+    """The state file of the simulated cluster ``name`` and what it says; None (said) if none."""
+    path = cluster.state_file(name)
     if not path.exists():
-        print(f"No simulated cluster named {args.name!r} is running.")
+        print(f"No simulated cluster named {name!r} is running.")
+        return None
+    return path, cluster.ClusterState.read(path)
+
+
+def _down(args: argparse.Namespace) -> int:
+    running = _running(args.name)
+    if running is None:
         return 0
-    state = cluster.ClusterState.read(path)
+    path, state = running
     pids = [state.supervisor_pid, *state.children.values()]
     print(f"Stopping simulated cluster {args.name!r} (supervisor pid {state.supervisor_pid})...")
     processes.stop_pids([state.supervisor_pid], grace=30)
@@ -221,11 +229,10 @@ def _down(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    path = cluster.state_file(args.name)
-    if not path.exists():
-        print(f"No simulated cluster named {args.name!r} is running.")
+    running = _running(args.name)
+    if running is None:
         return 1
-    state = cluster.ClusterState.read(path)
+    state = running[1]
     alive = {name: processes.pid_alive(pid) for name, pid in state.children.items()}
     report: dict[str, Any] = {
         "name": state.name,

@@ -7,8 +7,8 @@ import time
 from collections.abc import Callable, Iterator
 
 import prometheus_client
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from computedomains import scrapegauge
 
 _PREFIX = "computedomains_webhook"
 PATHS = ("/convert", "/validate/computedomains", "/mutate/pods")
@@ -18,23 +18,6 @@ error: not a review (HTTP 400) or a failure of the webhook itself (HTTP 500); no
 admission review before the ComputeDomain cache synced (HTTP 503: the failurePolicy applies)."""
 OTHER_PATH = "other"
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
-
-
-class _Certificate(Collector):
-    """The serving certificate's end, read at scrape time."""
-
-    def __init__(self, not_after: Callable[[], float | None]) -> None:
-        self._not_after = not_after
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        value = self._not_after()
-        family = GaugeMetricFamily(
-            f"{_PREFIX}_certificate_expiry_timestamp_seconds",
-            "When the serving certificate in use ends (Unix time); absent before one is loaded",
-        )
-        if value is not None:
-            family.add_metric([], value)
-        yield family
 
 
 class WebhookMetrics:
@@ -80,4 +63,10 @@ class WebhookMetrics:
 
     def track(self, not_after: Callable[[], float | None]) -> None:
         """Export the serving certificate's end from ``not_after``."""
-        self.registry.register(_Certificate(not_after))
+        self.registry.register(
+            scrapegauge.ScrapeGauge(
+                f"{_PREFIX}_certificate_expiry_timestamp_seconds",
+                "When the serving certificate in use ends (Unix time); absent before one is loaded",
+                scrapegauge.value(not_after),
+            )
+        )

@@ -204,7 +204,7 @@ class Daemon:
         except (OSError, ValueError):
             return
         if answer["ok"]:
-            links.hold_incoming(conn)
+            links.hold_open(conn)
 
     def _command(self, conn: socket.socket, source: str) -> None:
         conn.settimeout(5)

@@ -219,19 +219,15 @@ class Links:
             if stop.is_set():
                 return
             self._held.add(sock)
-        sock.settimeout(None)
         try:
-            while sock.recv(4096):
-                pass
-        except OSError:
-            pass
+            hold_open(sock)
         finally:
             with self._lock:
                 self._held.discard(sock)
 
 
-def hold_incoming(sock: socket.socket) -> None:
-    """Keep an accepted peer connection until the peer closes it."""
+def hold_open(sock: socket.socket) -> None:
+    """Keep a peer connection until the peer closes it (or it is shut down here)."""
     sock.settimeout(None)
     try:
         while sock.recv(4096):
