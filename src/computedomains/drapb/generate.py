@@ -36,10 +36,16 @@ def generate(out: pathlib.Path) -> list[pathlib.Path]:
     return sorted(p for p in (out / HERE.relative_to(SRC)).iterdir() if p.name.endswith(_GENERATED))
 
 
+def _leftovers(made: list[pathlib.Path]) -> list[pathlib.Path]:
+    """Generated-looking files here that generation no longer makes (a removed proto's)."""
+    names = {f.name for f in made}
+    return sorted(p for p in HERE.glob("*_pb2*") if p.name not in names)
+
+
 def main() -> int:
-    """Write the stubs next to the protos, or with ``--check`` report whether they are stale."""
+    """Write the modules next to the protos, or with ``--check`` report whether they are stale."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="fail if the stubs are stale")
+    parser.add_argument("--check", action="store_true", help="fail if the modules are stale")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         files = generate(pathlib.Path(tmp))
@@ -49,13 +55,17 @@ def main() -> int:
                 for f in files
                 if not (HERE / f.name).exists() or not filecmp.cmp(f, HERE / f.name, shallow=False)
             ]
+            stale += [p.name for p in _leftovers(files)]
             if stale:
-                print(f"stale generated stubs: {', '.join(stale)}; run `make protos`")
+                print(f"stale generated modules: {', '.join(stale)}; run `make protos`")
                 return 1
             return 0
         for f in files:
             shutil.copyfile(f, HERE / f.name)
             print(f"wrote {HERE / f.name}")
+        for leftover in _leftovers(files):
+            leftover.unlink()
+            print(f"removed {leftover}")
     return 0
 
 

@@ -21,8 +21,8 @@ import grpc
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.sim.kubelet import backoff, dra
 
-KUBELET_SERVICES = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-"""What a 1.34+ kubelet speaks, preferred first."""
+KUBELET_SERVICES = tuple(services.DRA)
+"""What a 1.34+ kubelet speaks, preferred first (v1, then v1beta1)."""
 PLUGIN_TYPE = "DRAPlugin"
 CALL_TIMEOUT = 45.0
 """The kubelet's per-call timeout for NodePrepareResources/NodeUnprepareResources."""
