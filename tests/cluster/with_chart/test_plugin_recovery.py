@@ -193,7 +193,7 @@ def test_a_lost_checkpoint_keeps_the_label_and_the_claims_through_three_collecti
     interval = _plugin_args(api, chart).collection_interval
 
     def three_rounds() -> bool:
-        assert _node_label(api, RECOVERY_NODE) == uid, "a collection round dropped the label"
+        assert _node_label(api, RECOVERY_NODE) == uid, "the node left the domain"
         return _rounds(log) >= rounds[0] + 3
 
     waiting.until(
@@ -253,7 +253,7 @@ def test_a_claim_deleted_during_the_imex_wait_gets_nothing_and_frees_the_node(
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(dial.prepare, [claim])
         waiting.until(
-            "the plugin to join the node to the domain and wait for IMEX",
+            "the controller to give the node to the domain (its label) while the prepare waits",
             lambda: _node_label(api, RACE_NODE) == uid,
             timeout=30,
         )
@@ -263,7 +263,11 @@ def test_a_claim_deleted_during_the_imex_wait_gets_nothing_and_frees_the_node(
     assert "was deleted" in answer.error and list(answer.devices) == []
     assert not cdi.spec_path(tree.cdi, claim["uid"]).exists()
     assert claim["uid"] not in _claims_in_checkpoint(sim, RACE_NODE)
-    assert _node_label(api, RACE_NODE) is None
+    waiting.until(
+        "the controller to free the node (its label) once the claim is gone",
+        lambda: _node_label(api, RACE_NODE) is None,
+        timeout=30,
+    )
 
     other = domains.create_domain(api, namespace)
     taker = domains.create_pod(api, namespace, other, "taker", node=RACE_NODE)
@@ -275,7 +279,11 @@ def test_a_claim_deleted_during_the_imex_wait_gets_nothing_and_frees_the_node(
         lambda p: p.status.phase == "Running",
         timeout=120,
     )
-    assert _node_label(api, RACE_NODE) == other["metadata"]["uid"]
+    waiting.until(
+        "the controller to label the node for the domain that took it",
+        lambda: _node_label(api, RACE_NODE) == other["metadata"]["uid"],
+        timeout=30,
+    )
     _delete_pods(api, namespace, [taker], RACE_NODE)
 
 
@@ -286,12 +294,11 @@ def test_a_node_label_removed_by_hand_is_put_back_while_the_node_holds_claims(
     uid = domain["metadata"]["uid"]
     pods = domains.workers(api, namespace, domain, [LABEL_NODE])
     domains.wait_ready(api, namespace, domain, pods)
-    interval = _plugin_args(api, chart).collection_interval
     _set_label(api, LABEL_NODE, None)
     waiting.until(
-        "the next collection round to put the node label back",
+        "the controller to put the node label back",
         lambda: _node_label(api, LABEL_NODE) == uid,
-        timeout=interval + 30,
+        timeout=30,
         interval=0.5,
     )
     domains.wait_ready(api, namespace, domain, pods)
