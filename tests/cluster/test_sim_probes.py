@@ -180,16 +180,27 @@ def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_conta
                             timeout=60)  # fmt: skip
     assert not kube.pod_ready(pod) and pod.status.phase == "Running"
     assert kube.pod_condition(pod, "Ready").reason == "ContainersNotReady"
-    assert "503 " in _through_proxy(sim, ip, 80) and "no ready pod" in _through_proxy(sim, ip, 80)
+
+    def routes_nowhere() -> bool:
+        answer = _through_proxy(sim, ip, 80)
+        return answer.startswith("HTTP/1.1 503 ") and "no ready pod" in answer
+
+    # The proxy routes by its own watch of the pods, which sees a readiness change a moment late.
+    waiting.until("the proxy to route nowhere while both are unready", routes_nowhere, timeout=30)
     # One ready: every connection goes to it.
     (state / second.metadata.name / "unready").unlink()
     waiting.until(f"{second.metadata.name} to become Ready", ready(second), timeout=60)
+    waiting.until(
+        f"the proxy to route to {second.metadata.name}",
+        lambda: _through_proxy(sim, ip, 80) == second.metadata.name,
+        timeout=30,
+    )
     assert {_through_proxy(sim, ip, 80) for _ in range(5)} == {second.metadata.name}
     assert not ready(first)(), "the other still fails its readiness probe"
     # It fails again: the proxy stops routing to it.
     (state / second.metadata.name / "unready").touch()
     waiting.until(f"{second.metadata.name} to be unready", lambda: not ready(second)(), timeout=60)
-    assert "no ready pod" in _through_proxy(sim, ip, 80)
+    waiting.until("the proxy to route nowhere again", routes_nowhere, timeout=30)
 
     # Liveness: the container is killed (SIGTERM) and started again; the pod stays.
     starts = state / first.metadata.name / "starts"

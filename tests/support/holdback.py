@@ -5,6 +5,11 @@ already on their way) while everything it sends waits in the proxy until :meth:`
 a network that delays one replica's requests, as a congested link or a paused sidecar
 would. TLS passes through untouched, so the component still authenticates to the real
 API server and verifies its certificate (both listen on 127.0.0.1).
+
+What is held is application data: a connection opened while holding still completes its
+handshake (its TLS handshake records pass), so its first request is sent, from the
+client's side, and waits here like one on a connection opened before. Holding the handshake
+as well would make such a request a connect failure that never reaches the server.
 """
 
 from __future__ import annotations
@@ -14,9 +19,18 @@ import pathlib
 import queue
 import socket
 import threading
-from typing import Any
+from typing import Any, TypeAlias
 
 import yaml
+
+_APPLICATION_DATA = 23
+"""TLS record content type of everything encrypted (TLS 1.3 sends even its last handshake
+message, the client's Finished, as one)."""
+_RECORD_HEADER = 5
+"""Content type (1 byte), legacy version (2), length (2)."""
+
+Record: TypeAlias = tuple[int, bytes]
+"""A TLS record as it goes up: its content type and its bytes, header included."""
 
 
 class HoldBackProxy:
@@ -74,7 +88,7 @@ class HoldBackProxy:
             upstream = socket.create_connection(self._target)
             with self._lock:
                 self._sockets += [downstream, upstream]
-            held: queue.Queue[bytes] = queue.Queue()
+            held: queue.Queue[Record | None] = queue.Queue()
             for target, args in (
                 (self._read, (downstream, held)),
                 (self._send_when_open, (held, upstream)),
@@ -83,25 +97,39 @@ class HoldBackProxy:
                 threading.Thread(target=target, args=args, daemon=True).start()
 
     @staticmethod
-    def _read(source: socket.socket, held: queue.Queue[bytes]) -> None:
-        """Read what the client sends as it comes, so the client never blocks on us."""
+    def _read(source: socket.socket, held: queue.Queue[Record | None]) -> None:
+        """Read what the client sends as it comes, so the client never blocks on us, and cut
+        it into TLS records."""
+        pending = b""
         try:
             while data := source.recv(65536):
-                held.put(data)
+                pending += data
+                while len(pending) >= _RECORD_HEADER:
+                    end = _RECORD_HEADER + int.from_bytes(pending[3:_RECORD_HEADER], "big")
+                    if len(pending) < end:
+                        break
+                    held.put((pending[0], pending[:end]))
+                    pending = pending[end:]
         except OSError:
             pass
-        held.put(b"")
+        if pending:
+            held.put((_APPLICATION_DATA, pending))
+        held.put(None)
 
-    def _send_when_open(self, held: queue.Queue[bytes], dest: socket.socket) -> None:
-        """Send what was held; a client that gave up meanwhile does not close the way up.
+    def _send_when_open(self, held: queue.Queue[Record | None], dest: socket.socket) -> None:
+        """Send handshake records at once and application data once open, in order (a record
+        behind a held one waits with it); a client that gave up meanwhile does not close the
+        way up.
 
         The API server cancels a request whose connection it sees closed, so passing the
         client's close on would drop the held request it follows: a write delayed in the
         network still arrives whole. The way up closes with the proxy (:meth:`close`).
         """
         try:
-            while data := held.get():
-                self._open.wait()
+            while (record := held.get()) is not None:
+                kind, data = record
+                if kind == _APPLICATION_DATA:
+                    self._open.wait()
                 dest.sendall(data)
         except OSError:
             pass
