@@ -99,18 +99,25 @@ class ControllerProcess:
         """One sample's value (0 when absent)."""
         return self.samples().get((name, tuple(sorted(labels.items()))), 0.0)
 
-    def writes(self, *, resources: tuple[str, ...] = ()) -> float:
-        """API writes so far (leases excluded), optionally only to ``resources``."""
-        total = 0.0
+    def write_counts(self) -> dict[tuple[str, str, str], float]:
+        """API writes so far (leases excluded) by (verb, resource, code): a diff names them."""
+        counts: dict[tuple[str, str, str], float] = {}
         for (name, labels), count in self.samples().items():
             fields = dict(labels)
             if name != "computedomains_controller_api_requests_total":
                 continue
             if fields["verb"] not in WRITE_VERBS or fields["resource"] == "leases":
                 continue
-            if not resources or fields["resource"] in resources:
-                total += count
-        return total
+            counts[(fields["verb"], fields["resource"], fields["code"])] = count
+        return counts
+
+    def writes(self, *, resources: tuple[str, ...] = ()) -> float:
+        """API writes so far (leases excluded), optionally only to ``resources``."""
+        return sum(
+            count
+            for (_, resource, _), count in self.write_counts().items()
+            if not resources or resource in resources
+        )
 
     def conflicts(self) -> float:
         """409 answers so far (leases and nodes excluded).

@@ -2,11 +2,12 @@
 
 Order matters where others wait on us: the finalizer first (so a deletion can never skip the
 clean-up), then the template, then the cliques (the membership record: agents and prepares wait
-on it), the node labels (its copy), Events, and the status last (people read it; nothing waits
-on it). Every update carries the resourceVersion
-it was computed from, starting from the cache overlaid with our own latest writes, so a
-single writer never meets a conflict. Any API error aborts the round: the work queue retries
-the domain with backoff, and the next round recomputes everything from the caches.
+on it), Events, the status (people and the formation clock read it), and the node labels last:
+they are only a copy of the record for the incumbent's tools, so up to one patch per member
+must not delay what others wait for. Every update carries the resourceVersion it was computed
+from, starting from the cache overlaid with our own latest writes, so a single writer never
+meets a conflict. Any API error aborts the round: the work queue retries the domain with
+backoff, and the next round recomputes everything from the caches.
 
 Writes are fenced twice. Before each one, ``may_write`` (the elector's own view of its
 lease) must still say yes, or :class:`writes.Fenced` aborts the round: a replica whose lease
@@ -121,7 +122,6 @@ class Reconciler:
             self._delete_template(domain)
         self._write_cliques(domain.uid, plan.cliques, plan.clique_members)
         self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
-        failed_label, lost_label = self._write_labels(plan.labels)
         for event in plan.events:
             self._emit(domain, event)
         if plan.status is not None:
@@ -138,6 +138,7 @@ class Reconciler:
             if plan.status is not None:
                 self._next_flush[uid] = now + STATUS_INTERVAL
                 self._members[uid] = plan.members  # the full list behind the written one
+        failed_label, lost_label = self._write_labels(plan.labels)
         if plan.remove_finalizer:
             self._finalizer(raw, present=False)
             self._forget(uid)

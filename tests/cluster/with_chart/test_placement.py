@@ -58,6 +58,15 @@ def _holder_of(api: client.ApiClient, node: str) -> str:
     return str(labels.get(constants.COMPUTE_DOMAIN_LABEL, ""))
 
 
+def _wait_held(api: client.ApiClient, holders: dict[str, str]) -> None:
+    """Wait for each node's label copy to name its domain's UID (written after the status)."""
+    waiting.until(
+        f"the domain label copies {holders}",
+        lambda: {node: _holder_of(api, node) for node in holders} == holders,
+        timeout=30,
+    )
+
+
 def _namespaces(api: client.ApiClient, count: int) -> list[str]:
     core = client.CoreV1Api(api)
     names = [f"tenant-{uuid.uuid4().hex[:6]}" for _ in range(count)]
@@ -107,9 +116,8 @@ def test_ten_domains_created_at_once_all_start_beside_a_running_one(
         placed = {ns: _running_node(api, ns) for ns in tenants}
         assert not set(placed.values()) & set(nodes), placed
         assert len(set(placed.values())) == len(tenants), f"two domains share a node: {placed}"
-        for ns, domain in zip(tenants, created, strict=True):
-            assert _holder_of(api, placed[ns]) == domain["metadata"]["uid"]
-        assert {_holder_of(api, n) for n in nodes} == {first["metadata"]["uid"]}
+        held = {placed[ns]: d["metadata"]["uid"] for ns, d in zip(tenants, created, strict=True)}
+        _wait_held(api, held | dict.fromkeys(nodes, first["metadata"]["uid"]))
         if _binding_conditions(api):
             assert _refusals(api, [namespace, *tenants]) == []
     finally:
@@ -201,7 +209,7 @@ def test_a_domain_aimed_only_at_a_held_node_waits_with_a_reason_then_runs(
         assert _node_of(api, tenants[1], "worker") == ""  # never bound, never prepared
         core.delete_namespaced_pod("worker", tenants[0], grace_period_seconds=0)
         domains.wait_ready(api, tenants[1], waiter, ["worker"])
-        assert _holder_of(api, node) == waiter["metadata"]["uid"]
+        _wait_held(api, {node: waiter["metadata"]["uid"]})
         assert _refusals(api, tenants) == []
     finally:
         _cleanup(api, tenants)

@@ -169,6 +169,13 @@ def test_a_lost_checkpoint_keeps_the_label_and_the_claims_through_three_collecti
     uid = domain["metadata"]["uid"]
     pods = domains.workers(api, namespace, domain, [RECOVERY_NODE], per_node=2)
     domains.wait_ready(api, namespace, domain, pods)
+    # The label is the controller's copy, written after the status: wait for it once, so the
+    # rounds below can hold it to staying put.
+    waiting.until(
+        f"the controller's label copy on {RECOVERY_NODE}",
+        lambda: _node_label(api, RECOVERY_NODE) == uid,
+        timeout=30,
+    )
     mine = {
         u: e
         for u, e in _claims_in_checkpoint(sim, RECOVERY_NODE).items()
