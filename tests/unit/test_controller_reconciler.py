@@ -178,3 +178,45 @@ def test_the_snapshot_keeps_an_unreadable_clique_frozen() -> None:
     path = resources.CLIQUES.path(listed["metadata"]["name"], namespace=DRIVER_NS)
     assert [c for c in api.writes() if c[1] == path] == []
     assert "CliqueFrozen" in api.event_reasons()
+
+
+class RefusingNodes(Api):
+    """The in-memory API, refusing Node patches for the nodes in ``refused`` (a webhook)."""
+
+    refused: frozenset[str] = frozenset()
+
+    def patch(self, path: str, body: Any, **kwargs: Any) -> dict[str, Any]:
+        if path.rsplit("/", 1)[-1] in self.refused and path.startswith("/api/v1/nodes/"):
+            self.calls.append(("PATCH", path))
+            raise client.ApiError(403, "Forbidden", "denied by a node policy")
+        return super().patch(path, body, **kwargs)
+
+
+def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_nothing() -> None:
+    api = RefusingNodes()
+    api.refused = frozenset({"b"})
+    names = ("a", "b", "c", "d")
+    listed = [{"metadata": {"name": n, "uid": f"node-{n}", "resourceVersion": "1",
+                            "labels": {constants.CLIQUE_LABEL: C1}}} for n in names]  # fmt: skip
+    held = [channel_claim(f"c-{n}", UID, node=n, binding=False) for n in names]
+    subject = reconciler(api, domain=domain_object(), nodes=listed, claims=held)
+    for node in listed:
+        api.objects[resources.NODES.path(node["metadata"]["name"])] = copy.deepcopy(node)
+    taken = api.objects[resources.NODES.path("c")]
+    taken["metadata"]["labels"][constants.COMPUTE_DOMAIN_LABEL] = "another-domain"
+    api._bump(taken)  # since the snapshot: c's write conflicts, reads again, leaves it alone
+    with pytest.raises(client.ApiError) as refused:
+        subject.reconcile(UID)
+    assert refused.value.status == 403  # the round is retried with backoff
+    assert api.objects[DOMAIN_PATH]["status"]["nodes"]  # written all the same, and first:
+    status_write = api.calls.index(("PUT", f"{DOMAIN_PATH}/status"))
+    node_writes = [i for i, c in enumerate(api.calls) if c[1].startswith("/api/v1/nodes/")]
+    assert node_writes and min(node_writes) > status_write
+    labels = {n: api.objects[resources.NODES.path(n)]["metadata"]["labels"] for n in names}
+    held_by = {n: v.get(constants.COMPUTE_DOMAIN_LABEL, "") for n, v in labels.items()}
+    assert held_by == {"a": UID, "b": "", "c": "another-domain", "d": UID}
+    api.refused = frozenset()
+    assert subject.reconcile(UID) is not None  # c's lost write: planned again shortly
+    assert api.objects[resources.NODES.path("b")]["metadata"]["labels"][
+        constants.COMPUTE_DOMAIN_LABEL
+    ] == UID

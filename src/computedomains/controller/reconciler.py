@@ -20,6 +20,7 @@ itself, is retried on a fresh copy.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import logging
 import threading
@@ -47,6 +48,9 @@ arrive one by one."""
 
 LABEL_RETRY_SECONDS = 1.0
 """A label write that found the label changed since the snapshot is planned again after this."""
+
+LABEL_WRITERS = 6
+"""Label copies written at once: a round's 18 Node patches take about three patches' time."""
 
 _TAKEN = "taken"
 """Template trouble: a foreign object has the template's name."""
@@ -362,29 +366,35 @@ class Reconciler:
         A copy that cannot be written (an admission webhook refusing Node patches, say) must
         not hold up what others wait for: the status, Events and a deletion's release. A write
         that found the label changed since the snapshot (another domain's round took it away
-        first) is planned again shortly.
+        first) is planned again shortly. The writes go out side by side (each fenced on its
+        own): the domain's next round waits for the slowest, not for their sum.
         """
-        failed: Exception | None = None
-        lost = False
-        for write in labels:
-            self._fence()
-            try:
-                done = nodes.set_label_if(
-                    self._api, write.node, constants.COMPUTE_DOMAIN_LABEL,
-                    expected=write.expected, value=write.value,
-                    resource_version=write.resource_version,
-                )  # fmt: skip
-            except client.API_ERRORS as exc:
-                log.warning("node %s: cannot write the domain label: %s", write.node, exc)
-                failed = failed or exc
-                continue
-            if done:
-                was, now = write.expected or "-", write.value or "-"
-                log.info("node %s: domain label %s -> %s", write.node, was, now)
-            lost = lost or not done
-            if done and write.value:
+        if not labels:
+            return None, False
+        workers = min(len(labels), LABEL_WRITERS)
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="label") as pool:
+            outcomes = list(pool.map(self._write_label, labels))
+        failed = next((o for o in outcomes if isinstance(o, Exception)), None)
+        return failed, any(o is False for o in outcomes)
+
+    def _write_label(self, write: nodelabels.LabelWrite) -> bool | Exception:
+        """One label copy: whether it was written, or the API failure that stopped it."""
+        self._fence()
+        try:
+            done = nodes.set_label_if(
+                self._api, write.node, constants.COMPUTE_DOMAIN_LABEL,
+                expected=write.expected, value=write.value,
+                resource_version=write.resource_version,
+            )  # fmt: skip
+        except client.API_ERRORS as exc:
+            log.warning("node %s: cannot write the domain label: %s", write.node, exc)
+            return exc
+        if done:
+            was, now = write.expected or "-", write.value or "-"
+            log.info("node %s: domain label %s -> %s", write.node, was, now)
+            if write.value:
                 self._trace.stage(trace.Stage.NODE_LABELED, domain=write.value, node=write.node)
-        return failed, lost
+        return done
 
     # -- helpers --------------------------------------------------------------------------
 
