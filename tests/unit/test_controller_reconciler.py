@@ -217,6 +217,5 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     assert held_by == {"a": UID, "b": "", "c": "another-domain", "d": UID}
     api.refused = frozenset()
     assert subject.reconcile(UID) is not None  # c's lost write: planned again shortly
-    assert api.objects[resources.NODES.path("b")]["metadata"]["labels"][
-        constants.COMPUTE_DOMAIN_LABEL
-    ] == UID
+    b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
+    assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID
