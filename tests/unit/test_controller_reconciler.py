@@ -14,6 +14,7 @@ import pytest
 from computedomains.api import constants, resources
 from computedomains.api.domainview import Domain
 from computedomains.controller import metrics, objects
+from computedomains.controller import reconciler as reconciler_module
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
 from computedomains.controller.reconciler import Reconciler
@@ -192,7 +193,10 @@ class RefusingNodes(Api):
         return super().patch(path, body, **kwargs)
 
 
-def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_nothing() -> None:
+def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reconciler_module, "LABEL_WRITERS", 1)  # b's refusal comes before d
     api = RefusingNodes()
     api.refused = frozenset({"b"})
     names = ("a", "b", "c", "d")
@@ -216,6 +220,7 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     held_by = {n: v.get(constants.COMPUTE_DOMAIN_LABEL, "") for n, v in labels.items()}
     assert held_by == {"a": UID, "b": "", "c": "another-domain", "d": UID}
     api.refused = frozenset()
-    assert subject.reconcile(UID) is not None  # c's lost write: planned again shortly
+    again = subject.reconcile(UID)  # c's lost write: planned again shortly
+    assert again == reconciler_module.LABEL_RETRY_SECONDS
     b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
     assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID
