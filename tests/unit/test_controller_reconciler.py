@@ -14,10 +14,9 @@ import pytest
 from computedomains.api import constants, resources
 from computedomains.api.domainview import Domain
 from computedomains.controller import metrics, objects
-from computedomains.controller import reconciler as reconciler_module
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
-from computedomains.controller.reconciler import Reconciler
+from computedomains.controller.reconciler import LABEL_RETRY_SECONDS, Reconciler
 from computedomains.kube import client, events, writes
 from tests.support.channelclaims import channel_claim
 from tests.support.fakeapi import FakeApi
@@ -196,7 +195,8 @@ class RefusingNodes(Api):
 def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_nothing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reconciler_module, "LABEL_WRITERS", 1)  # b's refusal comes before d
+    # One writer: b's refusal comes before d's write, which must still go out.
+    monkeypatch.setattr("computedomains.controller.reconciler.LABEL_WRITERS", 1)
     api = RefusingNodes()
     api.refused = frozenset({"b"})
     names = ("a", "b", "c", "d")
@@ -221,6 +221,6 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     assert held_by == {"a": UID, "b": "", "c": "another-domain", "d": UID}
     api.refused = frozenset()
     again = subject.reconcile(UID)  # c's lost write: planned again shortly
-    assert again == reconciler_module.LABEL_RETRY_SECONDS
+    assert again == LABEL_RETRY_SECONDS
     b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
     assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID
