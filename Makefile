@@ -15,18 +15,18 @@ PYTEST_ARGS ?=
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml sim/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e ./sim
 	touch $@
 
 .PHONY: venv
-venv: $(VENV)/.installed ## create .venv with the package and its dev tools
+venv: $(VENV)/.installed ## create .venv with the package, the simulator (sim/) and the dev tools
 
 .PHONY: tools
 tools: venv ## build etcd, kube-*, kwok, helm v3/v4 into ~/.cache/compute-domains (once)
-	$(PY) -m computedomains tools build
+	$(PY) -m cdsim tools build
 
 TYPECHECK_TREE := build/typecheck
 
@@ -36,13 +36,13 @@ typecheck: venv ## mypy --strict over the package as installed (hooks/, node-ini
 	ln -s $(CURDIR)/src/computedomains/* $(TYPECHECK_TREE)/computedomains/
 	ln -s $(CURDIR)/hooks $(TYPECHECK_TREE)/computedomains/hooks
 	ln -s $(CURDIR)/node-init $(TYPECHECK_TREE)/computedomains/nodeinit
-	$(VENV)/bin/mypy $(TYPECHECK_TREE)/computedomains tests
+	$(VENV)/bin/mypy $(TYPECHECK_TREE)/computedomains sim/cdsim tests
 
 .PHONY: lint
 lint: typecheck ## ruff (lint + format check), mypy --strict, import layers
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	PYTHONPATH=$(TYPECHECK_TREE) $(VENV)/bin/lint-imports
+	PYTHONPATH=$(TYPECHECK_TREE):sim $(VENV)/bin/lint-imports
 
 .PHONY: format
 format: venv ## apply ruff's formatting and safe fixes
@@ -58,7 +58,7 @@ FALLBACK_KUBE_VERSION ?= 1.34
 
 .PHONY: test-fallback
 test-fallback: venv ## placement on Kubernetes 1.34 (no device taints, no binding conditions): docs/placement.md
-	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m computedomains tools build
+	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m cdsim tools build
 	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m pytest -p no:cacheprovider \
 	  tests/cluster/with_chart/test_placement.py $(PYTEST_ARGS)
 
@@ -70,14 +70,14 @@ MATRIX_TESTS ?= tests/cluster/with_chart/test_placement.py tests/cluster/with_ch
 test-matrix: venv ## placement, formation and upgrade tests on each Kubernetes of MATRIX_KUBE_VERSIONS (not in CI)
 	@for version in $(MATRIX_KUBE_VERSIONS); do \
 	  echo "== Kubernetes $$version"; \
-	  COMPUTE_DOMAINS_KUBE_VERSION=$$version $(PY) -m computedomains tools build || exit 1; \
+	  COMPUTE_DOMAINS_KUBE_VERSION=$$version $(PY) -m cdsim tools build || exit 1; \
 	  COMPUTE_DOMAINS_KUBE_VERSION=$$version $(PY) -m pytest -p no:cacheprovider $(MATRIX_TESTS) \
 	    $(PYTEST_ARGS) || exit 1; \
 	done
 
 .PHONY: demo
 demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDomain form (Ctrl-C stops)
-	$(PY) -m computedomains demo
+	$(PY) -m cdsim demo
 
 .PHONY: bench
 bench: tools ## benchmarks (tests/benchmarks): JSON, REPORT.md and plots in benchmark-results/
@@ -98,7 +98,7 @@ CHART_PROFILES := $(wildcard values/*.yaml)
 .PHONY: chart-lint
 chart-lint: venv ## helm lint --strict and helm template of the chart, helm 3 and 4, every values/ profile
 	@set -e; for major in helm3 helm4; do \
-	  helm=$$($(PY) -m computedomains tools path $$major); \
+	  helm=$$($(PY) -m cdsim tools path $$major); \
 	  for profile in "" $(CHART_PROFILES); do \
 	    args="--namespace compute-domains$${profile:+ --values $$profile}"; \
 	    echo "[$$major] lint + template$${profile:+ with $$profile}"; \

@@ -22,8 +22,8 @@ import pytest
 from kubernetes import client
 from pytest_helm_charts import fixtures as helm_charts
 
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import topology
+from cdsim import cluster as sim_cluster
+from cdsim import topology
 from tests.support import clusters, kube, lifecycle
 
 

@@ -28,9 +28,6 @@ COMPONENTS = (
 )  # fmt: skip
 """The long-running components: each one's subcommand, flags and the module that serves."""
 
-_SIM_COMMANDS = frozenset({"sim", "tools", "demo"})
-"""Subcommands of the simulated cluster: only they import it (and cryptography, for its PKI),
-so no component's start-up pays for them (docs/architecture.md)."""
 _HOOKS_COMMAND = "hooks"
 """Only ``hooks`` imports the hook programs and, through them, the generated Kubernetes client."""
 
@@ -44,7 +41,7 @@ class _Version(argparse.Action):
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """The argument parser; the simulator's subcommands only when ``argv`` may name one.
+    """The argument parser; the hooks' subcommands only when ``argv`` may name them.
 
     ``argv`` None (or help, or no subcommand yet) registers every subcommand.
     """
@@ -55,10 +52,6 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     subparsers = parser.add_subparsers(dest="command", required=True)
     command = next((a for a in argv or () if not a.startswith("-")), None)
-    if command is None or command in _SIM_COMMANDS:
-        from computedomains.sim import commands as sim_commands  # noqa: PLC0415 - see above
-
-        sim_commands.add_parsers(subparsers)
     if command is None or command == _HOOKS_COMMAND:
         from computedomains.hooks import commands as hooks_commands  # noqa: PLC0415 - see above
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster, topology
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster, topology
 from tests.chart import rendering
 from tests.support import clusters, kube
 

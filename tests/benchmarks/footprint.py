@@ -19,8 +19,8 @@ from typing import Any
 
 from prometheus_client import parser
 
+from cdsim.fakeimex import install as fake_imex
 from computedomains import waiting
-from computedomains.sim.fakeimex import install as fake_imex
 
 COMPONENTS = {
     "kubelet-plugin": ("kubelet-plugin",),
@@ -79,8 +79,10 @@ def component_of(argv: list[str]) -> str:
     if "-m" in argv[:-1]:
         module = argv[argv.index("-m") + 1]
         rest = argv[argv.index("-m") + 2 :]
+        if module == "cdsim" and rest[:1] == ["kubelet"]:
+            return "simulated kubelet"
         if module == "computedomains" and rest:
-            return "simulated kubelet" if rest[:2] == ["sim", "kubelet"] else rest[0]
+            return rest[0]
         return ""
     if "-c" in argv[:-1]:  # the fake IMEX's scripts run their role's main through -c
         program = argv[argv.index("-c") + 1]

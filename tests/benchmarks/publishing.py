@@ -10,9 +10,9 @@ from typing import Any
 
 from kubernetes import client
 
+from cdsim import nodes
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import nodes
 
 
 def sim_nodes(api: Any) -> list[Any]:

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
+from cdsim import controlplane
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import controlplane
 from tests.benchmarks import nodeside, report
 from tests.support import clusters, plugin
 from tests.support.controller import WRITE_VERBS, ControllerProcess, G, V, custom, slots

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from cdsim import cluster, topology
+from cdsim.kubelet import backoff
 from computedomains.kube import client as kube_client
 from computedomains.kube import events
-from computedomains.sim import cluster, topology
-from computedomains.sim.kubelet import backoff
 from tests.benchmarks import report
 
 CLAIMS = 10

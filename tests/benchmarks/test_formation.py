@@ -25,11 +25,11 @@ from typing import Any, cast
 import pytest
 from kubernetes import client, watch
 
+from cdsim import cluster, plaindra
+from cdsim.kubelet import main as sim_kubelet
 from computedomains import trace, waiting
 from computedomains.api import constants
 from computedomains.kube import client as kube_client
-from computedomains.sim import cluster, plaindra
-from computedomains.sim.kubelet import main as sim_kubelet
 from tests.benchmarks import conftest, footprint, ownmetrics, publishing, report, workload
 from tests.benchmarks.conftest import NAMESPACE
 from tests.support import kube

@@ -25,10 +25,10 @@ import urllib3
 from kubernetes import client
 from prometheus_client import parser
 
+from cdsim import cluster, topology
+from cdsim import nodes as sim_nodes
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster, topology
-from computedomains.sim import nodes as sim_nodes
 from tests.benchmarks import footprint, ownmetrics, report, test_node_footprint
 from tests.benchmarks.conftest import NAMESPACE, chart_cluster
 from tests.support import domains

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
-from computedomains.sim import controlplane
+from cdsim import controlplane
 from tests.benchmarks import report
 from tests.support import clusters
 from tests.support import migration as mig

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from computedomains.sim import cluster
+from cdsim import cluster
 from tests.benchmarks import footprint, publishing, report
 from tests.benchmarks import test_formation as formation
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster
 from computedomains.api import constants, placement
-from computedomains.sim import cluster
 from tests.benchmarks import report
 from tests.support import domains, kube
 

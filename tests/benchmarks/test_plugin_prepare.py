@@ -19,8 +19,8 @@ import grpc
 import pytest
 from kubernetes import client
 
+from cdsim import cluster, topology
 from computedomains.drapb import dra_v1_pb2, services
-from computedomains.sim import cluster, topology
 from tests.benchmarks import report
 from tests.support import clusters, kube, plugin
 

@@ -30,8 +30,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster
 from computedomains import waiting
-from computedomains.sim import cluster
 from tests.benchmarks import conftest, ownmetrics, publishing, report
 from tests.support import domains, kube
 

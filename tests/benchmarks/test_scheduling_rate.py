@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from cdsim import cluster, plaindra
 from computedomains import waiting
 from computedomains.kube import client as kube_client
-from computedomains.sim import cluster, plaindra
 from tests.benchmarks import publishing, report, workload
 from tests.benchmarks import test_formation as formation
 from tests.benchmarks.conftest import NAMESPACE

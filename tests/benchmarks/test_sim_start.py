@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 
-from computedomains.sim import cluster, topology
+from cdsim import cluster, topology
 from tests.benchmarks import report
 
 RUNS = 3

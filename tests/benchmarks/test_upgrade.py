@@ -13,8 +13,8 @@ import uuid
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
 from tests.benchmarks import report
 from tests.chart import rendering
 from tests.support import lifecycle, previous

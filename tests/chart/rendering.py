@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from computedomains.sim import tools
+from cdsim import tools
 from tests.support import helm
 
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -19,9 +19,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import kubeconfig
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.kube import kubeconfig
 from tests.chart import rendering as r
 from tests.support import clusters, helm, kube
 

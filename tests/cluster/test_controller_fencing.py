@@ -26,10 +26,10 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
+from cdsim import cluster as sim_cluster
+from cdsim import kubeconfig
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.kube import kubeconfig
-from computedomains.sim import cluster as sim_cluster
 from tests.support import clusters, kube, plugin
 from tests.support.controller import (
     Agents,

@@ -16,9 +16,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
 from tests.support import clusters, kube, plugin
 from tests.support.controller import (
     Agents,

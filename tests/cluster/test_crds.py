@@ -16,6 +16,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import tools
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api.models import (
@@ -25,7 +26,6 @@ from computedomains.api.models import (
     Status,
 )
 from computedomains.api.schema import DNS1123_SUBDOMAIN, ValidationError
-from computedomains.sim import tools
 from tests.support import clusters, helm, kube
 
 pytestmark = pytest.mark.cluster

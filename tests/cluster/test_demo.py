@@ -1,4 +1,4 @@
-"""`computedomains demo --until-ready` works without a terminal, from a clean start to Ready,
+"""`cdsim demo --until-ready` works without a terminal, from a clean start to Ready,
 while another demo runs on the same machine (as `make demo` may while `make test` runs)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CLUSTER_UP = re.compile(r"^Simulated cluster (\S+) up: ", re.M)
 
 
-DEMO = (sys.executable, "-m", "computedomains", "demo")
+DEMO = (sys.executable, "-m", "cdsim", "demo")
 
 
 def _cluster_name(log: pathlib.Path) -> str | None:
@@ -65,7 +65,7 @@ def test_demo_runs_to_a_ready_domain_beside_another_demo(tmp_path: pathlib.Path)
         other.wait(timeout=180)
     name = _cluster_name(log)
     assert name is not None and name != other_name, (name, other_name)
-    assert f"  status      computedomains sim status --name {name}" in text
+    assert f"  status      cdsim status --name {name}" in text
     assert "ComputeDomain demo/nccl-allreduce is Ready" in text
     assert "pods 4/4 Running | members 4/4 IMEX-ready" in text
     kubeconfig = re.search(r"^  kubeconfig  (\S+)$", text, re.M)

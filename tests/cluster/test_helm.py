@@ -8,8 +8,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import tools
 from computedomains import waiting
-from computedomains.sim import tools
 from tests.support import clusters, helm, kube
 
 pytestmark = pytest.mark.cluster

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from cdsim import tools
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.hooks import compat
-from computedomains.sim import tools
 from tests.support import clusters, helm, kube, lifecycle
 from tests.support import migration as mig
 

@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.imexagent import render
-from computedomains.sim import cluster as sim_cluster
 from tests.support import imexagent, plugin
 from tests.support.imexagent import Agent
 

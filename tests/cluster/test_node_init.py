@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from cdsim import cluster as sim_cluster
+from cdsim import topology
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, fabricverdict
 from computedomains.api.fabricverdict import VerdictKind
@@ -19,8 +21,6 @@ from computedomains.fabric import discovery
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
 from computedomains.nodeinit import run, settings
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import topology
 from tests.support import clusters
 
 pytestmark = pytest.mark.cluster

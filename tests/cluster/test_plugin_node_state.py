@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants, models
 from computedomains.controller import objects
 from computedomains.kubeletplugin import cdi
-from computedomains.sim import cluster as sim_cluster
 from tests.support import kube, plugin
 
 pytestmark = pytest.mark.cluster

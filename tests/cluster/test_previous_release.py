@@ -13,10 +13,10 @@ import subprocess
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim import processes, tools
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes, tools
 from tests.support import clusters, helm, kube, previous
 
 pytestmark = pytest.mark.cluster

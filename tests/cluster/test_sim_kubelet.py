@@ -14,10 +14,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim import processes
+from cdsim.kubelet import dra, node
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes
-from computedomains.sim.kubelet import dra, node
 from tests.support import clusters, fakedra, kube
 
 pytestmark = pytest.mark.cluster

@@ -20,9 +20,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim.kubelet import serviceproxy
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim.kubelet import serviceproxy
 from tests.support import kube
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]

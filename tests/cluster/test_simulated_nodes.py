@@ -11,8 +11,8 @@ import uuid
 import pytest
 from kubernetes import client
 
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import hosttree, nodes
+from cdsim import cluster as sim_cluster
+from cdsim import hosttree, nodes
 
 pytestmark = pytest.mark.cluster
 

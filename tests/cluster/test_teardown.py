@@ -16,9 +16,9 @@ import uuid
 
 import pytest
 
+from cdsim import cluster as sim_cluster
+from cdsim import processes, topology
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes, topology
 
 SMALL = topology.Topology(racks=1, nodes_per_rack=2)
 
@@ -83,8 +83,7 @@ def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterS
         [
             sys.executable,
             "-m",
-            "computedomains",
-            "sim",
+            "cdsim",
             "up",
             "--name",
             name,
@@ -112,7 +111,7 @@ def test_ctrl_c_on_sim_up_stops_everything() -> None:
     child, state = _start_cli(name)
     pids = list(state.children.values())
     status = subprocess.run(
-        [sys.executable, "-m", "computedomains", "sim", "status", "--name", name, "--json"],
+        [sys.executable, "-m", "cdsim", "status", "--name", name, "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -143,7 +142,7 @@ def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
     assert pathlib.Path(state.directory).exists(), "files outlive a SIGKILL; sim down removes them"
 
     down = subprocess.run(
-        [sys.executable, "-m", "computedomains", "sim", "down", "--name", name],
+        [sys.executable, "-m", "cdsim", "down", "--name", name],
         capture_output=True,
         text=True,
         timeout=120,

@@ -18,9 +18,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import controlplane
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import controlplane
 from tests.support import kube
 from tests.support import webhook as wh
 

@@ -24,9 +24,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim import pki
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import pki
 from tests.support import kube
 
 pytestmark = pytest.mark.cluster

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
 from tests.support import kube
 
 pytestmark = pytest.mark.cluster

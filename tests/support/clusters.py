@@ -11,9 +11,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client, config
 
-from computedomains.kube import kubeconfig
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, tools
+from cdsim import cluster as sim_cluster
+from cdsim import controlplane, kubeconfig, tools
 
 
 def typed_client(kubeconfig_path: pathlib.Path) -> client.ApiClient:

@@ -24,9 +24,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
+from cdsim import controlplane, processes
 from computedomains import waiting
 from computedomains.api import constants, imex
-from computedomains.sim import controlplane, processes
 from tests.support import kube, plugin
 
 WRITE_VERBS = ("POST", "PUT", "PATCH", "DELETE")

@@ -10,10 +10,10 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim.fakeimex import install as fake_imex
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim.fakeimex import install as fake_imex
 from tests.support import kube
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import grpc
 
+from cdsim import hosttree
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
-from computedomains.sim import hosttree
 
 
 @dataclasses.dataclass

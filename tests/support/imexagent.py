@@ -20,11 +20,11 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim import controlplane, hosttree, processes
+from cdsim.fakeimex import config as fake_config
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, models
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, hosttree, processes
-from computedomains.sim.fakeimex import config as fake_config
 from tests.support import kube
 
 KUBELET_LINE = "10.0.0.1\tkubelet-managed-entry"

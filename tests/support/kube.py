@@ -8,9 +8,9 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim.kubelet import main as sim_kubelet
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim.kubelet import main as sim_kubelet
 from tests.support import clusters
 
 

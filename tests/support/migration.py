@@ -25,10 +25,10 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api import crds as api_crds
-from computedomains.sim import cluster as sim_cluster
 from tests.support import kube
 
 GROUP = "migration-test.computedomains.io"

@@ -18,11 +18,11 @@ import grpc
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim import controlplane, hosttree, processes
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, crds, imex
 from computedomains.drapb import dra_v1_pb2, services
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, hosttree, processes
 
 
 def install_crds(api: client.ApiClient) -> None:

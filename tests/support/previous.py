@@ -10,7 +10,7 @@ the tools' cache root and keyed by that commit:
   profiles (``git archive``), for ``helm install``.
 
 :func:`running_in` tells the simulated kubelet to run pods whose image tag is the release's
-appVersion with that virtualenv's Python (:mod:`computedomains.sim.kubelet.images`), so the
+appVersion with that virtualenv's Python (:mod:`cdsim.kubelet.images`), so the
 release's chart runs the release's code. Both known releases say appVersion 0.1.0: one at a
 time.
 """
@@ -30,9 +30,9 @@ from collections.abc import Iterator
 
 import yaml
 
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import tools
-from computedomains.sim.kubelet import images
+from cdsim import cluster as sim_cluster
+from cdsim import tools
+from cdsim.kubelet import images
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
             {
                 "modules": len(modules),
                 "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-                "sim": [m for m in modules if m.startswith("computedomains.sim")],
+                "sim": [m for m in modules if m.startswith("cdsim")],
                 "cryptography": [m for m in modules if m.startswith("cryptography")],
                 "kubernetes": [m for m in modules if m.split(".")[0] == "kubernetes"],
             }

@@ -27,9 +27,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
+from cdsim import cluster as sim_cluster
+from cdsim import controlplane, processes, topology
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import controlplane, processes, topology
 from tests.chart import rendering
 from tests.support import clusters, helm, kube
 

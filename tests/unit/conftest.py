@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from computedomains.sim.kubelet import probes
+from cdsim.kubelet import probes
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import shlex
 
 import pytest
 
-from computedomains.sim.fakeimex import install
+from cdsim.fakeimex import install
 from tests.benchmarks import footprint
 
 
@@ -28,7 +28,7 @@ def test_the_installed_fake_imex_programs_are_recognised(tmp_path: pathlib.Path)
     ("argv", "component"),
     [
         (["/opt/bin/kube-apiserver", "--secure-port=1"], "kube-apiserver"),
-        (["python", "-m", "computedomains", "sim", "kubelet", "-c", "x"], "simulated kubelet"),
+        (["python", "-m", "cdsim", "kubelet", "-c", "x"], "simulated kubelet"),
         (["python", "-m", "computedomains", "imex-agent", "-c", "x"], "imex-agent"),
         (["python", "-S", "-c", "print(1)"], ""),
         (["sh", "-c", "sleep 1"], ""),

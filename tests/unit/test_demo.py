@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from computedomains.kube import apply
-from computedomains.sim import demo
+from cdsim import demo
+from cdsim import kubeapply as apply
 
 
 def test_progress_line_shows_pods_members_slots_and_status() -> None:

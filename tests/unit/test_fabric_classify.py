@@ -8,12 +8,12 @@ import pathlib
 
 import pytest
 
+from cdsim import hosttree, topology
 from computedomains import nodefiles
 from computedomains.api import fabricverdict
 from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify, codec, discovery, fake, verdictfile
 from computedomains.fabric.model import Reason, Verdict
-from computedomains.sim import hosttree, topology
 
 NODE = "gb200-r0-n00"
 Profile = topology.FabricProfile

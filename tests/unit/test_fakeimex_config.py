@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from computedomains.sim.fakeimex import config, ctl, install, links
-from computedomains.sim.fakeimex.links import PeerState
+from cdsim.fakeimex import config, ctl, install, links
+from cdsim.fakeimex.links import PeerState
 
 CONFIG = """\
 # comment
@@ -187,7 +187,7 @@ def test_installed_scripts_exec_this_python(tmp_path: pathlib.Path) -> None:
         text = path.read_text()
         assert text.startswith("#!/bin/sh\n")
         assert f"PYTHONPATH={tmp_path} exec /opt/py/bin/python3 -S -c " in text
-        assert f"from computedomains.sim.fakeimex.{role} import main;" in text
+        assert f"from cdsim.fakeimex.{role} import main;" in text
         assert text.rstrip().endswith('"$@"')
 
 
@@ -204,12 +204,12 @@ HEAVY_IMPORTS = ("argparse", "pathlib", "dataclasses", "ipaddress", "hashlib", "
 
 
 def test_the_ctl_starts_without_heavy_imports() -> None:
-    probe = "import sys; from computedomains.sim.fakeimex import ctl; print(' '.join(sys.modules))"
+    probe = "import sys; from cdsim.fakeimex import ctl; print(' '.join(sys.modules))"
     env = {"PYTHONPATH": str(install.PACKAGE_ROOT)}
     done = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
                           env=env, timeout=30, check=True)  # fmt: skip
     loaded = set(done.stdout.split())
-    assert "computedomains.sim.fakeimex.ctl" in loaded
+    assert "cdsim.fakeimex.ctl" in loaded
     assert sorted(loaded.intersection(HEAVY_IMPORTS)) == []
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from cdsim.fakeimex import config, ctl, install, wire
 from computedomains import waiting
-from computedomains.sim.fakeimex import config, ctl, install, wire
 
 NAMES = ("cd-0badcafe-0000", "cd-0badcafe-0001", "cd-0badcafe-0002")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 
-from computedomains.sim import hosttree, topology
+from cdsim import hosttree, topology
 
 
 def test_written_tree_matches_the_node(tmp_path: pathlib.Path) -> None:

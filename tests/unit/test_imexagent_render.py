@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
+from cdsim.fakeimex import config as fake_config
 from computedomains.imexagent import render
-from computedomains.sim.fakeimex import config as fake_config
 
 UID = "6F1C2A3B-0d4e-4f5a-9b8c-7d6e5f4a3b2c"
 

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from computedomains.kube import client, credentials, kubeconfig, retry
+from cdsim import kubeconfig
+from computedomains.kube import client, credentials, retry
 
 
 class _Server(http.server.ThreadingHTTPServer):

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from cdsim import processes
 from computedomains import waiting
-from computedomains.sim import processes
 
 
 def test_stop_pids_escalates_to_sigkill_for_a_process_ignoring_sigterm(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
-from computedomains.sim import cluster
+from cdsim import cluster
 
 
 def test_a_held_lock_is_refused_to_a_second_holder_and_free_once_released(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from computedomains.sim.kubelet import cdi
+from cdsim.kubelet import cdi
 
 
 def _spec(**overrides: Any) -> dict[str, Any]:

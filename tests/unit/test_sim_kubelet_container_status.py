@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from cdsim.kubelet import podspec, probes, runner
+from cdsim.kubelet import status as pod_status
 from computedomains import waiting
-from computedomains.sim.kubelet import podspec, probes, runner
-from computedomains.sim.kubelet import status as pod_status
 
 IMAGES = {"main": "busybox", "init": "busybox"}
 

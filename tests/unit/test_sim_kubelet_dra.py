@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cdsim import controlplane
+from cdsim.kubelet import dra
 from computedomains.kube import wire
-from computedomains.sim import controlplane
-from computedomains.sim.kubelet import dra
 
 POD = "pod-uid"
 A = dra.ClaimRef("ns", "a", "uid-a")

@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
+from cdsim.kubelet import images
 from computedomains import nodefiles
-from computedomains.sim.kubelet import images
 
 
 def test_register_and_unregister_keep_the_other_tags(tmp_path: pathlib.Path) -> None:

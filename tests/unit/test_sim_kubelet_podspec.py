@@ -6,8 +6,8 @@ import pathlib
 
 import pytest
 
+from cdsim.kubelet import podspec
 from computedomains.kube import wire
-from computedomains.sim.kubelet import podspec
 
 ROOT = pathlib.Path("/sim/nodes/n1")
 POD_DIR = ROOT / "pods/u1"

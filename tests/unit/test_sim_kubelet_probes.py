@@ -19,8 +19,8 @@ import grpc
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from cdsim.kubelet import podspec, probes, runner
 from computedomains import certificates, waiting
-from computedomains.sim.kubelet import podspec, probes, runner
 
 Kind = probes.ProbeKind
 CONTAINER = {"name": "main", "ports": [{"name": "http", "containerPort": 8080}]}

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from cdsim import hosttree, processes
+from cdsim.kubelet import backoff, dra, node, plugins, podspec, probes, runner
 from computedomains import waiting
-from computedomains.sim import hosttree, processes
-from computedomains.sim.kubelet import backoff, dra, node, plugins, podspec, probes, runner
 from tests.support import fakedra
 
 

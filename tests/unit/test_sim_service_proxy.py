@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from computedomains.sim.kubelet import serviceproxy
+from cdsim.kubelet import serviceproxy
 
 
 def _service(selector: dict[str, str] | None, target: int | str = 9443) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from computedomains.sim import tools
+from cdsim import tools
 
 
 def _box(tmp_path: pathlib.Path, env: dict[str, str]) -> tools.ToolBox:

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from computedomains.sim import topology as t
+from cdsim import topology as t
 
 
 def test_default_topology_is_two_racks_of_eighteen_with_four_gpus() -> None:

@@ -95,7 +95,7 @@ class Probe(TypedDict, total=False):
     """``startupProbe``, ``livenessProbe`` or ``readinessProbe`` of a container.
 
     ``httpGet``, ``tcpSocket`` and ``grpc`` stay loose dicts: only the simulated kubelet
-    reads them (:mod:`computedomains.sim.kubelet.probes`).
+    reads them (:mod:`cdsim.kubelet.probes`).
     """
 
     exec: ExecAction

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters, kube, lifecycle
 

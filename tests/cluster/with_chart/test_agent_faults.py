@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim.kubelet import node as sim_node
+from cdsim.kubelet import runner
 from computedomains import waiting
 from computedomains.api import constants, imex
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim.kubelet import node as sim_node
-from computedomains.sim.kubelet import runner
 from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster

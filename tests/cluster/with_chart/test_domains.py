@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
+from cdsim import processes
 from computedomains import nodefiles, waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes
 from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster

@@ -14,8 +14,8 @@ import time
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
-from computedomains.sim import cluster as sim_cluster
 from tests.support import domains
 
 pytestmark = pytest.mark.cluster

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim import topology
 from computedomains import nodefiles, waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import topology
 from tests.support import domains, kube
 
 pytestmark = pytest.mark.cluster

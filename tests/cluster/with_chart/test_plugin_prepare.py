@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim import processes, topology
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import processes, topology
 from tests.chart import rendering
 from tests.support import kube, plugin
 

@@ -21,11 +21,11 @@ import grpc
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim.fakeimex import config as fake_imex
 from computedomains import flags, waiting
 from computedomains.api import constants
 from computedomains.kubeletplugin import cdi, config
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim.fakeimex import config as fake_imex
 from tests.support import domains, kube, plugin
 
 pytestmark = pytest.mark.cluster

@@ -22,9 +22,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import kubeconfig
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.kube import kubeconfig
 from tests.cluster.with_chart.conftest import RELEASE
 from tests.support import clusters, kube
 

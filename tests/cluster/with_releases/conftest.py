@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from computedomains.sim import cluster as sim_cluster
+from cdsim import cluster as sim_cluster
 from tests.support import clusters
 
 

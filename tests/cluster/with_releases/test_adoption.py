@@ -16,10 +16,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.api import crds as api_crds
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import argo, clusters, domains, kube, lifecycle
 

@@ -18,10 +18,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
+from cdsim import tools
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
-from computedomains.sim import tools
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle
 

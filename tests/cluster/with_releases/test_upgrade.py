@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 

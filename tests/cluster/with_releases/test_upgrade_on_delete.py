@@ -15,10 +15,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
 from computedomains.hooks import compat
-from computedomains.sim import cluster as sim_cluster
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 

@@ -21,11 +21,10 @@ import types
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
+from cdsim import controlplane, hosttree, kubeconfig, nodes, processes, tools, topology
 from computedomains import nodefiles, waiting
 from computedomains.kube import client as kube_client
-from computedomains.kube import kubeconfig
 from computedomains.kube import nodes as kube_nodes
-from computedomains.sim import controlplane, hosttree, nodes, processes, tools, topology
 
 
 class ClusterError(RuntimeError):
@@ -216,7 +215,7 @@ class SimCluster:
         if self._locks.enter_context(name_lock) is None:
             raise ClusterError(
                 f"a simulated cluster named {self.name!r} is already running; "
-                f"stop it with `computedomains sim down --name {self.name}` or pick another name"
+                f"stop it with `cdsim down --name {self.name}` or pick another name"
             )
         stale = state_file(self.name)
         if stale.exists():

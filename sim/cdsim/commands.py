@@ -1,4 +1,7 @@
-"""``computedomains sim ...`` and ``computedomains tools ...``: parse, build, run, shut down."""
+"""``cdsim``, the simulated cluster's command: ``up``, ``down``, ``status``, ``demo``, ``tools``.
+
+Each subcommand parses, builds, runs and shuts down; the logic lives in the modules it calls.
+"""
 
 from __future__ import annotations
 
@@ -14,16 +17,20 @@ import time
 import types
 from typing import Any
 
+from cdsim import cluster, processes, tools, topology
 from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
-from computedomains.sim import cluster, processes, tools, topology
 
 
-def add_parsers(subparsers: Any) -> None:
-    """Register the ``sim`` and ``tools`` subcommands."""
-    sim = subparsers.add_parser("sim", help="run a local cluster of simulated GB200 nodes")
-    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    """The ``cdsim`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="cdsim",
+        description="A local cluster of simulated GB200 nodes for compute-domains (tests, demo).",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    sim_sub = subparsers
 
     up = sim_sub.add_parser("up", help="start a simulated cluster and keep it running")
     _add_name(up)
@@ -47,7 +54,7 @@ def add_parsers(subparsers: Any) -> None:
     up.add_argument(
         "--background",
         action="store_true",
-        help="return once the cluster is ready; stop it with `sim down`",
+        help="return once the cluster is ready; stop it with `cdsim down`",
     )
     up.set_defaults(func=_up)
 
@@ -62,7 +69,7 @@ def add_parsers(subparsers: Any) -> None:
 
     kubelet = sim_sub.add_parser(
         "kubelet",
-        help="the simulated kubelet (started by `sim up`): runs chart pods, calls DRA plugins",
+        help="the simulated kubelet (started by `cdsim up`): runs chart pods, calls DRA plugins",
     )
     kubelet.add_argument("--kubeconfig", type=pathlib.Path, required=True)
     kubelet.add_argument(
@@ -96,6 +103,13 @@ def add_parsers(subparsers: Any) -> None:
     path.add_argument("name", help="kubernetes, etcd, kwok, helm3 or helm4")
     path.add_argument("--binary", help="binary of a multi-binary tool (kube-apiserver, ...)")
     path.set_defaults(func=_tools_path)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``cdsim`` (``python -m cdsim``)."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
 
 
 def _add_name(parser: argparse.ArgumentParser) -> None:
@@ -163,7 +177,7 @@ def _up_background(args: argparse.Namespace) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         child = subprocess.Popen(
-            [sys.executable, "-m", "computedomains", *argv],
+            [sys.executable, "-m", "cdsim", *argv],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -193,7 +207,7 @@ def _up_background(args: argparse.Namespace) -> int:
     )
     print(f"  kubeconfig  {state.kubeconfig}")
     print(f"  log         {log}")
-    print(f"Stop it with: computedomains sim down --name {args.name}")
+    print(f"Stop it with: cdsim down --name {args.name}")
     return 0
 
 
@@ -328,13 +342,13 @@ def render_nodes(sim_nodes: list[topology.SimNode], ready: set[str]) -> str:
 
 def _kubelet(args: argparse.Namespace) -> int:
     # Imported here: gRPC and the kubelet's modules would slow down every other subcommand.
-    from computedomains.sim.kubelet import main  # noqa: PLC0415
+    from cdsim.kubelet import main  # noqa: PLC0415
 
     return main.run(kubeconfig_path=args.kubeconfig, cluster_dir=args.cluster_dir)
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from computedomains.sim import demo  # noqa: PLC0415 - only this command needs it
+    from cdsim import demo  # noqa: PLC0415 - only this command needs it
 
     run = demo.Demo(
         examples=args.examples,

@@ -16,7 +16,7 @@ import threading
 import time
 import types
 
-from computedomains.sim.fakeimex import config, links, log, wire
+from cdsim.fakeimex import config, links, log, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: ``typing`` would cost every daemon start its import

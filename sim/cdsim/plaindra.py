@@ -18,10 +18,10 @@ from typing import Any
 
 import grpc
 
+from cdsim import hosttree
 from computedomains.api import resources
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.kube import client
-from computedomains.sim import hosttree
 
 DRIVER = "plain.sim.computedomains.io"
 """The driver's name, which is also its DeviceClass's."""

@@ -1,4 +1,4 @@
-"""``computedomains demo``: a simulated GB200 cluster, the chart, and a ComputeDomain forming.
+"""``cdsim demo``: a simulated GB200 cluster, the chart, and a ComputeDomain forming.
 
 Steps, each timed and printed: build the tools if needed, start a 2-rack simulated cluster,
 ``helm install`` the chart (the gb200-nvl72 profile under the simulation's overlay
@@ -8,7 +8,7 @@ domain is Ready. Without a terminal it prints only changes, so the
 output reads well in a log file.
 
 Each run names its cluster after its own process (``demo-<pid>``), so demos, ``make test`` and
-``computedomains sim up`` run side by side; the name and the kubeconfig are printed when the
+``cdsim up`` run side by side; the name and the kubeconfig are printed when the
 cluster is up and again once the domain is Ready.
 """
 
@@ -27,13 +27,13 @@ from typing import Any
 
 import yaml
 
+from cdsim import cluster, processes, tools, topology
+from cdsim import kubeapply as kube_apply
+from cdsim.kubelet import main as kubelet_main
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.kube import apply as kube_apply
 from computedomains.kube import client as kube_client
 from computedomains.kube import pods as kube_pods
-from computedomains.sim import cluster, processes, tools, topology
-from computedomains.sim.kubelet import main as kubelet_main
 
 DEMO_NAMESPACE = "demo"
 DRIVER_NAMESPACE = "compute-domains"
@@ -180,7 +180,7 @@ class Demo:
             state = sim.start()
             self.out(f"Simulated cluster {sim.name} up: {state.nodes} GB200 nodes")
             self.out(f"  kubeconfig  {state.kubeconfig}")
-            self.out(f"  status      computedomains sim status --name {sim.name}")
+            self.out(f"  status      cdsim status --name {sim.name}")
             self.step("cluster", mark)
             api = sim.api_client()
             self._install_chart(box, state.kubeconfig, api, pathlib.Path(state.directory))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import socket
 import sys
 
-from computedomains.sim.fakeimex import config, wire
+from cdsim.fakeimex import config, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

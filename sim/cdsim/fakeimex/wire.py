@@ -3,7 +3,7 @@
 A message is a dict of plain values (str, int, float, bool, None, lists and dicts of them),
 sent as ``marshal`` data behind a 4-byte big-endian length. ``marshal`` is built into the
 interpreter: ``nvidia-imex-ctl``, a Python start for every check, imports nothing for it
-(``json`` would pull in ``re``). Kept apart from :mod:`~computedomains.sim.fakeimex.links`
+(``json`` would pull in ``re``). Kept apart from :mod:`~cdsim.fakeimex.links`
 so that the ctl imports only this and the config parser.
 """
 

@@ -13,21 +13,21 @@ import pathlib
 import shlex
 import sys
 
-import computedomains
+import cdsim
 
 PROGRAMS = (("nvidia-imex", "daemon"), ("nvidia-imex-ctl", "ctl"))
-"""(program name, module of :mod:`computedomains.sim.fakeimex` whose ``main`` it runs)."""
+"""(program name, module of :mod:`cdsim.fakeimex` whose ``main`` it runs)."""
 
 
-PACKAGE_ROOT = pathlib.Path(computedomains.__file__).resolve().parents[1]
-"""The folder that holds the ``computedomains`` package (a source tree or site-packages)."""
+PACKAGE_ROOT = pathlib.Path(cdsim.__file__).resolve().parents[1]
+"""The folder that holds the ``cdsim`` package (the ``sim/`` tree or site-packages)."""
 
 
 def script(role: str, python: str, root: pathlib.Path = PACKAGE_ROOT) -> str:
     """The script text for ``role``."""
     return (
         "#!/bin/sh\n"
-        "# Simulated cluster: the fake IMEX of compute-domains (computedomains.sim.fakeimex).\n"
+        "# Simulated cluster: the fake IMEX of compute-domains (cdsim.fakeimex).\n"
         f"PYTHONPATH={shlex.quote(str(root))} "
         f'exec {shlex.quote(python)} -S -c {shlex.quote(entry(role))} "$@"\n'
     )
@@ -35,7 +35,7 @@ def script(role: str, python: str, root: pathlib.Path = PACKAGE_ROOT) -> str:
 
 def entry(role: str) -> str:
     """The ``-c`` program: ``main`` of the role's module (``-m`` would cost runpy's imports)."""
-    module = f"computedomains.sim.fakeimex.{role}"
+    module = f"cdsim.fakeimex.{role}"
     return f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"
 
 

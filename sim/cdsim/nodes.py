@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from computedomains.sim import controlplane, topology
+from cdsim import controlplane, topology
 
 RACK_LABEL = "compute-domains.sim/rack"
 """Marks simulated nodes with their rack (absent for nodes outside racks)."""

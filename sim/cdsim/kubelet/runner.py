@@ -25,9 +25,9 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from computedomains.sim import processes
-from computedomains.sim.kubelet import backoff, podspec, probes
-from computedomains.sim.kubelet import status as pod_status
+from cdsim import processes
+from cdsim.kubelet import backoff, podspec, probes
+from cdsim.kubelet import status as pod_status
 
 CRASH_BACKOFF_INITIAL = 10.0
 """The kubelet's first crash-loop delay (seconds); it doubles per crash."""

@@ -20,10 +20,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
+from cdsim import kubeconfig, pki, processes
+from cdsim.kubelet import serviceproxy
 from computedomains import waiting
-from computedomains.kube import kubeconfig
-from computedomains.sim import pki, processes
-from computedomains.sim.kubelet import serviceproxy
 
 SERVICE_CIDR = "10.96.0.0/16"
 """Only allocated from, never routed: only the API server's egress, through the simulated
@@ -316,8 +315,7 @@ class ControlPlane:
             [
                 sys.executable,
                 "-m",
-                "computedomains",
-                "sim",
+                "cdsim",
                 "kubelet",
                 f"--kubeconfig={config}",
                 f"--cluster-dir={self.directory}",

@@ -18,8 +18,8 @@ from typing import Any
 
 import grpc
 
+from cdsim.kubelet import backoff, dra
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
-from computedomains.sim.kubelet import backoff, dra
 
 KUBELET_SERVICES = tuple(services.DRA)
 """What a 1.34+ kubelet speaks, preferred first (v1, then v1beta1)."""

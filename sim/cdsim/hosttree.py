@@ -13,9 +13,9 @@ import pathlib
 import uuid
 from typing import Any
 
+from cdsim import topology
+from cdsim.fakeimex import install as fake_imex
 from computedomains.fabric import fake as fake_nvml
-from computedomains.sim import topology
-from computedomains.sim.fakeimex import install as fake_imex
 
 FAKE_NVML_FORMAT = fake_nvml.FAKE_NVML_FORMAT
 """The fabric backend's file format, which the host trees are written in."""

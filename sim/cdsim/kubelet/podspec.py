@@ -15,8 +15,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from cdsim.kubelet import probes
 from computedomains.kube import wire
-from computedomains.sim.kubelet import probes
 
 IMAGE_ENTRYPOINT = "computedomains"
 """The image's ENTRYPOINT (see the Dockerfile); run as this Python's ``-m computedomains``."""
@@ -206,7 +206,7 @@ class PodContext:
     """Container name → what its CDI devices add."""
     pythons: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Image tag → the Python that runs the entrypoint of containers with that tag instead of
-    ``python`` (a previous release's virtualenv; see :mod:`computedomains.sim.kubelet.images`)."""
+    ``python`` (a previous release's virtualenv; see :mod:`cdsim.kubelet.images`)."""
 
 
 @dataclasses.dataclass(frozen=True)

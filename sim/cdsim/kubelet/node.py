@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 
 import grpc
 
+from cdsim.kubelet import backoff, cdi, dra, plugins, podspec
 from computedomains import nodefiles
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, pods, resourceclaims, wire
-from computedomains.sim.kubelet import backoff, cdi, dra, plugins, podspec
 
 CDI_DEVICES_FILE = "cdi-devices.json"
 _LOG = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ import hashlib
 import socket
 import threading
 
-from computedomains.sim.fakeimex import config, log, wire
+from cdsim.fakeimex import config, log, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: ``typing`` would cost every daemon start its import

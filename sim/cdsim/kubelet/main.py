@@ -34,13 +34,13 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any, cast
 
+from cdsim import kubeconfig, processes
+from cdsim.kubelet import dra, images, node, podspec, probes, runner, serviceproxy
+from cdsim.kubelet import status as pod_status
 from computedomains import nodefiles
 from computedomains.api import resources
 from computedomains.kube import client as kube_client
-from computedomains.kube import events, informer, kubeconfig, pods, wire
-from computedomains.sim import processes
-from computedomains.sim.kubelet import dra, images, node, podspec, probes, runner, serviceproxy
-from computedomains.sim.kubelet import status as pod_status
+from computedomains.kube import events, informer, pods, wire
 
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""

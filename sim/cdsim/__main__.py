@@ -1,0 +1,5 @@
+import sys
+
+from cdsim import commands
+
+sys.exit(commands.main())
