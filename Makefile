@@ -50,7 +50,7 @@ format: venv ## apply ruff's formatting and safe fixes
 	$(VENV)/bin/ruff format .
 
 .PHONY: test
-test: lint tools ## lint, then every test: unit, packaging and cluster (real control plane)
+test: lint tools image ## lint, the image, then every test: unit, packaging and cluster (real control plane)
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=25 \
 	  $(PYTEST_ARGS)
 
@@ -110,6 +110,23 @@ chart-lint: venv ## helm lint --strict and helm template of the chart, helm 3 an
 .PHONY: wheel
 wheel: venv ## build the wheel and sdist into dist/
 	$(PY) -m build --outdir dist .
+
+.PHONY: prereqs
+prereqs: ## install the missing Debian packages the image and the tests use (sim/install-debian-prereqs.sh)
+	bash sim/install-debian-prereqs.sh
+
+.PHONY: image
+image: prereqs venv ## build the product image (amd64 + arm64 OCI index) of HEAD or the working tree, once per revision
+	$(PY) -m cdsim image build
+
+# Pins still allowed by pyproject.toml are kept; LOCK_ARGS=--upgrade moves every pin to the newest.
+LOCK_ARGS ?=
+
+.PHONY: lock
+lock: venv ## regenerate image/requirements.lock (the image's wheels, with hashes) from pyproject.toml
+	$(VENV)/bin/uv pip compile pyproject.toml --quiet --generate-hashes --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_36 --custom-compile-command "make lock" \
+	  --output-file image/requirements.lock $(LOCK_ARGS)
 
 .PHONY: clean
 clean: ## remove build outputs and the venv (the tool cache stays)

@@ -415,17 +415,13 @@ def _listed(nodes: Sequence[str]) -> str:
     return ", ".join(nodes[:5]) + more
 
 
-def check_driver_root(driver_root: str, nodes: Sequence[GpuNode], *, backend: str) -> list[Finding]:
+def check_driver_root(driver_root: str, nodes: Sequence[GpuNode]) -> list[Finding]:
     """The driverRoot value against the GPU operator's driver label on the GPU nodes.
 
     A wrong driver root fails discovery on every node alike (node-init reports
     DiscoveryFailed), so it is refused here with the profile to use. Nodes without the label
     say nothing either way (a host driver without the operator, GKE's own path).
     """
-    if backend == "fake":
-        return [
-            Finding(Severity.INFO, "driverRoot not checked: fabric.backend=fake (simulated nodes)")
-        ]
     root = driver_root.rstrip("/") or "/"
     container = [n.name for n in nodes if n.labels.get(OPERATOR_DRIVER_LABEL) == "true"]
     host = [n.name for n in nodes if n.labels.get(OPERATOR_DRIVER_LABEL) == "pre-installed"]

@@ -17,7 +17,7 @@ from typing import Any
 from computedomains import flags
 from computedomains.api import constants, resources
 
-from . import client, compat, crdversions, kubeio
+from . import client, compat, crdversions, kubeio, nodeprereqs
 from .report import Finding, Report, Severity
 
 HOOK = "preflight"
@@ -42,9 +42,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="this release installs the CRDs (value crds.enabled)",
     )
     flags.add(parser, "--driver-root", default="/", help="value driverRoot")
-    flags.add(
-        parser, "--fabric-backend", default="nvml", choices=("nvml", "fake"), help="fabric.backend"
-    )
     flags.add(
         parser,
         "--gpu-node-selector",
@@ -130,21 +127,42 @@ def _checks(
         findings += _crd_versions(api, args, release)
     workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
     findings += compat.check_workloads(workloads, release, adopt=args.adopt)
+    found = api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector)
     nodes = [
         compat.GpuNode(
             name=kubeio.name(o),
             labels=kubeio.labels(o),
-            has_fabric_condition=any(
-                c.get("type") == constants.FABRIC_CONDITION
-                for c in (o.get("status") or {}).get("conditions") or []
-            ),
+            has_fabric_condition=_fabric_reason(o) is not None,
         )
-        for o in api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector)
+        for o in found
     ]
     findings.append(compat.check_gpu_nodes(nodes, selector=args.gpu_node_selector))
-    findings += compat.check_driver_root(args.driver_root, nodes, backend=args.fabric_backend)
+    findings += compat.check_driver_root(args.driver_root, nodes)
     findings += compat.check_clique_labels(nodes)
+    namespace = api.get(resources.NAMESPACES.path(release.namespace))
+    findings.append(nodeprereqs.check_pod_security(release.namespace, kubeio.labels(namespace)))
+    facts = [
+        nodeprereqs.NodeFacts(
+            name=kubeio.name(o),
+            runtime=str(((o.get("status") or {}).get("nodeInfo") or {}).get(_RUNTIME_FIELD, "")),
+            fabric_reason=_fabric_reason(o),
+        )
+        for o in found
+    ]
+    findings += nodeprereqs.check_runtimes(facts)
+    findings += nodeprereqs.check_drivers(facts)
     return findings
+
+
+_RUNTIME_FIELD = "containerRuntimeVersion"
+
+
+def _fabric_reason(node: kubeio.Obj) -> str | None:
+    """The reason of node-init's fabric condition on ``node``; None while it has none."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == constants.FABRIC_CONDITION:
+            return str(condition.get("reason", ""))
+    return None
 
 
 _WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))

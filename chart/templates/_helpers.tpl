@@ -486,11 +486,7 @@ compute-domains.fabricCheck.args
 */}}
 {{- define "compute-domains.fabricCheck.args" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
-- --fabric-backend={{ .Values.fabric.backend }}
 - --driver-root={{ $p.driverRoot }}
-{{- if eq .Values.fabric.backend "fake" }}
-- --fake-nvml-file={{ .Values.fabric.fakeNvmlFile }}
-{{- end }}
 {{- if hasKey .Values.nodeInit "transitionalGrace" }}
 - --transitional-grace={{ .Values.nodeInit.transitionalGrace }}
 {{- end }}
@@ -533,20 +529,19 @@ compute-domains.kubeletPlugin.nodeNameVariable
 compute-domains.nodeInit.deviceEnv
   Takes: the root context.
   Returns: the env list item that lets node-init's NVML see the GPUs without privilege: with
-  the NVIDIA container runtime, NVIDIA_VISIBLE_DEVICES=all injects the GPU device nodes. The
-  fake backend opens no device, so it gets `void`.
+  the NVIDIA container runtime, NVIDIA_VISIBLE_DEVICES=all injects the GPU device nodes.
 */}}
 {{- define "compute-domains.nodeInit.deviceEnv" -}}
 - name: NVIDIA_VISIBLE_DEVICES
-  value: {{ ternary "void" "all" (eq .Values.fabric.backend "fake") }}
+  value: all
 {{- end -}}
 
 {{/*
 compute-domains.nodeInit.volumeMounts
   Takes: the root context.
   Returns: the volumeMounts list items of node-init and of the plugin's re-check: the state folder
-  (read-write, for the verdict), the host /proc and the driver root (read-only), and the
-  fake-NVML folder when fabric.backend is `fake`. The volumes are declared by the DaemonSet.
+  (read-write, for the verdict), the host /proc and the driver root (read-only). The volumes are
+  declared by the DaemonSet.
 */}}
 {{- define "compute-domains.nodeInit.volumeMounts" -}}
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
@@ -560,11 +555,6 @@ compute-domains.nodeInit.volumeMounts
   readOnly: true
   # Follows mounts the GPU operator's driver container makes after this pod started.
   mountPropagation: HostToContainer
-{{- if eq .Values.fabric.backend "fake" }}
-- name: fake-nvml
-  mountPath: {{ dir .Values.fabric.fakeNvmlFile }}
-  readOnly: true
-{{- end }}
 - name: tmp
   mountPath: /tmp
 {{- end -}}
@@ -700,7 +690,9 @@ compute-domains.hook.job
   (backoffLimit 0: a hook that failed says why once, and Helm or Argo CD fails the release),
   bounded by .Values.hooks.activeDeadlineSeconds, not root, read-only root filesystem, no
   capabilities. Its pod carries the chart's standard labels (component `hook-<hook>`).
-  deletePolicy `before-hook-creation` keeps a finished Job, and its log, until the next run.
+  deletePolicy `before-hook-creation` keeps a finished Job, and its log, until the next run;
+  a failed Job's log is printed by helm itself (helm.sh/hook-output-log-policy: hook-failed), and
+  its container's termination message is its last log lines (FallbackToLogsOnError).
   With "plain" true (hooks.enabled=false) it is an ordinary Job of the release instead:
   `<fullname>-<hook>-<chart version>` (a Job's pod template cannot change, so each chart
   version gets its own), retried (backoffLimit 6) while what it needs comes up beside it.
@@ -724,6 +716,9 @@ metadata:
   {{- if not .plain }}
   annotations:
     {{- include "compute-domains.hook.annotations" (dict "root" $root "events" .events "argo" .argo "weight" .weight "deletePolicy" .deletePolicy) | nindent 4 }}
+    # Helm (3.22 and 4 tested; older ones ignore it) copies a failed hook's log into its output:
+    # the refusal's reason and fix reach whoever runs helm, not only `kubectl logs`.
+    helm.sh/hook-output-log-policy: hook-failed
   {{- end }}
 spec:
   backoffLimit: {{ ternary 6 0 (.plain | default false) }}
@@ -758,6 +753,8 @@ spec:
         - name: {{ $hook }}
           image: {{ include "compute-domains.image" $root }}
           imagePullPolicy: {{ $root.Values.image.pullPolicy }}
+          # A container that fails says why in its status: its last log lines.
+          terminationMessagePolicy: FallbackToLogsOnError
           command: [computedomains]
           args:
             - hooks
@@ -833,6 +830,10 @@ compute-domains.hook.preflightRules
 - apiGroups: [""]
   resources: [nodes]
   verbs: [list]
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [{{ .namespace | quote }}]
+  verbs: [get]
 - apiGroups: [apps]
   resources: [daemonsets, deployments]
   verbs: [list]

@@ -15,6 +15,10 @@ compute-domains.validate
 {{- if hasKey .Values "resources" -}}
 {{- $errors = append $errors "resources (resources.computeDomains.*, resources.gpus.*) is retired: this chart always serves ComputeDomains and never GPUs; remove the key. Container resources are kubeletPlugin.resources, nodeInit.resources, controller.resources and imexAgent.resources" -}}
 {{- end -}}
+{{- /* Retired values of this chart. */ -}}
+{{- if hasKey .Values "fabric" -}}
+{{- $errors = append $errors "fabric (fabric.backend, fabric.fakeNvmlFile) is retired: node-init always asks NVML, the libnvidia-ml.so.1 under driverRoot (the simulated cluster puts a fake one into each node's driver root); remove the key, and set driverRoot if the driver is not installed under /" -}}
+{{- end -}}
 
 {{- /* Labels we own. */ -}}
 {{- range $key, $_ := .Values.commonLabels -}}
@@ -25,18 +29,10 @@ compute-domains.validate
 
 {{- /* Node paths become hostPath volumes: absolute, resolved, no trailing junk. */ -}}
 {{- $paths := dict "driverRoot" (list .Values.driverRoot "/run/nvidia/driver") "kubeletPlugin.kubeletDir" (list .Values.kubeletPlugin.kubeletDir "/var/lib/kubelet") -}}
-{{- if eq .Values.fabric.backend "fake" -}}
-{{- $_ := set $paths "fabric.fakeNvmlFile" (list .Values.fabric.fakeNvmlFile "/etc/compute-domains/fake-nvml.json") -}}
-{{- end -}}
 {{- range $key, $pair := $paths -}}
 {{- $path := index $pair 0 -}}
 {{- if or (not (hasPrefix "/" $path)) (contains "/../" (printf "%s/" $path)) (contains "/./" (printf "%s/" $path)) (contains "//" $path) -}}
 {{- $errors = append $errors (printf "%s=%s is not an absolute, resolved path on the node: write it like %s" $key $path (index $pair 1)) -}}
-{{- end -}}
-{{- end -}}
-{{- if eq .Values.fabric.backend "fake" -}}
-{{- if or (hasSuffix "/" .Values.fabric.fakeNvmlFile) (eq (dir .Values.fabric.fakeNvmlFile) "/") -}}
-{{- $errors = append $errors (printf "fabric.fakeNvmlFile=%s must name a file inside a folder of its own (the folder is mounted into node-init), e.g. /etc/compute-domains/fake-nvml.json" .Values.fabric.fakeNvmlFile) -}}
 {{- end -}}
 {{- end -}}
 

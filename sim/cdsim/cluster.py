@@ -21,8 +21,8 @@ import types
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from cdsim import controlplane, hosttree, kubeconfig, nodes, processes, tools, topology
-from computedomains import nodefiles, waiting
+from cdsim import controlplane, fakenvml, hosttree, kubeconfig, nodes, processes, tools, topology
+from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
 
@@ -48,6 +48,8 @@ class ClusterState:
     """Start → every control-plane process healthy."""
     ready_seconds: float
     """Start → every simulated node Ready."""
+    registry: str = ""
+    """The cluster's OCI registry, ``127.0.0.1:PORT`` (plain HTTP)."""
 
     def write(self, path: pathlib.Path) -> None:
         """Persist atomically (temp file and rename), so readers never see half a file."""
@@ -172,6 +174,7 @@ class SimCluster:
             started_at=time.time(),
             control_plane_seconds=round(control_plane_seconds, 2),
             ready_seconds=round(time.monotonic() - started, 2),
+            registry=self.control_plane.registry,
         )
         self.state.write(state_file(self.name))
         return self.state
@@ -244,8 +247,9 @@ class SimCluster:
             f"[sim] creating {len(self.nodes)} nodes ({self.topology.racks} racks x "
             f"{self.topology.nodes_per_rack}, {self.topology.non_fabric_nodes} without fabric)"
         )
+        library = self.toolbox.nvml_library()
         for node in self.nodes:
-            tree = hosttree.write(self.directory / "nodes" / node.name, node)
+            tree = hosttree.write(self.directory / "nodes" / node.name, node, nvml_library=library)
             self.host_trees[node.name] = tree
             boot_id = tree.boot_id.read_text().strip()
             kube_nodes.create(api, nodes.manifest(node, kubelet_version=version, boot_id=boot_id))
@@ -258,7 +262,7 @@ class SimCluster:
             for n in topology.expand(spec, cluster_name=self.name, address_block=0)
             if n.name == node
         )
-        nodefiles.write_json(self.host_trees[node].fake_nvml, hosttree.fake_nvml_document(changed))
+        hosttree.write_nvml_answers(self.host_trees[node], fakenvml.answers(changed))
 
     def ready_node_names(self) -> set[str]:
         """Names of simulated nodes whose Ready condition is True."""
@@ -324,5 +328,6 @@ class SimCluster:
             "nodes": len(self.nodes),
             "ready": len(self.ready_node_names()),
             "racks": racks,
+            "registry": self.control_plane.registry if self.control_plane else None,
             "directory": str(self.directory),
         }

@@ -1,4 +1,4 @@
-"""``cdsim``, the simulated cluster's command: ``up``, ``down``, ``status``, ``demo``, ``tools``.
+"""``cdsim``, the simulated cluster's command: up, down, status, demo, tools and image.
 
 Each subcommand parses, builds, runs and shuts down; the logic lives in the modules it calls.
 """
@@ -18,6 +18,9 @@ import types
 from typing import Any
 
 from cdsim import cluster, processes, tools, topology
+from cdsim.image import cache as image_cache
+from cdsim.image import errors as image_errors
+from cdsim.image import source as image_source
 from computedomains import waiting
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
@@ -94,16 +97,47 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
     demo.set_defaults(func=_demo)
 
-    tool = subparsers.add_parser("tools", help="build or locate the Go-built test tools")
+    tool = subparsers.add_parser(
+        "tools", help="build or locate the test tools (Go-built, and the fake NVML library)"
+    )
     tool_sub = tool.add_subparsers(dest="tools_command", required=True)
     build = tool_sub.add_parser("build", help="build every missing tool into the cache")
     build.add_argument("names", nargs="*", help="only these tools (default: all)")
     build.set_defaults(func=_tools_build)
     path = tool_sub.add_parser("path", help="print a tool binary's path (building it if missing)")
-    path.add_argument("name", help="kubernetes, etcd, kwok, helm3 or helm4")
+    path.add_argument("name", help="kubernetes, etcd, kwok, helm3, helm4 or fakenvml")
     path.add_argument("--binary", help="binary of a multi-binary tool (kube-apiserver, ...)")
     path.set_defaults(func=_tools_path)
+
+    _add_image_parsers(subparsers)
     return parser
+
+
+def _add_image_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    image = subparsers.add_parser(
+        "image", help="build or locate the product image (amd64 + arm64, no Docker)"
+    )
+    image_sub = image.add_subparsers(dest="image_command", required=True)
+    image_build = image_sub.add_parser(
+        "build", help="build the image of a revision into the cache (reused when present)"
+    )
+    image_path = image_sub.add_parser(
+        "path", help="print the oci-archive's path (building the image if missing)"
+    )
+    for sub in (image_build, image_path):
+        sub.add_argument(
+            "--rev",
+            help="git revision to build (default: HEAD, or the working tree with its version "
+            "marked -dirty when the product's files differ from HEAD)",
+        )
+    image_build.add_argument(
+        "--out", type=pathlib.Path, help="build into this new folder instead of the cache"
+    )
+    image_build.set_defaults(func=_image_build)
+    image_path.add_argument(
+        "--layout", action="store_true", help="print the OCI layout folder instead"
+    )
+    image_path.set_defaults(func=_image_path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,6 +286,7 @@ def _status(args: argparse.Namespace) -> int:
         "name": state.name,
         "server": state.server,
         "kubeconfig": state.kubeconfig,
+        "registry": state.registry,
         "supervisor": {
             "pid": state.supervisor_pid,
             "running": processes.pid_alive(state.supervisor_pid),
@@ -274,6 +309,7 @@ def _status(args: argparse.Namespace) -> int:
         print(f"Simulated cluster {state.name!r}: {'running' if healthy else 'DEGRADED'}")
         print(f"  API server  {state.server}")
         print(f"  kubeconfig  {state.kubeconfig}")
+        print(f"  registry    {state.registry} (plain HTTP)")
         nodes = report["nodes"]
         print(
             "  nodes       "
@@ -295,6 +331,7 @@ def render_summary(sim: cluster.SimCluster, state: cluster.ClusterState) -> str:
         f"{state.control_plane_seconds:.1f}s, all nodes Ready in {state.ready_seconds:.1f}s",
         f"  API server   {state.server}",
         f"  kubeconfig   {state.kubeconfig}",
+        f"  registry     {state.registry} (OCI, plain HTTP: images and the chart)",
         f"  nodes        {state.nodes} Ready",
     ]
     racks: dict[int | None, list[topology.SimNode]] = {}
@@ -381,4 +418,39 @@ def _tools_path(args: argparse.Namespace) -> int:
     except tools.ToolError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _image_cache() -> image_cache.ImageCache:
+    repo = pathlib.Path(
+        image_source.git(pathlib.Path.cwd(), "rev-parse", "--show-toplevel").strip()
+    )
+    return image_cache.ImageCache.from_env(repo)
+
+
+def _image_build(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    try:
+        box = _image_cache()
+        if args.out is not None:
+            build = box.build(image_source.resolve(box.repo, args.rev), out=args.out)
+            reused = False
+        else:
+            build, reused = box.ensure(args.rev)
+    except image_errors.ImageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(build.describe())
+    how = "reused from the cache" if reused else "built"
+    print(f"image {how} in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+def _image_path(args: argparse.Namespace) -> int:
+    try:
+        build, _ = _image_cache().ensure(args.rev)
+    except image_errors.ImageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(build.layout if args.layout else build.archive)
     return 0

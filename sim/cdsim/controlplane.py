@@ -1,4 +1,6 @@
-"""The real control plane as local processes on loopback: etcd, API server, KCM, scheduler, kwok.
+"""The real control plane as local processes on loopback, and the cluster's OCI registry.
+
+etcd, API server, KCM, scheduler, kwok and the registry (:mod:`cdsim.registry`).
 
 The API server runs with TLS, ``Node,RBAC`` authorization, service-account tokens and
 ServiceAccount admission, like a production cluster; the other components authenticate
@@ -20,7 +22,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
-from cdsim import kubeconfig, pki, processes
+from cdsim import kubeconfig, pki, processes, registry
 from cdsim.kubelet import serviceproxy
 from computedomains import waiting
 
@@ -76,6 +78,12 @@ class ControlPlane:
     api_port: int = 0
     etcd_url: str = ""
     """etcd's client URL once started (tests read what etcd itself stores)."""
+    registry_port: int = 0
+
+    @property
+    def registry(self) -> str:
+        """The OCI registry's ``host:port`` (plain HTTP, loopback)."""
+        return f"127.0.0.1:{self.registry_port}"
 
     @property
     def server(self) -> str:
@@ -119,6 +127,7 @@ class ControlPlane:
             extra=[],
         )
         kwok_port = self._start_kwok(ca)
+        self.registry_port = self._start_registry()
         self._wait_healthy(
             "kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz", timeout=timeout
         )
@@ -126,6 +135,7 @@ class ControlPlane:
             "kube-scheduler", f"https://127.0.0.1:{sched_port}/healthz", timeout=timeout
         )
         self._wait_healthy("kwok", f"http://127.0.0.1:{kwok_port}/healthz", timeout=timeout)
+        self._wait_healthy("docker-registry", f"http://{self.registry}/v2/", timeout=timeout)
         self._start_sim_kubelet(ca)
 
     def start_api_server(
@@ -304,6 +314,12 @@ class ControlPlane:
                 "--node-lease-duration-seconds=40",
             ],
         )
+        return port
+
+    def _start_registry(self) -> int:
+        port = free_port()
+        config = registry.write_config(self.directory / "registry", port=port)
+        self._spawn("docker-registry", [str(registry.binary()), "serve", str(config)])
         return port
 
     def _start_sim_kubelet(self, ca: pki.CertificateAuthority) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from cdsim import cluster, processes, tools, topology
+from cdsim import cluster, processes, publish, tools, topology
 from cdsim import kubeapply as kube_apply
 from cdsim.kubelet import main as kubelet_main
 from computedomains import waiting
@@ -183,7 +183,8 @@ class Demo:
             self.out(f"  status      cdsim status --name {sim.name}")
             self.step("cluster", mark)
             api = sim.api_client()
-            self._install_chart(box, state.kubeconfig, api, pathlib.Path(state.directory))
+            self.out(f"  registry    {state.registry}")
+            self._install_chart(box, state, api)
             self._wait_plugins(api, len(sim.nodes))
             domain = self._apply_examples(api)
             self._follow(api, domain, timeout=timeout)
@@ -205,18 +206,31 @@ class Demo:
             sim.stop()
 
     def _install_chart(
-        self, box: tools.ToolBox, kubeconfig: str, api: kube_client.Client, directory: pathlib.Path
+        self, box: tools.ToolBox, state: cluster.ClusterState, api: kube_client.Client
     ) -> None:
+        """Publish this checkout's image and chart to the cluster's registry, then install.
+
+        The chart is installed from the registry by OCI reference, as a user installs theirs.
+        """
+        kubeconfig, directory = state.kubeconfig, pathlib.Path(state.directory)
+        mark = time.monotonic()
+        helm = box.path("helm3")
+        published = publish.publish_build(
+            helm=helm, registry=state.registry, repository=self.chart.resolve().parent, log=self.out
+        )
+        self.step("publish image and chart", mark)
         mark = time.monotonic()
         files = " ".join(f"-f {v}" for v in self.values)
-        self.out(f"helm install {RELEASE} {self.chart} {files} (namespace {DRIVER_NAMESPACE})")
-        helm = box.path("helm3")
+        self.out(
+            f"helm install {RELEASE} {published.chart_ref} --version {published.version} {files}"
+            f" (namespace {DRIVER_NAMESPACE})"
+        )
         done = subprocess.run(
             [
                 str(helm),
                 "install",
                 RELEASE,
-                str(self.chart),
+                *published.chart_args(),
                 "--namespace",
                 DRIVER_NAMESPACE,
                 "--create-namespace",

@@ -1,26 +1,26 @@
 """Lay out each simulated node's host filesystem: the files the driver and kubelet provide.
 
 Components started for a simulated node get paths inside that node's tree instead of ``/``,
-so every node-local contract (DESIGN §4) is exercised with real files. The fake-NVML
-topology file format is documented in ``docs/simulation.md``.
+so every node-local contract (DESIGN §4) is exercised with real files. NVML is the fake
+``libnvidia-ml.so.1`` (:mod:`cdsim.fakenvml`) where drivers install it, with the node's
+topology file beside it (format in ``docs/simulation.md``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import uuid
 from typing import Any
 
-from cdsim import topology
+from cdsim import fakenvml, topology
 from cdsim.fakeimex import install as fake_imex
-from computedomains.fabric import fake as fake_nvml
+from computedomains import nodefiles
 
-FAKE_NVML_FORMAT = fake_nvml.FAKE_NVML_FORMAT
-"""The fabric backend's file format, which the host trees are written in."""
-
-FAKE_NVML_FILE = "etc/compute-domains/fake-nvml.json"
+PREVIOUS_RELEASES_NVML_FILE = "etc/compute-domains/fake-nvml.json"
+"""Where the previous releases' ``fake`` fabric backend (gone since) reads what NVML answers,
+in their JSON format (:func:`previous_releases_document`): upgrade tests run their chart."""
+PREVIOUS_RELEASES_NVML_FORMAT = "compute-domains.sim/fake-nvml.v1"
 IMEX_CHANNEL_COUNT = 2048
 NVIDIA_CAPS_MAJOR = 236
 IMEX_CHANNELS_MAJOR = 235
@@ -42,9 +42,19 @@ class HostTree:
     root: pathlib.Path
 
     @property
-    def fake_nvml(self) -> pathlib.Path:
-        """The node's fake-NVML topology file."""
-        return self.root / FAKE_NVML_FILE
+    def nvml_library(self) -> pathlib.Path:
+        """The node's (fake) ``libnvidia-ml.so.1``, under the driver root (the tree's root)."""
+        return self.root / fakenvml.library_dir() / fakenvml.LIBRARY
+
+    @property
+    def nvml_topology(self) -> pathlib.Path:
+        """The topology file the node's NVML answers from, beside the library."""
+        return self.root / fakenvml.library_dir() / fakenvml.TOPOLOGY_FILE
+
+    @property
+    def previous_releases_nvml(self) -> pathlib.Path:
+        """The same answers for the previous releases' ``fake`` backend."""
+        return self.root / PREVIOUS_RELEASES_NVML_FILE
 
     @property
     def proc_devices(self) -> pathlib.Path:
@@ -113,12 +123,16 @@ def proc_devices_text(*, with_nvidia: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def fake_nvml_document(node: topology.SimNode) -> dict[str, Any]:
-    """The fake-NVML topology file of ``node`` as a JSON-ready dict."""
+def previous_releases_document(model: fakenvml.Answers) -> dict[str, Any]:
+    """``model`` in the JSON the previous releases' ``fake`` fabric backend reads.
+
+    Those releases (tests.support.previous) read this file instead of NVML; it says what the
+    topology file says, apart from the faults only the library can play (init and V2 answers).
+    """
     return {
-        "format": FAKE_NVML_FORMAT,
-        "node": node.name,
-        "driverVersion": node.driver_version,
+        "format": PREVIOUS_RELEASES_NVML_FORMAT,
+        "node": model.node,
+        "driverVersion": model.driver_version,
         "imexChannelCount": IMEX_CHANNEL_COUNT,
         "gpus": [
             {
@@ -126,7 +140,9 @@ def fake_nvml_document(node: topology.SimNode) -> dict[str, Any]:
                 "uuid": gpu.uuid,
                 "name": gpu.name,
                 "pciBusId": gpu.pci_bus_id,
-                "fabric": {
+                "fabric": None
+                if gpu.fabric is None
+                else {
                     "state": gpu.fabric.state,
                     "status": gpu.fabric.status,
                     "clusterUuid": gpu.fabric.cluster_uuid,
@@ -134,13 +150,25 @@ def fake_nvml_document(node: topology.SimNode) -> dict[str, Any]:
                     "healthMask": gpu.fabric.health_mask,
                 },
             }
-            for gpu in node.gpus
+            for gpu in model.gpus
         ],
     }
 
 
-def write(root: pathlib.Path, node: topology.SimNode) -> HostTree:
-    """Create ``root`` as ``node``'s host tree (directories, /proc files, fake NVML)."""
+def write_nvml_answers(tree: HostTree, model: fakenvml.Answers) -> None:
+    """Change what the node's NVML answers from its next init on (each file atomically)."""
+    fakenvml.write_topology(tree.nvml_topology, model)
+    nodefiles.write_json(
+        tree.previous_releases_nvml, previous_releases_document(model), boot_scoped=True
+    )
+
+
+def write(root: pathlib.Path, node: topology.SimNode, *, nvml_library: pathlib.Path) -> HostTree:
+    """Create ``root`` as ``node``'s host tree (directories, /proc files, NVML, IMEX).
+
+    ``nvml_library`` is the built fake ``libnvidia-ml.so.1``
+    (:meth:`cdsim.tools.ToolBox.nvml_library`); the tree gets a copy of it.
+    """
     tree = HostTree(root)
     for directory in _DIRECTORIES:
         (root / directory).mkdir(parents=True, exist_ok=True)
@@ -155,8 +183,8 @@ def write(root: pathlib.Path, node: topology.SimNode) -> HostTree:
     )
     params = root / "proc/driver/nvidia/params"
     params.write_text(f"ImexChannelCount: {IMEX_CHANNEL_COUNT}\n")
-    tree.fake_nvml.parent.mkdir(parents=True, exist_ok=True)
-    tree.fake_nvml.write_text(json.dumps(fake_nvml_document(node), indent=2) + "\n")
+    fakenvml.install(nvml_library, tree.nvml_library.parent)
+    write_nvml_answers(tree, fakenvml.answers(node))
     # Where the driver installs them; the IMEX agent runs <driver root>/usr/bin/nvidia-imex.
     fake_imex.install(root / "usr/bin")
     return tree

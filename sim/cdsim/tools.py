@@ -3,7 +3,9 @@
 Nothing here downloads a release binary: every tool is compiled from its Go module through
 the module proxy into ``<cache>/tools/<name>-<version>/`` and reused from then on. A
 prebuilt set named by ``KUBEBUILDER_ASSETS`` or ``TEST_ASSET_<BINARY>`` wins over the cache.
-Versions live in ``tool-versions.toml`` next to this module.
+Versions live in ``tool-versions.toml`` next to this module. The fake ``libnvidia-ml.so.1``
+(:mod:`cdsim.fakenvml`) is one of the tools too: compiled with ``gcc`` into
+``<cache>/tools/fakenvml-<hash of its source>/``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
+
+from cdsim import fakenvml
 
 VERSIONS_FILE = pathlib.Path(__file__).with_name("tool-versions.toml")
 KUBE_VERSION_ENV = "COMPUTE_DOMAINS_KUBE_VERSION"
@@ -166,6 +170,8 @@ class ToolBox:
 
     def path(self, name: str, binary: str | None = None) -> pathlib.Path:
         """Path of a binary of tool ``name``, building the tool first when it is missing."""
+        if name == fakenvml.TOOL:
+            return self.nvml_library()
         tool = self.tool(name)
         binary = binary or tool.binaries[0]
         given = self.prebuilt(tool, binary)
@@ -178,12 +184,47 @@ class ToolBox:
     def ensure_all(self, names: Sequence[str] | None = None) -> dict[str, pathlib.Path]:
         """Make every tool available; returns binary name (helm as helm3/helm4) → path."""
         result: dict[str, pathlib.Path] = {}
-        for name in names or tools_for(self.versions).keys():
+        for name in names or [*tools_for(self.versions).keys(), fakenvml.TOOL]:
+            if name == fakenvml.TOOL:
+                result[name] = self.nvml_library()
+                continue
             tool = self.tool(name)
             for binary in tool.binaries:
                 label = tool.name if tool.name.startswith("helm") else binary
                 result[label] = self.path(name, binary)
         return result
+
+    def nvml_library(self) -> pathlib.Path:
+        """The fake ``libnvidia-ml.so.1`` of the current source, compiled first when missing.
+
+        Keyed by a hash of the source and flags, so an edited source builds anew. Builders
+        racing each other (test workers) each compile into a folder of their own; the first
+        rename wins and the others use it.
+        """
+        key = f"{fakenvml.TOOL}-{fakenvml.digest()}"
+        final = self.cache / "tools" / key
+        if (final / _COMPLETE_STAMP).exists():
+            return final / fakenvml.LIBRARY
+        started = time.monotonic()
+        self.log(f"[tools] building the fake {fakenvml.LIBRARY} ({key})")
+        staging = self.cache / "tools" / f".{key}.{os.getpid()}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        try:
+            fakenvml.compile_library(staging / fakenvml.LIBRARY)
+        except fakenvml.FakeNvmlError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise ToolError(str(exc)) from None
+        (staging / _COMPLETE_STAMP).write_text(f"{key}\n")
+        try:
+            staging.rename(final)
+        except OSError:  # another builder was first (or left a broken folder: replace it)
+            if not (final / _COMPLETE_STAMP).exists():
+                shutil.rmtree(final, ignore_errors=True)
+                staging.rename(final)
+        shutil.rmtree(staging, ignore_errors=True)
+        self.log(f"[tools] {key} ready in {final} ({_elapsed(started)})")
+        return final / fakenvml.LIBRARY
 
     # -- building -------------------------------------------------------------------------
 

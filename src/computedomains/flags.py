@@ -1,4 +1,4 @@
-"""Command-line flags with environment twins: ``--fake-nvml-file`` is also ``FAKE_NVML_FILE``.
+"""Command-line flags with environment twins: ``--driver-root`` is also ``DRIVER_ROOT``.
 
 A flag on the command line wins over its variable, the variable over the built-in default.
 The chart sets flags; an operator debugging a node can export variables instead.

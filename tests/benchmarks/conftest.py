@@ -41,7 +41,7 @@ def chart_cluster(
         h.run(
             "install",
             RELEASE,
-            str(rendering.CHART),
+            *_published_chart(sim, tmp_path),
             "-n",
             DRIVER_NAMESPACE,
             "--create-namespace",
@@ -78,12 +78,17 @@ def chart_cluster(
         yield sim, api, DRIVER_NAMESPACE
 
 
+def _published_chart(sim: cluster.SimCluster, workdir: pathlib.Path) -> list[str]:
+    """This build's chart, from the benchmark cluster's registry (published if not yet)."""
+    return clusters.TestCluster(kubeconfig=sim.kubeconfig, workdir=workdir, sim=sim).chart()
+
+
 def upgrade(sim: cluster.SimCluster, tmp_path: pathlib.Path, *values: str) -> None:
     """``helm upgrade`` the release, keeping its values, with ``values`` (``--set`` each)."""
     h = rendering.helm_for("helm3", tmp_path, kubeconfig=sim.kubeconfig)
     sets = [arg for value in values for arg in ("--set", value)]
-    h.run("upgrade", RELEASE, str(rendering.CHART), "-n", DRIVER_NAMESPACE, "--reuse-values",
-          *sets, "--wait", "--timeout", "5m", timeout=360)  # fmt: skip
+    h.run("upgrade", RELEASE, *_published_chart(sim, tmp_path), "-n", DRIVER_NAMESPACE,
+          "--reuse-values", *sets, "--wait", "--timeout", "5m", timeout=360)  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,7 @@ def test_upgrade_wall_time_with_live_domains(
             for d in live
         ]
         started = time.monotonic()
-        release.upgrade(str(rendering.CHART), *rendering.sim_values())
+        release.upgrade(*releases.cluster.chart(), *rendering.sim_values())
         seconds = time.monotonic() - started
         after = [
             lifecycle.observe(

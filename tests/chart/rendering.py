@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,9 @@ CHART = REPO / "chart"
 PROFILES = {path.stem: path for path in sorted((REPO / "values").glob("*.yaml"))}
 """The value profiles in values/, by name (host-driver, gpu-operator, gb200-nvl72, gke, eks,
 openshift), and sim, the simulation's overlay."""
+CHART_METADATA: dict[str, Any] = yaml.safe_load((CHART / "Chart.yaml").read_text())
+APP_VERSION = str(CHART_METADATA["appVersion"])
+"""The chart's appVersion: the image tag and ``app.kubernetes.io/version`` by default."""
 PRODUCTION_PROFILE = "gb200-nvl72"
 """The profile the cluster tests install, under the simulation's overlay."""
 
@@ -123,10 +126,14 @@ def template(
     *args: str,
     release: str = RELEASE,
     namespace: str = NAMESPACE,
-    chart: pathlib.Path = CHART,
+    chart: pathlib.Path | Sequence[str] = CHART,
 ) -> list[Obj]:
-    """``helm template`` of the chart; the rendered objects in order (empty documents dropped)."""
-    out = h.run("template", release, str(chart), "--namespace", namespace, *args)
+    """``helm template`` of the chart; the rendered objects in order (empty documents dropped).
+
+    ``chart``: a chart folder, or a reference with its arguments (``TestCluster.chart()``).
+    """
+    source = [str(chart)] if isinstance(chart, pathlib.Path) else list(chart)
+    out = h.run("template", release, *source, "--namespace", namespace, *args)
     return [doc for doc in yaml.load_all(out, Loader=YAML_LOADER) if doc]
 
 

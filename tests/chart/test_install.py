@@ -449,25 +449,21 @@ def test_helm_install_wait_check_and_uninstall(
     api: client.ApiClient,
     namespace: str,
     tmp_path: pathlib.Path,
-    chart_path: str,
-    chart_version: str,
     values_file_path: str,
 ) -> None:
-    # chart_path, chart_version, values_file_path: pytest-helm-charts' fixtures (its
-    # --chart-path, --chart-version, --app-config-file-path or their ATS_* variables).
+    # values_file_path: pytest-helm-charts' fixture (--app-config-file-path or its ATS_*
+    # variable). The chart: from the simulated cluster's registry by OCI reference, or
+    # --chart-path/--chart-version against an existing cluster (clusters.TestCluster.chart).
     h = r.helm_for(major, tmp_path / "helm", kubeconfig=cluster.kubeconfig)
     release = f"cd-{major}"
-    chart = chart_path or r.CHART
     values = ["--values", str(values_file_path)] if values_file_path else r.sim_values()
     kept_before = {name for name in CRDS if _crd_exists(api, name)}
     args = ["--namespace", namespace, *values, "--wait", "--timeout", "10m"]
-    if chart_version:
-        args += ["--version", chart_version]
     if kept_before:
         args += ["--set", "crds.enabled=false"]
 
     try:
-        h.run("install", release, str(chart), *args, timeout=700)
+        h.run("install", release, *cluster.chart(), *args, timeout=700)
         ds = _check_daemonset_covers_gpu_nodes(cluster, api, namespace, release)
         sa = ds.spec.template.spec.service_account_name
         _check_rbac_and_device_classes(api, namespace, release, sa)

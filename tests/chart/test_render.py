@@ -51,7 +51,7 @@ def test_every_object_carries_the_standard_labels(h: helm.Helm, profile: str | N
         assert labels["app.kubernetes.io/instance"] == r.RELEASE
         assert labels["app.kubernetes.io/part-of"] == "compute-domains"
         if obj["kind"] != "CustomResourceDefinition":
-            assert labels["app.kubernetes.io/version"] == "0.2.0"
+            assert labels["app.kubernetes.io/version"] == r.APP_VERSION
 
 
 def test_rendering_is_deterministic(h: helm.Helm) -> None:
@@ -269,20 +269,19 @@ def test_crds_enabled_false_drops_the_crds(h: helm.Helm) -> None:
     assert r.of_kind(r.rendered(h, **{"crds.enabled": "false"}), "CustomResourceDefinition") == []
 
 
-def test_fake_backend_reads_the_fake_nvml_file(h: helm.Helm) -> None:
-    default = r.template(h)
-    assert r.flag(r.container(default, "node-init"), "fabric-backend") == "nvml"
-    assert r.flag(r.container(default, "node-init"), "fake-nvml-file") is None
-    assert all(v["name"] != "fake-nvml" for v in r.pod_spec(default)["volumes"])
-
-    objects = r.template(h, "--values", str(r.PROFILES["sim"]))
-    assert r.volume(objects, "fake-nvml")["hostPath"]["path"] == "/etc/compute-domains"
-    for name in ("node-init", "kubelet-plugin"):
-        c = r.container(objects, name)
-        assert r.flag(c, "fabric-backend") == "fake"
-        assert r.flag(c, "fake-nvml-file") == "/etc/compute-domains/fake-nvml.json"
-        m = r.mount(c, "fake-nvml")
-        assert m == {"name": "fake-nvml", "mountPath": "/etc/compute-domains", "readOnly": True}
+def test_the_simulation_finds_nvml_as_a_gpu_node_does(h: helm.Helm) -> None:
+    """node-init asks the NVML under the driver root, in the simulation as on GPU nodes: the
+    overlay changes nothing of how it is found (the fake library sits in the driver root)."""
+    production = r.template(h, "--values", str(r.PROFILES[r.PRODUCTION_PROFILE]))
+    simulated = r.template(h, *r.sim_values())
+    assert r.container(simulated, "node-init") == r.container(production, "node-init")
+    assert r.volume(simulated, "driver-root") == r.volume(production, "driver-root")
+    node_init = r.container(simulated, "node-init")
+    assert r.flag(node_init, "driver-root") == r.mount(node_init, "driver-root")["mountPath"]
+    assert r.volume(simulated, "driver-root")["hostPath"]["path"] == "/"
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in node_init["env"]
+    for c in (node_init, r.container(simulated, "kubelet-plugin")):
+        assert [a for a in c["args"] if "fabric-backend" in a or "fake" in a] == []
 
 
 def test_kubelet_dir_moves_mounts_and_flags_together(h4: helm.Helm) -> None:
@@ -376,7 +375,7 @@ def test_the_re_check_in_a_sidecar_leaves_the_plugin_without_gpu_and_driver_root
     plugin = r.container(objects, "kubelet-plugin")
     assert watch["args"] == [*once["args"], "--watch", "--recheck-interval=60"]
     assert r.flag(plugin, "fabric-recheck-interval") is None
-    assert r.flag(plugin, "fabric-backend") is None
+    assert r.flag(plugin, "driver-root") is None
     assert r.mount(plugin, "driver-root") is None
     assert r.mount(plugin, "run")["readOnly"] is True
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in plugin["env"]
@@ -389,7 +388,7 @@ def _every_container(objects: list[r.Obj]) -> list[r.Obj]:
 
 def test_image_tag_defaults_to_app_version_and_digest_wins(h4: helm.Helm) -> None:
     images = {c["image"] for c in _every_container(r.template(h4))}
-    assert images == {"ghcr.io/compute-domains/compute-domains:0.2.0"}
+    assert images == {f"ghcr.io/compute-domains/compute-domains:{r.APP_VERSION}"}
     digest = "sha256:" + "a" * 64
     objects = r.rendered(h4, **{"image.repository": "reg.example/cd", "image.digest": digest})
     assert {c["image"] for c in _every_container(objects)} == {f"reg.example/cd@{digest}"}
@@ -477,8 +476,8 @@ def test_resource_api_version_override(h4: helm.Helm) -> None:
 
 
 def test_invalid_enum_is_rejected_by_the_schema(h: helm.Helm) -> None:
-    message = r.rejected(h, "--set", "fabric.backend=nvlm")
-    assert "/fabric/backend" in message and "'nvml', 'fake'" in message
+    message = r.rejected(h, "--set", "logging.format=jsn")
+    assert "/logging/format" in message and "'text', 'json'" in message
 
 
 def test_wrong_type_is_rejected_by_the_schema(h: helm.Helm) -> None:
@@ -507,6 +506,13 @@ def test_retired_value_fails_with_its_replacement(h: helm.Helm) -> None:
     assert "resources (resources.computeDomains.*" in message
 
 
+@pytest.mark.parametrize("value", ["fabric.backend=nvml", "fabric.fakeNvmlFile=/etc/f.json"])
+def test_retired_fabric_values_fail_and_say_what_to_do(h: helm.Helm, value: str) -> None:
+    message = r.rejected(h, "--set", value)
+    assert "fabric (fabric.backend, fabric.fakeNvmlFile) is retired" in message
+    assert "the libnvidia-ml.so.1 under driverRoot" in message and "remove the key" in message
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
@@ -522,11 +528,6 @@ def test_unusable_node_path_is_rejected_with_an_example(
     assert f"{key}={value} is not an absolute, resolved path on the node: write it like /" in (
         message
     )
-
-
-def test_fake_nvml_file_needs_a_folder_of_its_own(h4: helm.Helm) -> None:
-    message = r.rejected(h4, "--set", "fabric.backend=fake", "--set", "fabric.fakeNvmlFile=/f.json")
-    assert "fabric.fakeNvmlFile=/f.json must name a file inside a folder of its own" in message
 
 
 def test_reserved_common_label_is_rejected(h4: helm.Helm) -> None:

@@ -284,7 +284,8 @@ def test_hooks_disabled_leave_only_migrate_as_an_ordinary_job_per_version(h4: he
     objects = r.template(h4, "--set", "hooks.enabled=false")
     assert not [o for o in objects if "helm.sh/hook" in (o["metadata"].get("annotations") or {})]
     (job,) = r.of_kind(objects, "Job")
-    assert job["metadata"]["name"] == f"{r.RELEASE}-compute-domains-migrate-0-2-0"
+    version = str(r.CHART_METADATA["version"]).replace(".", "-")
+    assert job["metadata"]["name"] == f"{r.RELEASE}-compute-domains-migrate-{version}"
     assert job["spec"]["backoffLimit"] == 6, "retried while the webhook comes up beside it"
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == _name("migrate")
     assert r.find(objects, "ClusterRole", _name("migrate"))

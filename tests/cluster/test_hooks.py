@@ -47,18 +47,8 @@ def hook(cluster: clusters.TestCluster, name: str, *args: str) -> subprocess.Com
 def _preflight(
     cluster: clusters.TestCluster, namespace: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
-    """The preflight hook for release ``cd`` in ``namespace`` (fake fabric backend)."""
-    return hook(
-        cluster,
-        "preflight",
-        "--namespace",
-        namespace,
-        "--release",
-        "cd",
-        "--fabric-backend",
-        "fake",
-        *args,
-    )
+    """The preflight hook for release ``cd`` in ``namespace``."""
+    return hook(cluster, "preflight", "--namespace", namespace, "--release", "cd", *args)
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +94,8 @@ def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     assert "preflight: resource.k8s.io/v1 served" in out
     assert f"preflight: CustomResourceDefinition {compat.CRD_NAMES[0]}: not there yet" in out
     assert "preflight: INFO: placement: " in out
+    # The simulated nodes have their driver (and NVML) under / and no GPU operator label.
+    assert "preflight: driverRoot /: consistent with the GPU nodes' driver labels" in out
     assert out.rstrip().endswith("preflight: passed")
 
 

@@ -1,4 +1,8 @@
-"""node-init on simulated nodes: clique label, fabric condition and taint follow the fabric."""
+"""node-init on simulated nodes: clique label, fabric condition and taint follow the fabric.
+
+node-init runs as the chart runs it, a process per node: each loads the node's own NVML (the
+fake libnvidia-ml.so.1 in the node's driver root), which answers from the node's topology file.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import pathlib
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -17,10 +20,8 @@ from cdsim import topology
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, fabricverdict
 from computedomains.api.fabricverdict import VerdictKind
-from computedomains.fabric import discovery
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
-from computedomains.nodeinit import run, settings
 from tests.support import clusters
 
 pytestmark = pytest.mark.cluster
@@ -78,23 +79,34 @@ def restore(
             path.write_bytes(verdict)
 
 
-def _run_once(sim: sim_cluster.SimCluster, node: str, *, taint_broken: bool = True) -> list[str]:
+def _node_init(sim: sim_cluster.SimCluster, node: str, *args: str) -> list[str]:
+    """The command line of node-init on ``node``: its host tree as the driver root and /proc."""
     tree = sim.host_trees[node]
-    config = settings.Settings(
-        node_name=node,
-        kubeconfig=sim.kubeconfig,
-        discovery=discovery.DiscoverySettings(
-            backend=discovery.BackendKind.FAKE,
-            fake_nvml_file=tree.fake_nvml,
-            proc_root=tree.root / "proc",
-        ),
-        verdict_file=_verdict_file(sim, node),
-        transitional_grace=0,
-        taint_broken=taint_broken,
-    )
-    lines: list[str] = []
-    assert run.run(config, stop=threading.Event(), log=lines.append) == 0
-    return lines
+    return [
+        sys.executable, "-m", "computedomains", "node-init",
+        "--node-name", node,
+        "--kubeconfig", str(sim.kubeconfig),
+        "--driver-root", str(tree.root),
+        "--proc-root", str(tree.root / "proc"),
+        "--fabric-verdict-file", str(_verdict_file(sim, node)),
+        *args,
+    ]  # fmt: skip
+
+
+def _environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+
+
+def _run_once(sim: sim_cluster.SimCluster, node: str, *, taint_broken: bool = True) -> list[str]:
+    """node-init once, as the init container runs it; its output lines."""
+    taint = "--taint-broken" if taint_broken else "--no-taint-broken"
+    done = subprocess.run(
+        _node_init(sim, node, "--transitional-grace", "0", taint),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, check=False,
+        env=_environment(),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    return done.stdout.splitlines()
 
 
 def test_node_init_labels_a_healthy_node_and_fixes_a_stale_label(
@@ -150,33 +162,10 @@ def test_watching_node_init_follows_the_fabric_into_broken_and_back(
     tmp_path: pathlib.Path,
 ) -> None:
     restore(WATCH_NODE)
-    tree = sim.host_trees[WATCH_NODE]
     clique = _clique(sim, WATCH_NODE)
-    command = [
-        sys.executable,
-        "-m",
-        "computedomains",
-        "node-init",
-        "--node-name",
-        WATCH_NODE,
-        "--kubeconfig",
-        str(sim.kubeconfig),
-        "--fabric-backend",
-        "fake",
-        "--fake-nvml-file",
-        str(tree.fake_nvml),
-        "--proc-root",
-        str(tree.root / "proc"),
-        "--fabric-verdict-file",
-        str(_verdict_file(sim, WATCH_NODE)),
-        "--taint-broken",
-        "--watch",
-        "--recheck-interval",
-        "0.3",
-    ]
+    command = _node_init(sim, WATCH_NODE, "--taint-broken", "--watch", "--recheck-interval", "0.3")
     log = (tmp_path / "node-init.log").open("w")
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment())
 
     def alive() -> None:
         if process.poll() is not None:
@@ -222,8 +211,8 @@ def test_node_without_fabric_is_left_untouched(
 
 
 def _break_nvml(sim: sim_cluster.SimCluster, node: str) -> None:
-    """Make the node's fake NVML fail, as a failing NVML call would: its file stops parsing."""
-    nodefiles.write_bytes(sim.host_trees[node].fake_nvml, b"{NVML_ERROR_UNKNOWN")
+    """Make the node's NVML fail: its topology file stops parsing, so init answers UNKNOWN."""
+    nodefiles.write_bytes(sim.host_trees[node].nvml_topology, b"{NVML_ERROR_UNKNOWN")
 
 
 def _warnings(api: kube_client.Client, node: str, reason: str) -> list[str]:
@@ -238,44 +227,35 @@ def _published(sim: sim_cluster.SimCluster, node: str) -> tuple[str, str, str] |
 
 
 def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
-    sim: sim_cluster.SimCluster, api: kube_client.Client, restore: Callable[[str], None]
+    sim: sim_cluster.SimCluster,
+    api: kube_client.Client,
+    restore: Callable[[str], None],
+    tmp_path: pathlib.Path,
 ) -> None:
     restore(HOLD_NODE)
-    tree = sim.host_trees[HOLD_NODE]
     clique = _clique(sim, HOLD_NODE)
     grace = fabricverdict.Grace(checks=20, seconds=600)
-    config = settings.Settings(
-        node_name=HOLD_NODE,
-        kubeconfig=sim.kubeconfig,
-        discovery=discovery.DiscoverySettings(
-            backend=discovery.BackendKind.FAKE,
-            fake_nvml_file=tree.fake_nvml,
-            proc_root=tree.root / "proc",
-        ),
-        verdict_file=_verdict_file(sim, HOLD_NODE),
-        fault_grace=grace,
-        watch=True,
-        recheck_interval=0.3,
-    )
-    lines: list[str] = []
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=run.run, args=(config,), kwargs={"stop": stop, "log": lines.append}
-    )
+    log_file = tmp_path / "node-init.log"
+    command = _node_init(
+        sim, HOLD_NODE,
+        "--fault-grace-checks", str(grace.checks), "--fault-grace-seconds", str(grace.seconds),
+        "--watch", "--recheck-interval", "0.3",
+    )  # fmt: skip
 
-    def said(prefix: str) -> int:
-        return sum(line.startswith(prefix) for line in list(lines))
+    def said(text: str) -> int:
+        return log_file.read_text().count(text) if log_file.exists() else 0
 
     healthy = (clique, "True/FabricHealthy", False)
     usable = (VerdictKind.HEALTHY, "FabricHealthy", clique)
 
     def unchanged() -> None:
-        assert thread.is_alive(), lines
-        assert _node_state(api, HOLD_NODE) == healthy, lines
-        assert _published(sim, HOLD_NODE) == usable, lines
+        assert process.poll() is None, log_file.read_text()
+        assert _node_state(api, HOLD_NODE) == healthy, log_file.read_text()
+        assert _published(sim, HOLD_NODE) == usable, log_file.read_text()
 
     kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: "a-domain-uid"})
-    thread.start()
+    log = log_file.open("w")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment())
     try:
         waiting.until(
             "the healthy verdict", lambda: _node_state(api, HOLD_NODE) == healthy, timeout=30
@@ -339,7 +319,8 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
         )
         assert said("keeping the last usable verdict") == held
     finally:
-        stop.set()
-        thread.join(timeout=30)
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        log.close()
         kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: None})
-    assert not thread.is_alive()
+    assert code == 0, log_file.read_text()

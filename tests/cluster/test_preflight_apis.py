@@ -27,8 +27,6 @@ def preflight(kubeconfig: pathlib.Path) -> subprocess.CompletedProcess[str]:
             "default",
             "--release",
             "cd",
-            "--fabric-backend",
-            "fake",
         ),
         timeout=120,
     )

@@ -66,7 +66,7 @@ def test_the_previous_chart_runs_the_previous_code(
         "--wait", "--timeout", "4m",
     ]  # fmt: skip
     with previous.running_in(sim, previous_release):
-        h.run("install", RELEASE, str(previous_release.chart), *args, timeout=300)
+        h.run("install", RELEASE, *cluster.chart_from(previous_release.chart), *args, timeout=300)
     try:
         (pod,) = (
             client.CoreV1Api(api)

@@ -5,36 +5,66 @@ from __future__ import annotations
 import collections
 import ipaddress
 import json
+import os
 import re
+import subprocess
+import sys
 import uuid
+from typing import Any
 
 import pytest
 from kubernetes import client
 
 from cdsim import cluster as sim_cluster
-from cdsim import hosttree, nodes
+from cdsim import fakenvml, hosttree, nodes
+from computedomains.fabric import nvml
 
 pytestmark = pytest.mark.cluster
+
+
+def _fabric_show(tree: hosttree.HostTree) -> subprocess.Popen[str]:
+    """``computedomains fabric show --json`` on a node, as an operator would run it there: a
+    process of its own, loading the node's own NVML (pynvml loads one library per process)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "computedomains", "fabric", "show", "--json",
+         f"--driver-root={tree.root}", f"--proc-root={tree.root / 'proc'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "NODE_NAME": tree.root.name},
+    )  # fmt: skip
+
+
+def _shown(sim: sim_cluster.SimCluster) -> dict[str, dict[str, Any]]:
+    """What every node's NVML reports, node name → ``fabric show --json``, a few at a time."""
+    shown: dict[str, dict[str, Any]] = {}
+    names = [n.name for n in sim.nodes]
+    for start in range(0, len(names), 6):
+        running = {name: _fabric_show(sim.host_trees[name]) for name in names[start : start + 6]}
+        for name, process in running.items():
+            out, err = process.communicate(timeout=120)
+            assert process.returncode == 0, f"{name}: {err}"
+            shown[name] = json.loads(out)
+    return shown
 
 
 def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(
     sim: sim_cluster.SimCluster,
 ) -> None:
     cliques: dict[tuple[str, int], set[str]] = collections.defaultdict(set)
-    for node in sim.nodes:
-        document = json.loads(sim.host_trees[node.name].fake_nvml.read_text())
-        assert document["format"] == hosttree.FAKE_NVML_FORMAT
-        assert document["node"] == node.name
-        gpu_fabrics = {
-            (g["fabric"]["clusterUuid"], g["fabric"]["cliqueId"]) for g in document["gpus"]
-        }
-        assert len(document["gpus"]) == 4
-        assert len(gpu_fabrics) == 1, f"{node.name}: GPUs disagree on the clique: {gpu_fabrics}"
-        for gpu in document["gpus"]:
+    all_gpus: list[str] = []
+    for name, shown in _shown(sim).items():
+        assert (shown["node"], shown["verdict"]) == (name, "healthy")
+        gpus = shown["gpus"]
+        assert len(gpus) == 4
+        gpu_fabrics = {(g["fabric"]["clusterUuid"], g["fabric"]["cliqueId"]) for g in gpus}
+        assert len(gpu_fabrics) == 1, f"{name}: GPUs disagree on the clique: {gpu_fabrics}"
+        for gpu in gpus:
             assert gpu["fabric"]["state"] == "COMPLETED"
             assert gpu["fabric"]["status"] == "SUCCESS"
             assert re.fullmatch(r"GPU-[0-9a-f-]{36}", gpu["uuid"])
-        cliques[gpu_fabrics.pop()].add(node.name)
+        cluster_uuid, clique_id = gpu_fabrics.pop()
+        assert shown["clique"] == f"{cluster_uuid}.{clique_id}"
+        cliques[(cluster_uuid, clique_id)].add(name)
+        all_gpus.extend(g["uuid"] for g in gpus)
 
     assert len(cliques) == 2
     assert len({cluster_uuid for cluster_uuid, _ in cliques}) == 2, (
@@ -45,11 +75,6 @@ def test_two_racks_have_distinct_cluster_uuids_and_eighteen_nodes_per_clique(
         assert len({name.split("-n")[0] for name in members}) == 1, (
             "a clique spans exactly one rack"
         )
-    all_gpus = [
-        g["uuid"]
-        for n in sim.nodes
-        for g in json.loads(sim.host_trees[n.name].fake_nvml.read_text())["gpus"]
-    ]
     assert len(set(all_gpus)) == 36 * 4
 
 
@@ -64,6 +89,12 @@ def test_host_trees_hold_the_driver_and_kubelet_files(sim: sim_cluster.SimCluste
         mgmt = dict(line.split(": ") for line in tree.fabric_imex_mgmt.read_text().splitlines())
         assert mgmt == {"DeviceFileMinor": "1", "DeviceFileMode": "438", "DeviceFileModify": "1"}
         boot_ids.add(str(uuid.UUID(tree.boot_id.read_text().strip())))
+        # NVML where the driver installs it: a copy of the built fake (a container sees only
+        # the tree), with the node's answers beside it.
+        assert nvml.find_library(tree.root) == tree.nvml_library
+        assert not tree.nvml_library.is_symlink()
+        assert tree.nvml_library.read_bytes() == sim.toolbox.nvml_library().read_bytes()
+        assert tree.nvml_topology.read_text() == fakenvml.render(fakenvml.answers(node))
         for directory in (tree.kubelet_plugins, tree.kubelet_registry, tree.cdi):
             assert directory.is_dir()
     assert len(boot_ids) == len(sim.nodes)

@@ -12,7 +12,10 @@ import pytest
 from kubernetes import client, config
 
 from cdsim import cluster as sim_cluster
-from cdsim import controlplane, kubeconfig, tools
+from cdsim import controlplane, kubeconfig, publish, tools
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+CHART = REPOSITORY / "chart"
 
 
 def typed_client(kubeconfig_path: pathlib.Path) -> client.ApiClient:
@@ -56,6 +59,57 @@ class TestCluster:
     chart_path: pathlib.Path | None = None
     chart_version: str | None = None
     values_file: pathlib.Path | None = None
+    published: publish.Published | None = dataclasses.field(default=None, init=False)
+    """This build in the simulated cluster's registry, once :meth:`chart` published it."""
+
+    def chart(self) -> list[str]:
+        """This build's chart as ``helm install|upgrade RELEASE`` takes it.
+
+        On the simulated cluster: the image and the packaged chart published to the cluster's
+        registry (on first use), installed by ``oci://`` reference with ``image.repository``
+        there, as a user installs from theirs. Against an existing cluster: ``--chart-path``
+        (else this checkout's chart) at ``--chart-version``.
+        """
+        if self.sim is None:
+            version = ["--version", self.chart_version] if self.chart_version else []
+            return [str(self.chart_path or CHART), *version]
+        if self.published is None:
+            self.published = publish.publish_build(
+                helm=tools.ToolBox.from_env().path("helm3"),
+                registry=self.registry(),
+                repository=REPOSITORY,
+                log=lambda _: None,
+            )
+        return self.published.chart_args()
+
+    def version(self) -> str:
+        """The version :meth:`chart` installs: this build's (the chart's ``version`` and
+        ``appVersion``, the image tag), or ``--chart-version`` against an existing cluster."""
+        self.chart()
+        if self.published is None:
+            return self.chart_version or ""
+        return self.published.version
+
+    def chart_from(self, chart_dir: pathlib.Path, *, version: str | None = None) -> list[str]:
+        """Another chart (a previous release's, a changed copy) published to the simulated
+        cluster's registry (as ``version``, else its own) and referenced as :meth:`chart` is.
+
+        Only the chart is pushed: its pods run that release's code, mapped by image tag
+        (``cdsim.kubelet.images``).
+        """
+        return publish.publish_chart(
+            helm=tools.ToolBox.from_env().path("helm3"),
+            chart_dir=chart_dir,
+            registry=self.registry(),
+            version=version,
+            log=lambda _: None,
+        ).chart_args()
+
+    def registry(self) -> str:
+        """The simulated cluster's OCI registry (``127.0.0.1:PORT``)."""
+        control_plane = self.simulation().control_plane
+        assert control_plane is not None, "the simulated cluster is not running"
+        return control_plane.registry
 
     @property
     def simulated(self) -> bool:

@@ -191,7 +191,7 @@ def install_previous(
     """A previous release (``tests.support.previous``) installed with its production profile
     (:func:`previous_values`), every plugin publishing. Call inside ``previous.running_in``."""
     release = releases.new(prefix)
-    release.install(str(old.chart), *previous_values(old))
+    release.install(*releases.cluster.chart_from(old.chart), *previous_values(old))
     wait_plugins(api, {n.name for n in sim.nodes})
     return release
 

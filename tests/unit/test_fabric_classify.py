@@ -1,65 +1,89 @@
-"""Fabric verdicts from simulated nodes' host trees: every verdict, and the /proc checks."""
+"""Fabric verdicts from simulated nodes: every verdict, and the /proc checks.
+
+Each node's /proc is its own host tree's; its NVML is the fake library of the process's one
+driver root (``nvml_node``), answering what the node's would (pynvml loads one library).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
+import uuid
+from collections.abc import Callable
 
 import pytest
 
-from cdsim import hosttree, topology
+from cdsim import fakenvml, hosttree, topology
 from computedomains import nodefiles
 from computedomains.api import fabricverdict
 from computedomains.api.fabricverdict import VerdictKind
-from computedomains.fabric import checks, classify, codec, discovery, fake, verdictfile
+from computedomains.fabric import checks, classify, codec, discovery, verdictfile
 from computedomains.fabric.model import Reason, Verdict
+from tests.support import nvmlnode
 
 NODE = "gb200-r0-n00"
 Profile = topology.FabricProfile
 
 
-def _tree(
-    tmp_path: pathlib.Path,
-    profile: topology.FabricProfile = Profile.HEALTHY,
-    driver_version: str | None = None,
-) -> tuple[hosttree.HostTree, topology.SimNode]:
-    spec = topology.Topology(
-        racks=1,
-        nodes_per_rack=1,
-        overrides={NODE: topology.NodeOverride(profile, driver_version)},
-    )
-    node = topology.expand(spec, cluster_name="unit", address_block=0)[0]
-    return hosttree.write(tmp_path / NODE, node), node
+@dataclasses.dataclass(frozen=True)
+class Node:
+    """A simulated node: its host tree, and the driver root answering as its NVML."""
+
+    tree: hosttree.HostTree
+    sim: topology.SimNode
+    nvml: nvmlnode.NvmlNode
+
+    @property
+    def proc(self) -> pathlib.Path:
+        return self.tree.root / "proc"
+
+    def backend(self) -> discovery.Backend:
+        return self.nvml.backend(self.proc)
 
 
-def _replace_fake_nvml(tree: hosttree.HostTree, document: dict[str, object]) -> None:
-    tmp = tree.fake_nvml.with_suffix(".tmp")
-    tmp.write_text(json.dumps(document))
-    tmp.replace(tree.fake_nvml)
+@pytest.fixture
+def make_node(
+    tmp_path: pathlib.Path, nvml_node: nvmlnode.NvmlNode, nvml_library: pathlib.Path
+) -> Callable[..., Node]:
+    def make(
+        profile: topology.FabricProfile = Profile.HEALTHY, driver_version: str | None = None
+    ) -> Node:
+        spec = topology.Topology(
+            racks=1,
+            nodes_per_rack=1,
+            overrides={NODE: topology.NodeOverride(profile, driver_version)},
+        )
+        sim = topology.expand(spec, cluster_name="unit", address_block=0)[0]
+        tree = hosttree.write(tmp_path / NODE, sim, nvml_library=nvml_library)
+        nvml_node.answer(fakenvml.answers(sim))
+        return Node(tree, sim, nvml_node)
+
+    return make
 
 
-def _verdict(tree: hosttree.HostTree, *, waited: float = 0.0, grace: float = 300.0) -> Verdict:
-    report = fake.read_fake_nvml(tree.fake_nvml)
-    host = checks.gather(tree.root / "proc")
+def _verdict(node: Node, *, waited: float = 0.0, grace: float = 300.0) -> Verdict:
+    report = node.backend().discover()
+    host = checks.gather(node.proc)
     return classify.classify(report, host, waited=waited, grace=grace)
 
 
-def test_healthy_node_is_in_its_racks_clique(tmp_path: pathlib.Path) -> None:
-    tree, node = _tree(tmp_path)
-    verdict = _verdict(tree)
+def test_healthy_node_is_in_its_racks_clique(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason) == (VerdictKind.HEALTHY, Reason.HEALTHY)
-    assert verdict.clique == node.clique
-    assert node.clique is not None and node.clique in verdict.message
+    assert verdict.clique == node.sim.clique
+    assert node.sim.clique is not None and node.sim.clique in verdict.message
 
 
 def test_node_without_fabric_is_never_broken_for_missing_imex_bits(
-    tmp_path: pathlib.Path,
+    make_node: Callable[..., Node],
 ) -> None:
-    tree, _ = _tree(tmp_path, Profile.NO_FABRIC, driver_version="535.104.05")
-    tree.proc_devices.write_text(hosttree.proc_devices_text(with_nvidia=False))
-    tree.fabric_imex_mgmt.unlink()
-    verdict = _verdict(tree)
+    node = make_node(Profile.NO_FABRIC, driver_version="535.104.05")
+    node.tree.proc_devices.write_text(hosttree.proc_devices_text(with_nvidia=False))
+    node.tree.fabric_imex_mgmt.unlink()
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason, verdict.clique) == (
         VerdictKind.NO_FABRIC,
         Reason.NO_FABRIC,
@@ -68,25 +92,24 @@ def test_node_without_fabric_is_never_broken_for_missing_imex_bits(
 
 
 def test_gpus_answering_not_supported_or_without_cluster_uuid_mean_no_fabric(
-    tmp_path: pathlib.Path,
+    make_node: Callable[..., Node],
 ) -> None:
-    tree, node = _tree(tmp_path)
-    document = hosttree.fake_nvml_document(node)
-    for gpu in document["gpus"]:
-        gpu["fabric"] = None  # NVML's ERROR_NOT_SUPPORTED
-    _replace_fake_nvml(tree, document)
-    assert _verdict(tree).kind is VerdictKind.NO_FABRIC
+    node = make_node()
+    model = fakenvml.answers(node.sim)
+    node.nvml.answer(
+        dataclasses.replace(
+            model, gpus=tuple(dataclasses.replace(g, fabric=None) for g in model.gpus)
+        )
+    )  # NVML's ERROR_NOT_SUPPORTED
+    assert _verdict(node).kind is VerdictKind.NO_FABRIC
 
-    for gpu in document["gpus"]:
-        gpu["fabric"] = {
-            "state": "COMPLETED",
-            "status": "SUCCESS",
-            "clusterUuid": "00000000-0000-0000-0000-000000000000",
-            "cliqueId": 0,
-            "healthMask": 0,
-        }
-    _replace_fake_nvml(tree, document)
-    assert _verdict(tree).kind is VerdictKind.NO_FABRIC
+    unregistered = topology.FabricInfo("COMPLETED", "SUCCESS", str(uuid.UUID(int=0)), 0, 0)
+    node.nvml.answer(
+        dataclasses.replace(
+            model, gpus=tuple(dataclasses.replace(g, fabric=unregistered) for g in model.gpus)
+        )
+    )
+    assert _verdict(node).kind is VerdictKind.NO_FABRIC
 
 
 class _Clock:
@@ -97,12 +120,12 @@ class _Clock:
         return self.now
 
 
-def test_registration_in_progress_then_healthy_within_the_grace(tmp_path: pathlib.Path) -> None:
-    tree, node = _tree(tmp_path, Profile.IN_PROGRESS)
+def test_registration_in_progress_then_healthy_within_the_grace(
+    make_node: Callable[..., Node],
+) -> None:
+    node = make_node(Profile.IN_PROGRESS)
     clock = _Clock()
-    observer = discovery.Observer(
-        fake.FakeBackend(tree.fake_nvml), tree.root / "proc", grace=120.0, clock=clock
-    )
+    observer = discovery.Observer(node.backend(), node.proc, grace=120.0, clock=clock)
     first = observer.observe()
     assert (first.verdict.kind, first.verdict.reason) == (
         VerdictKind.TRANSITIONAL,
@@ -115,25 +138,25 @@ def test_registration_in_progress_then_healthy_within_the_grace(tmp_path: pathli
     healthy = topology.expand(
         topology.Topology(racks=1, nodes_per_rack=1), cluster_name="unit", address_block=0
     )[0]
-    _replace_fake_nvml(tree, hosttree.fake_nvml_document(healthy))
+    node.nvml.answer(fakenvml.answers(healthy))
     clock.now += 30
     settled = observer.observe()
     assert settled.verdict.kind is VerdictKind.HEALTHY
     assert settled.verdict.clique == healthy.clique
-    assert node.name == healthy.name
+    assert node.sim.name == healthy.name
 
 
-def test_registration_in_progress_past_the_grace_is_broken(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path, Profile.IN_PROGRESS)
-    assert _verdict(tree, waited=299, grace=300).kind is VerdictKind.TRANSITIONAL
-    timed_out = _verdict(tree, waited=300, grace=300)
+def test_registration_in_progress_past_the_grace_is_broken(
+    make_node: Callable[..., Node],
+) -> None:
+    node = make_node(Profile.IN_PROGRESS)
+    assert _verdict(node, waited=299, grace=300).kind is VerdictKind.TRANSITIONAL
+    timed_out = _verdict(node, waited=300, grace=300)
     assert (timed_out.kind, timed_out.reason) == (VerdictKind.BROKEN, Reason.TIMED_OUT)
     assert "IN_PROGRESS" in timed_out.message
 
     clock = _Clock()
-    observer = discovery.Observer(
-        fake.FakeBackend(tree.fake_nvml), tree.root / "proc", grace=10.0, clock=clock
-    )
+    observer = discovery.Observer(node.backend(), node.proc, grace=10.0, clock=clock)
     assert observer.observe().verdict.kind is VerdictKind.TRANSITIONAL
     clock.now += 10
     assert observer.observe().verdict.reason is Reason.TIMED_OUT
@@ -141,18 +164,17 @@ def test_registration_in_progress_past_the_grace_is_broken(tmp_path: pathlib.Pat
     assert observer.observe().verdict.reason is Reason.TIMED_OUT, "the grace does not restart"
 
 
-def test_degraded_bandwidth_keeps_the_clique(tmp_path: pathlib.Path) -> None:
-    tree, node = _tree(tmp_path, Profile.DEGRADED)
-    verdict = _verdict(tree)
+def test_degraded_bandwidth_keeps_the_clique(make_node: Callable[..., Node]) -> None:
+    node = make_node(Profile.DEGRADED)
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason) == (VerdictKind.DEGRADED, Reason.DEGRADED)
-    assert verdict.clique == node.clique
+    assert verdict.clique == node.sim.clique
     assert verdict.usable
     assert "degraded bandwidth" in verdict.message
 
 
-def test_failed_registration_is_broken(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path, Profile.FAILED)
-    verdict = _verdict(tree)
+def test_failed_registration_is_broken(make_node: Callable[..., Node]) -> None:
+    verdict = _verdict(make_node(Profile.FAILED))
     assert (verdict.kind, verdict.reason, verdict.clique) == (
         VerdictKind.BROKEN,
         Reason.FAILED,
@@ -161,16 +183,17 @@ def test_failed_registration_is_broken(tmp_path: pathlib.Path) -> None:
     assert "ERROR_UNKNOWN" in verdict.message
 
 
-def test_gpus_in_different_cliques_are_inconsistent(tmp_path: pathlib.Path) -> None:
-    tree, node = _tree(tmp_path, Profile.MIXED_CLIQUES)
-    verdict = _verdict(tree)
+def test_gpus_in_different_cliques_are_inconsistent(make_node: Callable[..., Node]) -> None:
+    node = make_node(Profile.MIXED_CLIQUES)
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason, verdict.clique) == (
         VerdictKind.INCONSISTENT,
         Reason.INCONSISTENT,
         "",
     )
-    uuid = node.gpus[0].fabric.cluster_uuid
-    assert f"{uuid}.32766" in verdict.message and f"{uuid}.32767" in verdict.message
+    cluster_uuid = node.sim.gpus[0].fabric.cluster_uuid
+    assert f"{cluster_uuid}.32766" in verdict.message
+    assert f"{cluster_uuid}.32767" in verdict.message
 
 
 @pytest.mark.parametrize(
@@ -184,30 +207,29 @@ def test_gpus_in_different_cliques_are_inconsistent(tmp_path: pathlib.Path) -> N
     ],
 )
 def test_driver_older_than_the_dns_name_minimum_is_broken(
-    tmp_path: pathlib.Path, version: str, kind: VerdictKind
+    make_node: Callable[..., Node], version: str, kind: VerdictKind
 ) -> None:
-    tree, _ = _tree(tmp_path, driver_version=version)
-    verdict = _verdict(tree)
+    verdict = _verdict(make_node(driver_version=version))
     assert verdict.kind is kind
     if kind is VerdictKind.BROKEN:
         assert verdict.reason is Reason.DRIVER_TOO_OLD
         assert version in verdict.message and classify.MINIMUM_DRIVER in verdict.message
 
 
-def test_missing_imex_majors_are_broken(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path)
-    tree.proc_devices.write_text(hosttree.proc_devices_text(with_nvidia=False))
-    verdict = _verdict(tree)
+def test_missing_imex_majors_are_broken(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    node.tree.proc_devices.write_text(hosttree.proc_devices_text(with_nvidia=False))
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason) == (VerdictKind.BROKEN, Reason.IMEX_MAJORS_MISSING)
     assert "nvidia-caps-imex-channels" in verdict.message
 
 
-def test_missing_imex_management_capability_is_broken(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path)
-    tree.fabric_imex_mgmt.unlink()
-    verdict = _verdict(tree)
+def test_missing_imex_management_capability_is_broken(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    node.tree.fabric_imex_mgmt.unlink()
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason) == (VerdictKind.BROKEN, Reason.IMEX_MGMT_MISSING)
-    assert str(tree.fabric_imex_mgmt) in verdict.message
+    assert str(node.tree.fabric_imex_mgmt) in verdict.message
 
 
 def _process(proc: pathlib.Path, pid: int, comm: str, cgroup: str | None = None) -> None:
@@ -217,23 +239,23 @@ def _process(proc: pathlib.Path, pid: int, comm: str, cgroup: str | None = None)
         (proc / str(pid) / "cgroup").write_text(cgroup)
 
 
-def test_host_nvidia_imex_process_is_broken(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path)
-    proc = tree.root / "proc"
-    _process(proc, 17, "nvidia-imex-ctl")
-    _process(proc, 23, "nvidia-imex", "0::/kubepods.slice/kubepods-pod1.slice/cri-x.scope\n")
-    assert _verdict(tree).kind is VerdictKind.HEALTHY, "only host processes conflict"
+def test_host_nvidia_imex_process_is_broken(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    _process(node.proc, 17, "nvidia-imex-ctl")
+    _process(node.proc, 23, "nvidia-imex", "0::/kubepods.slice/kubepods-pod1.slice/cri-x.scope\n")
+    assert _verdict(node).kind is VerdictKind.HEALTHY, "only host processes conflict"
 
-    _process(proc, 4242, "nvidia-imex", "0::/system.slice/nvidia-imex.service\n")
-    verdict = _verdict(tree)
+    _process(node.proc, 4242, "nvidia-imex", "0::/system.slice/nvidia-imex.service\n")
+    verdict = _verdict(node)
     assert (verdict.kind, verdict.reason) == (VerdictKind.BROKEN, Reason.HOST_IMEX_RUNNING)
     assert "4242" in verdict.message and "systemctl" in verdict.message
-    assert checks.find_host_processes(proc) == (4242,)
+    assert checks.find_host_processes(node.proc) == (4242,)
 
 
-def test_proc_parsers_give_typed_results(tmp_path: pathlib.Path) -> None:
-    tree, _ = _tree(tmp_path)
-    proc = tree.root / "proc"
+def test_proc_parsers_give_typed_results(
+    make_node: Callable[..., Node], tmp_path: pathlib.Path
+) -> None:
+    proc = make_node().proc
     devices = checks.read_proc_devices(proc)
     assert devices.char_major(checks.IMEX_CHANNELS_DEVICE) == hosttree.IMEX_CHANNELS_MAJOR
     assert devices.char_major(checks.CAPS_DEVICE) == hosttree.NVIDIA_CAPS_MAJOR
@@ -255,40 +277,24 @@ def test_proc_parsers_give_typed_results(tmp_path: pathlib.Path) -> None:
         checks.parse_driver_version("580.95.05-beta")
 
 
-def test_unusable_fake_nvml_file_is_a_clear_error(tmp_path: pathlib.Path) -> None:
-    missing = tmp_path / "absent.json"
-    with pytest.raises(fake.FakeNvmlError, match=f"{missing} does not exist"):
-        fake.read_fake_nvml(missing)
-    garbled = tmp_path / "garbled.json"
-    garbled.write_text("{not json")
-    with pytest.raises(fake.FakeNvmlError, match="not valid JSON"):
-        fake.read_fake_nvml(garbled)
-    tree, node = _tree(tmp_path)
-    document = hosttree.fake_nvml_document(node)
-    document["gpus"][2]["fabric"]["cliqueId"] = "32766"
-    _replace_fake_nvml(tree, document)
-    with pytest.raises(fake.FakeNvmlError, match=r"gpus\[2\]\.fabric\.cliqueId"):
-        fake.read_fake_nvml(tree.fake_nvml)
-    document["format"] = "something/else"
-    _replace_fake_nvml(tree, document)
-    with pytest.raises(fake.FakeNvmlError, match="format"):
-        fake.read_fake_nvml(tree.fake_nvml)
-
-
-def test_observer_turns_discovery_failure_into_a_broken_verdict(tmp_path: pathlib.Path) -> None:
-    observer = discovery.Observer(fake.FakeBackend(tmp_path / "absent.json"), tmp_path)
-    observation = observer.observe()
+def test_observer_turns_a_failing_nvml_into_a_broken_verdict(
+    make_node: Callable[..., Node],
+) -> None:
+    node = make_node()
+    nodefiles.write_bytes(node.nvml.topology, b"{NVML_ERROR_UNKNOWN")
+    observation = discovery.Observer(node.backend(), node.proc).observe()
     assert observation.report is None
     assert (observation.verdict.kind, observation.verdict.reason) == (
         VerdictKind.BROKEN,
         Reason.DISCOVERY_FAILED,
     )
+    assert "ERROR_UNKNOWN" in observation.verdict.message
 
 
-def test_verdict_file_round_trips(tmp_path: pathlib.Path) -> None:
-    tree, node = _tree(tmp_path)
-    observation = discovery.Observer(fake.FakeBackend(tree.fake_nvml), tree.root / "proc").observe()
-    path = tree.root / "var/run/compute-domains/fabric-verdict.json"
+def test_verdict_file_round_trips(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    observation = discovery.Observer(node.backend(), node.proc).observe()
+    path = node.tree.root / "var/run/compute-domains/fabric-verdict.json"
     verdict = verdictfile.build(
         NODE, observation.verdict, observation.report, observation.observed_at
     )
@@ -296,19 +302,21 @@ def test_verdict_file_round_trips(tmp_path: pathlib.Path) -> None:
     assert oct(os.stat(path).st_mode & 0o777) == "0o644"
     stored = fabricverdict.read(path)
     assert stored == verdict and observation.report is not None
-    assert (stored.node, stored.verdict, stored.clique) == (NODE, VerdictKind.HEALTHY, node.clique)
+    assert (stored.node, stored.verdict, stored.clique) == (
+        NODE,
+        VerdictKind.HEALTHY,
+        node.sim.clique,
+    )
     assert stored.reason == "FabricHealthy" and stored.usable
     assert stored.gpus == tuple(codec.gpu_entry(g) for g in observation.report.gpus)
+    assert [(g.uuid, g.fabric.clique_id if g.fabric else None) for g in stored.gpus] == [
+        (g.uuid, g.fabric.clique_id) for g in node.sim.gpus
+    ]
     assert stored.imex_channel_count == 2048
     assert stored.observed_at.endswith("Z")
-    assert fabricverdict.read(tmp_path / "none.json") is None
+    assert fabricverdict.read(node.tree.root / "none.json") is None
 
     document = json.loads(path.read_text())
-    # The GPU entries are the fake-NVML file's: what the writer stored decodes to the report.
-    assert (
-        tuple(codec.gpu_from_json(g, f"$.gpus[{i}]") for i, g in enumerate(document["gpus"]))
-        == observation.report.gpus
-    )
     # A newer writer's extra field is ignored; an unknown verdict is not guessed at.
     path.write_text(json.dumps({**document, "since": "2026-11-30T07:30:00Z"}))
     assert fabricverdict.read(path) == verdict
@@ -320,13 +328,18 @@ def test_verdict_file_round_trips(tmp_path: pathlib.Path) -> None:
         fabricverdict.read(path)
 
 
-def test_discovery_failure_is_written_without_gpus(tmp_path: pathlib.Path) -> None:
-    observation = discovery.Observer(fake.FakeBackend(tmp_path / "absent.json"), tmp_path).observe()
+def test_discovery_failure_is_written_without_gpus(make_node: Callable[..., Node]) -> None:
+    node = make_node()
+    node.nvml.answer(
+        dataclasses.replace(fakenvml.answers(node.sim), init="ERROR_DRIVER_NOT_LOADED")
+    )
+    observation = discovery.Observer(node.backend(), node.proc).observe()
     verdict = verdictfile.build(NODE, observation.verdict, None, observation.observed_at)
     document = verdict.to_dict()
     assert "gpus" not in document and "imexChannelCount" not in document
     assert document["verdict"] == "broken" and document["reason"] == "FabricDiscoveryFailed"
-    path = tmp_path / "verdict.json"
+    assert "ERROR_DRIVER_NOT_LOADED" in document["message"]
+    path = node.tree.root / "verdict.json"
     fabricverdict.write(path, verdict)
     stored = fabricverdict.read(path)
     assert stored is not None and not stored.usable and stored.gpus == ()

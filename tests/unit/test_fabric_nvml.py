@@ -1,177 +1,300 @@
-"""The nvml backend against a stand-in with NVML's call surface, and library loading."""
+"""The nvml backend through the real pynvml over the fake libnvidia-ml.so.1, and its loading.
+
+Every test here drives :mod:`computedomains.fabric.nvml` as production does; the library's
+answers come from the topology file the simulator writes (:mod:`cdsim.fakenvml`).
+"""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import pathlib
-import uuid
 from typing import Any
 
 import pynvml  # type: ignore[import-untyped]
 import pytest
 
+from cdsim import fakenvml, hosttree, topology
 from computedomains.api.fabricverdict import VerdictKind
-from computedomains.fabric import checks, classify, nvml
-from computedomains.fabric.model import FabricDiscoveryError, FabricState
+from computedomains.fabric import checks, classify, discovery, nvml
+from computedomains.fabric.model import FabricDiscoveryError, FabricState, NodeReport, Reason
+from tests.support import nvmlnode
 
-CLUSTER_UUID = "386b0bf3-73f0-5054-949b-d5b6149cb09f"
-
-
-@dataclasses.dataclass
-class StandInGpu:
-    """What one GPU answers; ``fabric`` None means ERROR_NOT_SUPPORTED."""
-
-    uuid: str
-    name: str = "NVIDIA GB200"
-    state: int = pynvml.NVML_GPU_FABRIC_STATE_COMPLETED
-    status: int = pynvml.NVML_SUCCESS
-    cluster_uuid: str = CLUSTER_UUID
-    clique_id: int = 32766
-    health_mask: int = 0
-    fabric: bool = True
-
-
-class StandInNvml:
-    """Answers like libnvidia-ml through pynvml: same names, NVMLError with NVML's codes."""
-
-    def __init__(
-        self,
-        gpus: list[StandInGpu],
-        *,
-        driver: str = "580.95.05",
-        v2_error: int | None = None,
-        init_error: int | None = None,
-        uuid_error: int | None = None,
-    ) -> None:
-        self.gpus = gpus
-        self.driver = driver
-        self.v2_error = v2_error
-        self.init_error = init_error
-        self.uuid_error = uuid_error
-        self.initialised = 0
-
-    def nvmlInit(self) -> None:
-        if self.init_error is not None:
-            raise pynvml.NVMLError(self.init_error)
-        self.initialised += 1
-
-    def nvmlShutdown(self) -> None:
-        if not self.initialised:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_UNINITIALIZED)
-        self.initialised -= 1
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return self.driver
-
-    def nvmlDeviceGetCount(self) -> int:
-        return len(self.gpus)
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> StandInGpu:
-        if not 0 <= index < len(self.gpus):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return self.gpus[index]
-
-    def nvmlDeviceGetUUID(self, handle: StandInGpu) -> str:
-        if self.uuid_error is not None:
-            raise pynvml.NVMLError(self.uuid_error)
-        return handle.uuid
-
-    def nvmlDeviceGetName(self, handle: StandInGpu) -> str:
-        return handle.name
-
-    def nvmlDeviceGetGpuFabricInfoV(self, handle: StandInGpu, info: Any) -> int:
-        if self.v2_error is not None:
-            raise pynvml.NVMLError(self.v2_error)
-        if info.contents.version != pynvml.nvmlGpuFabricInfo_v2:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
-        self._fill(handle, info.contents)
-        info.contents.healthMask = handle.health_mask
-        return int(pynvml.NVML_SUCCESS)
-
-    def nvmlDeviceGetGpuFabricInfo(self, handle: StandInGpu, info: Any) -> int:
-        self._fill(handle, info.contents)
-        return int(pynvml.NVML_SUCCESS)
-
-    @staticmethod
-    def _fill(gpu: StandInGpu, info: Any) -> None:
-        if not gpu.fabric:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        info.clusterUuid[:] = list(uuid.UUID(gpu.cluster_uuid).bytes)
-        info.status = gpu.status
-        info.cliqueId = gpu.clique_id
-        info.state = gpu.state
-
-
-def _gb200(**fields: Any) -> list[StandInGpu]:
-    return [
-        StandInGpu(uuid=f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, str(i))}", **fields) for i in range(4)
-    ]
+Profile = topology.FabricProfile
 
 
 @pytest.fixture
-def proc_root(tmp_path: pathlib.Path) -> pathlib.Path:
-    params = tmp_path / "proc/driver/nvidia/params"
-    params.parent.mkdir(parents=True)
-    params.write_text("ImexChannelCount: 2048\n")
-    return tmp_path / "proc"
+def proc_root(tmp_path: pathlib.Path, nvml_library: pathlib.Path) -> pathlib.Path:
+    """A GB200 node's /proc (IMEX majors, capability, channel count)."""
+    return hosttree.write(tmp_path / "node", _node(), nvml_library=nvml_library).root / "proc"
 
 
-def test_healthy_gb200_reports_every_gpu_in_one_clique(proc_root: pathlib.Path) -> None:
-    library = StandInNvml(_gb200(cluster_uuid=CLUSTER_UUID.upper()))
-    report = nvml.discover(library, proc_root=proc_root)
-    assert library.initialised == 0, "NVML is shut down again"
-    assert report.driver_version == "580.95.05"
+def _node(profile: topology.FabricProfile = Profile.HEALTHY) -> topology.SimNode:
+    name = "gb200-r0-n00"
+    spec = topology.Topology(
+        racks=1, nodes_per_rack=1, overrides={name: topology.NodeOverride(profile)}
+    )
+    return topology.expand(spec, cluster_name="unit", address_block=0)[0]
+
+
+def _answers(profile: topology.FabricProfile = Profile.HEALTHY, **changes: str) -> fakenvml.Answers:
+    return dataclasses.replace(fakenvml.answers(_node(profile)), **changes)
+
+
+def _changed(gpu: fakenvml.GpuAnswers, changes: dict[str, Any]) -> fakenvml.GpuAnswers:
+    if "fabric" in changes:
+        return dataclasses.replace(gpu, fabric=changes["fabric"])
+    assert gpu.fabric is not None
+    return dataclasses.replace(gpu, fabric=dataclasses.replace(gpu.fabric, **changes))
+
+
+def _with_fabric(model: fakenvml.Answers, **changes: Any) -> fakenvml.Answers:
+    """``model`` with every GPU's fabric answer changed (``fabric=None``: NOT_SUPPORTED)."""
+    return dataclasses.replace(model, gpus=tuple(_changed(g, changes) for g in model.gpus))
+
+
+def _discover(
+    node: nvmlnode.NvmlNode, proc_root: pathlib.Path, model: fakenvml.Answers
+) -> NodeReport:
+    node.answer(model)
+    return node.backend(proc_root).discover()
+
+
+def _assert_shut_down() -> None:
+    """NVML counts inits; a shutdown beyond the last one answers UNINITIALIZED."""
+    with pytest.raises(pynvml.NVMLError_Uninitialized):
+        pynvml.nvmlShutdown()
+
+
+def test_healthy_rack_node_reports_every_gpu_in_its_racks_clique(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    node = _node()
+    report = _discover(nvml_node, proc_root, fakenvml.answers(node))
+    _assert_shut_down()
+    assert report.driver_version == node.driver_version == topology.DEFAULT_DRIVER_VERSION
     assert report.imex_channel_count == 2048
-    assert [g.index for g in report.gpus] == [0, 1, 2, 3]
-    assert report.gpus[0].uuid == library.gpus[0].uuid
+    assert [(g.index, g.uuid, g.name) for g in report.gpus] == [
+        (g.index, g.uuid, "NVIDIA GB200") for g in node.gpus
+    ]
+    cluster_uuid = topology.rack_cluster_uuid("unit", 0)
     for gpu in report.gpus:
         assert gpu.fabric is not None
         assert gpu.fabric.state is FabricState.COMPLETED
         assert gpu.fabric.status == "SUCCESS"
-        assert gpu.fabric.cluster_uuid == CLUSTER_UUID, "canonical lowercase"
+        assert gpu.fabric.cluster_uuid == cluster_uuid
+        assert gpu.fabric.clique_id == topology.DEFAULT_CLIQUE_ID
         assert gpu.fabric.health_mask == 0
-        assert gpu.fabric.clique == f"{CLUSTER_UUID}.32766"
+        assert gpu.fabric.clique == node.clique
+    verdict = classify.classify(report, checks.gather(proc_root))
+    assert (verdict.kind, verdict.clique) == (VerdictKind.HEALTHY, node.clique)
 
 
-def test_not_supported_gpus_have_no_fabric(proc_root: pathlib.Path) -> None:
-    report = nvml.discover(StandInNvml(_gb200(fabric=False)), proc_root=proc_root)
-    assert all(g.fabric is None for g in report.gpus)
-    host = checks.gather(proc_root)
-    assert classify.classify(report, host).kind is VerdictKind.NO_FABRIC
+def test_cluster_uuid_is_reported_canonical(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    upper = topology.rack_cluster_uuid("unit", 0).upper()
+    report = _discover(nvml_node, proc_root, _with_fabric(_answers(), cluster_uuid=upper))
+    assert {g.fabric.cluster_uuid for g in report.gpus if g.fabric} == {upper.lower()}
+
+
+def test_the_v2_call_reports_the_health_mask(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    report = _discover(nvml_node, proc_root, _with_fabric(_answers(), health_mask=0x2A45))
+    assert {g.fabric.health_mask for g in report.gpus if g.fabric} == {0x2A45}
+    degraded = _discover(nvml_node, proc_root, _answers(Profile.DEGRADED))
+    assert classify.classify(degraded, checks.gather(proc_root)).kind is VerdictKind.DEGRADED
 
 
 @pytest.mark.parametrize(
-    "v2_error",
-    [pynvml.NVML_ERROR_FUNCTION_NOT_FOUND, pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH],
+    "v2_answer", ["ERROR_ARGUMENT_VERSION_MISMATCH", "ERROR_FUNCTION_NOT_FOUND"]
 )
 def test_without_the_v2_call_the_v1_call_answers_without_health(
-    proc_root: pathlib.Path, v2_error: int
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, v2_answer: str
 ) -> None:
-    library = StandInNvml(_gb200(health_mask=1), v2_error=v2_error)
-    report = nvml.discover(library, proc_root=proc_root)
+    node = _node(Profile.DEGRADED)
+    model = dataclasses.replace(fakenvml.answers(node), fabric_info_v=v2_answer)
+    report = _discover(nvml_node, proc_root, model)
+    _assert_shut_down()
     for gpu in report.gpus:
         assert gpu.fabric is not None
-        assert gpu.fabric.health_mask is None
-        assert gpu.fabric.clique == f"{CLUSTER_UUID}.32766"
+        assert gpu.fabric.health_mask is None, "V1 has no health mask"
+        assert (gpu.fabric.state, gpu.fabric.status) == (FabricState.COMPLETED, "SUCCESS")
+        assert gpu.fabric.clique == node.clique
 
 
-def test_registration_error_status_is_named(proc_root: pathlib.Path) -> None:
-    library = StandInNvml(_gb200(status=pynvml.NVML_ERROR_UNKNOWN))
-    report = nvml.discover(library, proc_root=proc_root)
-    assert {g.fabric.status for g in report.gpus if g.fabric} == {"ERROR_UNKNOWN"}
+def test_the_v2_call_refuses_a_struct_version_it_does_not_know(
+    nvml_node: nvmlnode.NvmlNode,
+) -> None:
+    nvml_node.answer(_answers())
+    library = nvml.load_library(nvml_node.driver_root)
+    library.nvmlInit()
+    try:
+        handle = library.nvmlDeviceGetHandleByIndex(0)
+        newer = pynvml.c_nvmlGpuFabricInfo_v3_t()
+        with pytest.raises(pynvml.NVMLError_ArgumentVersionMismatch):
+            library.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.pointer(newer))
+        known = pynvml.c_nvmlGpuFabricInfo_v2_t()
+        library.nvmlDeviceGetGpuFabricInfoV(handle, ctypes.pointer(known))
+        assert known.cliqueId == topology.DEFAULT_CLIQUE_ID
+    finally:
+        library.nvmlShutdown()
 
 
-def test_init_failure_is_a_clear_error(proc_root: pathlib.Path) -> None:
-    library = StandInNvml(_gb200(), init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
-    with pytest.raises(nvml.NvmlUnavailable, match=r"Driver Not Loaded.*ERROR_DRIVER_NOT_LOADED"):
-        nvml.discover(library, proc_root=proc_root)
+@pytest.mark.parametrize("v2_answer", ["SUCCESS", "ERROR_FUNCTION_NOT_FOUND"])
+def test_gpus_answering_not_supported_have_no_fabric(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, v2_answer: str
+) -> None:
+    model = dataclasses.replace(_with_fabric(_answers(), fabric=None), fabric_info_v=v2_answer)
+    report = _discover(nvml_node, proc_root, model)
+    assert [g.fabric for g in report.gpus] == [None] * 4
+    assert classify.classify(report, checks.gather(proc_root)).kind is VerdictKind.NO_FABRIC
 
 
-def test_query_failure_shuts_nvml_down(proc_root: pathlib.Path) -> None:
-    library = StandInNvml(_gb200(), uuid_error=pynvml.NVML_ERROR_GPU_IS_LOST)
-    with pytest.raises(FabricDiscoveryError, match="ERROR_GPU_IS_LOST"):
-        nvml.discover(library, proc_root=proc_root)
-    assert library.initialised == 0
+@pytest.mark.parametrize("state", list(FabricState))
+def test_every_fabric_state_is_reported(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, state: FabricState
+) -> None:
+    report = _discover(nvml_node, proc_root, _with_fabric(_answers(), state=state.value))
+    assert {g.fabric.state for g in report.gpus if g.fabric} == {state}
+
+
+@pytest.mark.parametrize("status", ["ERROR_UNKNOWN", "ERROR_NOT_READY", "ERROR_TIMEOUT"])
+def test_registration_status_is_named(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, status: str
+) -> None:
+    report = _discover(nvml_node, proc_root, _with_fabric(_answers(), status=status))
+    assert {g.fabric.status for g in report.gpus if g.fabric} == {status}
+    failed = _discover(nvml_node, proc_root, _answers(Profile.FAILED))
+    verdict = classify.classify(failed, checks.gather(proc_root))
+    assert (verdict.kind, verdict.reason) == (VerdictKind.BROKEN, Reason.FAILED)
+
+
+def test_the_file_is_read_again_at_every_init(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    backend = nvml_node.backend(proc_root)
+    nvml_node.answer(_answers(Profile.IN_PROGRESS))
+    assert {g.fabric.state for g in backend.discover().gpus if g.fabric} == {
+        FabricState.IN_PROGRESS
+    }
+    nvml_node.answer(dataclasses.replace(_answers(), driver_version="570.158.01"))
+    settled = backend.discover()
+    assert {g.fabric.state for g in settled.gpus if g.fabric} == {FabricState.COMPLETED}
+    assert settled.driver_version == "570.158.01"
+
+
+@pytest.mark.parametrize(
+    ("code", "text"),
+    [
+        ("ERROR_DRIVER_NOT_LOADED", "Driver Not Loaded"),
+        ("ERROR_LIB_RM_VERSION_MISMATCH", "RM has detected an NVML/RM version mismatch."),
+    ],
+)
+def test_init_failure_is_a_broken_verdict_that_names_it(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, code: str, text: str
+) -> None:
+    nvml_node.answer(_answers(init=code))
+    backend = nvml_node.backend(proc_root)
+    with pytest.raises(nvml.NvmlUnavailable) as raised:
+        backend.discover()
+    assert str(raised.value) == f"NVML initialisation failed: {text} ({code})"
+    _assert_shut_down()
+    observation = discovery.Observer(backend, proc_root).observe()
+    assert observation.report is None
+    verdict = observation.verdict
+    assert (verdict.kind, verdict.reason, verdict.clique) == (
+        VerdictKind.BROKEN,
+        Reason.DISCOVERY_FAILED,
+        "",
+    )
+    assert code in verdict.message
+
+
+def test_a_failing_query_is_an_error_and_nvml_is_shut_down(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    nvml_node.answer(_answers(fabric_info_v="ERROR_GPU_IS_LOST"))
+    with pytest.raises(FabricDiscoveryError, match=r"GPU is lost \(ERROR_GPU_IS_LOST\)"):
+        nvml_node.backend(proc_root).discover()
+    _assert_shut_down()
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (b"{NVML_ERROR_UNKNOWN", f":1: the first line must be: format {fakenvml.FORMAT}"),
+        (b"", "empty file"),
+        (b"format compute-domains.sim/fake-nvml.v1\n", ":1: the first line must be"),
+        (f"format {fakenvml.FORMAT}\ndriver-version 580.95.05\ngpu 1\n".encode(), ":3: gpu blocks"),
+        (f"format {fakenvml.FORMAT}\ndriverVersion 580.95.05\n".encode(), ":2: unknown key"),
+        (f"format {fakenvml.FORMAT}\ninit ERROR_NOPE\n".encode(), ":2: unknown return code"),
+        (f"format {fakenvml.FORMAT}\nnode n\n".encode(), "no driver-version"),
+        (f"format {fakenvml.FORMAT}\ndriver-version 5\0\n".encode(), "a NUL byte"),
+    ],
+)
+def test_a_garbled_topology_file_makes_init_fail_with_unknown(
+    nvml_node: nvmlnode.NvmlNode,
+    proc_root: pathlib.Path,
+    capfd: pytest.CaptureFixture[str],
+    content: bytes,
+    said: str,
+) -> None:
+    nvml_node.answer(_answers())
+    nvml_node.topology.write_bytes(content)
+    with pytest.raises(nvml.NvmlUnavailable, match=r"Unknown Error \(ERROR_UNKNOWN\)"):
+        nvml_node.backend(proc_root).discover()
+    assert said in capfd.readouterr().err, "the library says why on stderr"
+
+
+def test_a_garbled_gpu_block_names_its_line(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    text = fakenvml.render(_answers())
+    broken = text.replace("clique-id 32766", "clique-id -1", 1)
+    nvml_node.answer(_answers())
+    nvml_node.topology.write_text(broken)
+    with pytest.raises(nvml.NvmlUnavailable, match="ERROR_UNKNOWN"):
+        nvml_node.backend(proc_root).discover()
+    line = broken.splitlines().index("clique-id -1") + 1
+    assert f":{line}: not an unsigned integer: -1" in capfd.readouterr().err
+
+
+def test_a_missing_topology_file_makes_init_fail_with_unknown(
+    nvml_node: nvmlnode.NvmlNode, proc_root: pathlib.Path
+) -> None:
+    nvml_node.answer(_answers())
+    nvml_node.topology.unlink()
+    with pytest.raises(nvml.NvmlUnavailable, match=r"Unknown Error \(ERROR_UNKNOWN\)"):
+        nvml_node.backend(proc_root).discover()
+    nvml_node.answer(_answers())
+    assert nvml_node.backend(proc_root).discover().gpus, "a file put back is read"
+
+
+_RETURN_NAMES = sorted(
+    name.removeprefix("NVML_")
+    for name, value in vars(pynvml).items()
+    if name.startswith("NVML_ERROR_") and isinstance(value, int)
+)
+
+
+@pytest.mark.parametrize("name", _RETURN_NAMES)
+def test_every_return_code_is_pynvmls(nvml_node: nvmlnode.NvmlNode, name: str) -> None:
+    """The library's table of names, codes and strings agrees with pynvml's."""
+    nvml_node.answer(_answers(init=name))
+    library = nvml.load_library(nvml_node.driver_root)
+    with pytest.raises(pynvml.NVMLError) as raised:
+        library.nvmlInit()
+    code = getattr(pynvml, f"NVML_{name}")
+    assert raised.value.value == code
+    assert nvml.return_name(code) == name
+    known = pynvml.NVMLError._errcode_to_string.get(code)
+    if known is not None:
+        assert pynvml.nvmlErrorString(code) == known
+
+
+# -- loading the library -----------------------------------------------------------------
 
 
 def test_absent_library_names_every_searched_path(
@@ -205,21 +328,28 @@ def test_unloadable_library_is_a_clear_error(
         nvml.load_library(tmp_path)
 
 
-def _loaded_libc() -> pathlib.Path:
-    for line in pathlib.Path("/proc/self/maps").read_text().splitlines():
-        path = line.split()[-1]
-        if path.endswith("/libc.so.6"):
-            return pathlib.Path(path)
-    pytest.skip("no libc.so.6 mapped into this process")
-
-
 def test_library_is_loaded_from_the_driver_root(
-    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, nvml_library: pathlib.Path
 ) -> None:
-    # Any shared object proves the path is used; libc is one every test machine has.
     monkeypatch.setattr(pynvml, "nvmlLib", None)
-    library = tmp_path / "run/nvidia/driver/lib64/libnvidia-ml.so.1"
+    root = tmp_path / "run/nvidia/driver"
+    library = root / "lib64/libnvidia-ml.so.1"
     library.parent.mkdir(parents=True)
-    library.symlink_to(_loaded_libc())
-    nvml.load_library(tmp_path / "run/nvidia/driver")
+    library.write_bytes(nvml_library.read_bytes())
+    nvml.load_library(root)
     assert pynvml.nvmlLib._name == str(library)
+
+
+def test_another_driver_roots_library_is_refused_once_one_is_loaded(
+    tmp_path: pathlib.Path, nvml_node: nvmlnode.NvmlNode, nvml_library: pathlib.Path
+) -> None:
+    nvml.load_library(nvml_node.driver_root)
+    other = nvmlnode.make(tmp_path / "other-root", nvml_library)
+    with pytest.raises(nvml.NvmlUnavailable, match=f"already uses NVML from {nvml_node.library}"):
+        nvml.load_library(other.driver_root)
+    assert pynvml.nvmlLib._name == str(nvml_node.library)
+
+
+def test_the_library_is_where_this_machines_drivers_put_it(nvml_node: nvmlnode.NvmlNode) -> None:
+    assert fakenvml.library_dir() in nvml.LIBRARY_DIRS
+    assert nvml.find_library(nvml_node.driver_root) == nvml_node.library

@@ -223,7 +223,7 @@ def _node(name: str, **labels: str) -> compat.GpuNode:
 
 def test_host_driver_profile_on_gpu_operator_nodes_is_refused() -> None:
     nodes = [_node("gpu-1", **{compat.OPERATOR_DRIVER_LABEL: "true"})]
-    (f,) = compat.check_driver_root("/", nodes, backend="nvml")
+    (f,) = compat.check_driver_root("/", nodes)
     assert f.severity is Severity.FAIL
     assert f.message == (
         "driverRoot is / but the GPU operator runs its driver container on 1 GPU node(s) "
@@ -237,7 +237,7 @@ def test_host_driver_profile_on_gpu_operator_nodes_is_refused() -> None:
 
 def test_gpu_operator_profile_on_host_driver_nodes_is_refused() -> None:
     nodes = [_node("gpu-1", **{compat.OPERATOR_DRIVER_LABEL: "pre-installed"})]
-    (f,) = compat.check_driver_root("/run/nvidia/driver/", nodes, backend="nvml")
+    (f,) = compat.check_driver_root("/run/nvidia/driver/", nodes)
     assert f.severity is Severity.FAIL
     assert (
         "have a driver installed on the host (nvidia.com/gpu.deploy.driver=pre-installed: gpu-1)"
@@ -248,17 +248,12 @@ def test_gpu_operator_profile_on_host_driver_nodes_is_refused() -> None:
 
 def test_driver_root_consistent_or_unknowable() -> None:
     operator = [_node("a", **{compat.OPERATOR_DRIVER_LABEL: "true"})]
-    assert (
-        compat.check_driver_root("/run/nvidia/driver", operator, backend="nvml")[0].severity
-        is Severity.OK
+    assert compat.check_driver_root("/run/nvidia/driver", operator)[0].severity is Severity.OK
+    unlabelled = compat.check_driver_root("/home/kubernetes/bin/nvidia", [_node("g")])
+    assert [f.severity for f in unlabelled] == [Severity.OK]
+    assert unlabelled[0].message == (
+        "driverRoot /home/kubernetes/bin/nvidia: consistent with the GPU nodes' driver labels"
     )
-    assert (
-        compat.check_driver_root("/home/kubernetes/bin/nvidia", [_node("g")], backend="nvml")[
-            0
-        ].severity
-        is Severity.OK
-    )
-    assert compat.check_driver_root("/", operator, backend="fake")[0].severity is Severity.INFO
 
 
 def test_no_gpu_nodes_warns() -> None:

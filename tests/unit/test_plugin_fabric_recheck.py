@@ -27,15 +27,14 @@ def test_no_re_check_unless_an_interval_is_given() -> None:
 
 def test_the_re_check_judges_with_the_plugins_paths_and_grace() -> None:
     cfg = _parse(
-        "--fabric-recheck-interval=30", "--fabric-backend=fake", "--fake-nvml-file=/f/nvml.json",
+        "--fabric-recheck-interval=30", "--driver-root=/run/nvidia/driver",
         "--proc-root=/host/proc", "--fabric-verdict-file=/run/v.json", "--fault-grace-checks=4",
         "--transitional-grace=90", "--taint-broken",
     )  # fmt: skip
     recheck = cfg.fabric_recheck
     assert recheck is not None
     assert (recheck.node_name, recheck.watch, recheck.recheck_interval) == ("n1", True, 30.0)
-    assert recheck.discovery.backend is discovery.BackendKind.FAKE
-    assert recheck.discovery.fake_nvml_file == pathlib.Path("/f/nvml.json")
+    assert recheck.discovery.driver_root == pathlib.Path("/run/nvidia/driver")
     assert recheck.discovery.proc_root == cfg.proc_root == pathlib.Path("/host/proc")
     assert recheck.verdict_file == cfg.fabric_verdict_file == pathlib.Path("/run/v.json")
     assert recheck.fault_grace == cfg.fault_grace and recheck.fault_grace.checks == 4
@@ -54,7 +53,7 @@ def test_the_re_check_thread_starts_over_after_a_failure_until_stopped(
     recheck = nodeinit_settings.Settings(
         node_name="n1",
         kubeconfig=tmp_path / "missing-kubeconfig",  # every start fails
-        discovery=discovery.DiscoverySettings(backend=discovery.BackendKind.FAKE),
+        discovery=discovery.DiscoverySettings(),
         watch=True,
         recheck_interval=0.01,
     )
@@ -86,9 +85,8 @@ def test_the_re_check_uses_the_client_it_is_given(
     given = kube_client.Client("https://127.0.0.1:1", policy=retry.Policy(attempts=1))
     recheck = nodeinit_settings.Settings(
         node_name="n1",
-        discovery=discovery.DiscoverySettings(
-            backend=discovery.BackendKind.FAKE, fake_nvml_file=tmp_path / "absent.json"
-        ),
+        # No NVML there: the check fails and publishes that, through the given client.
+        discovery=discovery.DiscoverySettings(driver_root=tmp_path, proc_root=tmp_path),
         verdict_file=tmp_path / "verdict.json",
         watch=True,
         recheck_interval=0.01,

@@ -11,7 +11,8 @@ done for good (``restartPolicy`` Never or OnFailure: a Job's, a Helm hook's) get
 their exit codes, so the Job controller completes or fails the Job as on a real cluster. A
 deleted chart pod stays Terminating while its processes stop (SIGTERM, SIGKILL after the grace
 period), then this loop removes it, as the kubelet does. The process also serves the API
-server's Service proxy (:mod:`serviceproxy`), from the same pod cache, by readiness.
+server's Service proxy (:mod:`serviceproxy`), from the same pod cache, by readiness, and the
+kubelet API's container logs through it (:mod:`logserver`).
 Every process starts from this loop's thread: the parent-death signal fires when the thread
 that forked a child ends, and this thread lives as long as the process.
 """
@@ -35,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from cdsim import kubeconfig, processes
-from cdsim.kubelet import dra, images, node, podspec, probes, runner, serviceproxy
+from cdsim.kubelet import dra, images, logserver, node, podspec, probes, runner, serviceproxy
 from cdsim.kubelet import status as pod_status
 from computedomains import nodefiles
 from computedomains.api import resources
@@ -150,9 +151,16 @@ class SimKubelet:
         self._wake = threading.Event()
         self._pods = informer.Informer(api, path=pods.PATH, on_change=lambda *_: self._wake.set())
         self._services = informer.Informer(api, path=resources.SERVICES.path())
+        log_tls = logserver.tls_context(cluster_dir / "sim-kubelet")
         self._proxy = serviceproxy.ServiceProxy(
             cluster_dir / serviceproxy.SOCKET_NAME,
             lambda: (self._services.items(), self._pods.items()),
+            kubelet_api=(
+                logserver.KUBELET_PORT,
+                lambda conn: logserver.serve_connection(
+                    conn, context=log_tls, log_file=self._container_log
+                ),
+            ),
         )
         self._nodes: dict[str, node.NodeDra] = {}
         self._events: dict[str, events.BackgroundRecorder] = {}
@@ -165,6 +173,11 @@ class SimKubelet:
         """UIDs of deleted chart pods whose terminal phase this kubelet wrote (the pod list
         may not show it yet)."""
         self._prober = probes.Prober()
+
+    def _container_log(self, namespace: str, name: str, container: str) -> pathlib.Path | None:
+        """The newest log of ``container`` of pod ``namespace/name`` (None: never ran here)."""
+        folders = pod_log_dirs(self._cluster_dir, namespace=namespace, name=name)
+        return folders[-1] / f"{container}.log" if folders else None
 
     def run(self, stop: threading.Event) -> None:
         """Work until ``stop`` is set, then stop every process and thread."""

@@ -19,7 +19,8 @@ from cdsim.kubelet import probes
 from computedomains.kube import wire
 
 IMAGE_ENTRYPOINT = "computedomains"
-"""The image's ENTRYPOINT (see the Dockerfile); run as this Python's ``-m computedomains``."""
+"""The image's ENTRYPOINT (:data:`cdsim.image.spec.ENTRYPOINT`); run as this Python's
+``-m computedomains``."""
 IMAGE_ENV = {"PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
 """What the image's ENV sets for every container."""
 

@@ -6,7 +6,9 @@ on a control-plane host, this proxy turns a connection to a Service's cluster IP
 into one to a ready pod behind it: the API server's ``cluster`` egress (admission and
 CRD-conversion webhooks, aggregated APIs, the kubelet API) goes through it as HTTP CONNECT on
 the unix socket :data:`SOCKET_NAME` in the cluster folder (``--egress-selector-config-file``,
-see :func:`egress_selector_config`). Addresses that are no Service's are dialled as they are.
+see :func:`egress_selector_config`). A node's kubelet port is answered by the simulated
+kubelet itself (``kubelet_api``: container logs, :mod:`logserver`). Addresses that are no
+Service's are dialled as they are.
 TLS stays end to end: the API server still checks the webhook's certificate for
 ``<service>.<namespace>.svc``.
 """
@@ -122,6 +124,12 @@ def resolve(
     return None
 
 
+def is_kubelet(address: str, pods: Sequence[Mapping[str, Any]], port: int) -> bool:
+    """Whether ``address`` is a node's kubelet API: ``port`` on an IP some pod runs on."""
+    host, number = _split(address)
+    return number == port and any(p.get("status", {}).get("hostIP") == host for p in pods)
+
+
 def _pump(a: socket.socket, b: socket.socket) -> None:
     """Copy bytes both ways until either side closes."""
     with selectors.DefaultSelector() as selector:
@@ -136,12 +144,17 @@ def _pump(a: socket.socket, b: socket.socket) -> None:
 
 
 class ServiceProxy:
-    """HTTP CONNECT on a unix socket; ``lookup`` gives the current Services and pods."""
+    """HTTP CONNECT on a unix socket; ``lookup`` gives the current Services and pods.
+
+    ``kubelet_api``: ``(port, serve)``: a connection to ``port`` on a node's IP is answered
+    by ``serve(connection)`` in this process instead of being dialled.
+    """
 
     def __init__(
         self,
         socket_path: pathlib.Path,
         lookup: Callable[[], tuple[list[dict[str, Any]], list[dict[str, Any]]]],
+        kubelet_api: tuple[int, Callable[[socket.socket], None]] | None = None,
     ) -> None:
         proxy = self
 
@@ -151,6 +164,7 @@ class ServiceProxy:
 
         socket_path.unlink(missing_ok=True)
         self._lookup = lookup
+        self._kubelet_api = kubelet_api
         self._server = socketserver.ThreadingUnixStreamServer(str(socket_path), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
@@ -178,8 +192,14 @@ class ServiceProxy:
         if method != "CONNECT":
             client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
             return
+        services, pods = self._lookup()
+        if self._kubelet_api is not None and is_kubelet(address, pods, self._kubelet_api[0]):
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            with contextlib.suppress(OSError):
+                self._kubelet_api[1](client)
+            return
         try:
-            target = resolve(address, *self._lookup())
+            target = resolve(address, services, pods)
             host, port = (target.host, target.port) if target else _split(address)
             upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
         except (NoEndpoint, OSError, ValueError) as exc:

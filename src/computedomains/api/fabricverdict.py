@@ -58,7 +58,7 @@ class GpuFabricEntry(Model):
 
 
 class GpuEntry(Model):
-    """One GPU as discovery saw it (the same shape as in the fake-NVML file)."""
+    """One GPU as discovery saw it through NVML."""
 
     index: int = field("index", "NVML index of the GPU.")
     uuid: str = field("uuid", "GPU UUID.")

@@ -41,6 +41,7 @@ RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtempl
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", False)
 NODES = Resource("", "v1", "nodes", False)
+NAMESPACES = Resource("", "v1", "namespaces", False)
 PODS = Resource("", "v1", "pods", True)
 EVENTS = Resource("", "v1", "events", True)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", True)

@@ -1,1 +1,1 @@
-"""NVLink fabric discovery: NVML (real or fake), /proc checks and the node verdict."""
+"""NVLink fabric discovery: NVML, /proc checks and the node verdict."""

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import enum
 import pathlib
 import time
 from collections.abc import Callable
@@ -17,17 +16,8 @@ from typing import Protocol
 from computedomains import flags
 from computedomains.api import flaggroups
 from computedomains.api.fabricverdict import VerdictKind
-from computedomains.fabric import checks, classify, fake
+from computedomains.fabric import checks, classify
 from computedomains.fabric.model import FabricDiscoveryError, NodeReport, Reason, Verdict
-
-
-class BackendKind(enum.StrEnum):
-    """Where fabric information comes from."""
-
-    NVML = "nvml"
-    """The node's ``libnvidia-ml.so.1``."""
-    FAKE = "fake"
-    """The simulated node's fake-NVML topology file."""
 
 
 class Backend(Protocol):
@@ -39,33 +29,19 @@ class Backend(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class DiscoverySettings:
-    """Where fabric information comes from.
+    """Where fabric information comes from: the driver's NVML under the driver root, and /proc.
 
     A flag group of ``node-init``, ``fabric show`` and the kubelet plugin's re-check (which
     shares the plugin's own ``--proc-root``).
     """
 
-    backend: BackendKind = flags.option(
-        "--fabric-backend",
-        default=BackendKind.NVML.value,
-        type=BackendKind,
-        choices=[b.value for b in BackendKind],
-        help="where fabric information comes from: NVML, or the simulated node's file",
-    )
     driver_root: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--driver-root"])
-    fake_nvml_file: pathlib.Path = flags.option(
-        "--fake-nvml-file",
-        default=str(fake.DEFAULT_FAKE_NVML_FILE),
-        type=flags.path,
-        help="fake-NVML topology file read by the fake backend",
-    )
     proc_root: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--proc-root"])
 
     def make_backend(self) -> Backend:
-        """The backend these settings select."""
-        if self.backend is BackendKind.FAKE:
-            return fake.FakeBackend(self.fake_nvml_file)
-        # Imported here: the NVML bindings cost memory that simulated nodes never use.
+        """NVML of the driver root."""
+        # Imported here: the NVML bindings cost memory that a plugin without the re-check
+        # never uses.
         from computedomains.fabric import nvml  # noqa: PLC0415
 
         return nvml.NvmlBackend(driver_root=self.driver_root, proc_root=self.proc_root)

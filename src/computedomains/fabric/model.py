@@ -1,8 +1,8 @@
 """What fabric discovery reports about a node, and the verdict drawn from it.
 
-Both backends (real NVML, the simulated cluster's fake-NVML file) produce a
-:class:`NodeReport`; :func:`computedomains.fabric.classify.classify` turns it, together with
-the host checks, into a :class:`Verdict`. Everything here is immutable data.
+NVML discovery (:mod:`computedomains.fabric.nvml`) produces a :class:`NodeReport`;
+:func:`computedomains.fabric.classify.classify` turns it, together with the host checks, into
+a :class:`Verdict`. Everything here is immutable data.
 """
 
 from __future__ import annotations

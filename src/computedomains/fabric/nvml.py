@@ -1,8 +1,9 @@
-"""The ``nvml`` backend: fabric information from ``libnvidia-ml.so.1`` in the driver root.
+"""Fabric information from ``libnvidia-ml.so.1`` in the driver root, through ``pynvml``.
 
 The NVML calls go through :class:`NvmlLibrary`, the call surface of the ``pynvml`` module
-(names, arguments, :class:`pynvml.NVMLError` codes), so tests can hand in a stand-in that
-behaves like NVML without a GPU.
+(names, arguments, :class:`pynvml.NVMLError` codes). On a GPU node that is the driver's
+library; in the simulated cluster each node's driver root holds a fake one written in C that
+answers from the node's topology file, so this module runs unchanged there.
 """
 
 from __future__ import annotations
@@ -108,7 +109,10 @@ def find_library(driver_root: pathlib.Path) -> pathlib.Path:
 
 
 def load_library(driver_root: pathlib.Path) -> NvmlLibrary:
-    """``pynvml`` bound to the NVML library of ``driver_root``."""
+    """``pynvml`` bound to the NVML library of ``driver_root``.
+
+    One library per process: :class:`NvmlUnavailable` when another driver root's is loaded.
+    """
     # pynvml would dlopen the bare name through the loader's search path, which knows
     # nothing of the driver root. It keeps the handle in its module global ``nvmlLib`` and
     # loads only while that is None, so setting it first makes every call use our library.
@@ -119,6 +123,12 @@ def load_library(driver_root: pathlib.Path) -> NvmlLibrary:
                 pynvml.nvmlLib = ctypes.CDLL(str(path))
             except OSError as exc:
                 raise NvmlUnavailable(f"cannot load {path}: {exc}") from None
+        loaded = str(pynvml.nvmlLib._name)
+        if loaded not in {str(p) for p in library_candidates(driver_root)}:
+            raise NvmlUnavailable(
+                f"this process already uses NVML from {loaded}, not from driver root "
+                f"{driver_root} (pynvml holds one library per process)"
+            )
     library: NvmlLibrary = pynvml
     return library
 

@@ -52,7 +52,7 @@ def chart(
         "--timeout",
         "10m",
     ]
-    h.run("install", RELEASE, str(rendering.CHART), *args, timeout=700)
+    h.run("install", RELEASE, *cluster.chart(), *args, timeout=700)
     try:
         wanted = {n.name for n in sim.nodes}
         waiting.until(

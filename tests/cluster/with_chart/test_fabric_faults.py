@@ -1,10 +1,10 @@
 """A fabric fault under a formed ComputeDomain: one that passes reaches no job; one that lasts does.
 
-The chart (values/sim.yaml) has every node's kubelet plugin re-check the fake NVML with
-node-init's check every ``recheckInterval`` seconds, with the chart's fault grace; the IMEX
-agents run the fake nvidia-imex, and the controller reports the domain's status. A fault is
-made by breaking the node's fake-NVML file (every NVML call fails) or by putting its fabric
-back into registration.
+The chart (values/sim.yaml) has every node's kubelet plugin re-check the node's NVML (the fake
+libnvidia-ml.so.1 in its driver root) with node-init's check every ``recheckInterval`` seconds,
+with the chart's fault grace; the IMEX agents run the fake nvidia-imex, and the controller
+reports the domain's status. A fault is made by breaking the node's topology file (NVML's init
+then fails) or by putting its fabric back into registration.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def _warnings(api: client.ApiClient, node: str, reason: str) -> list[str]:
 
 
 def _break_nvml(sim: sim_cluster.SimCluster, node: str) -> None:
-    nodefiles.write_bytes(sim.host_trees[node].fake_nvml, b"{NVML_ERROR_UNKNOWN")
+    """NVML's init fails on ``node`` (ERROR_UNKNOWN): its topology file stops parsing."""
+    nodefiles.write_bytes(sim.host_trees[node].nvml_topology, b"{NVML_ERROR_UNKNOWN")
 
 
 def test_a_passing_fault_keeps_imex_and_a_sustained_one_degrades_the_node(

@@ -192,7 +192,7 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
         refused = release.helm.attempt(
             "install",
             release.name,
-            str(rendering.CHART),
+            *cluster.chart(),
             "--take-ownership",
             "--namespace",
             release.namespace,
@@ -212,7 +212,7 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
         release.helm.run("uninstall", release.name, "--namespace", release.namespace, "--no-hooks")
 
         release.install(
-            str(rendering.CHART),
+            *cluster.chart(),
             "--take-ownership",
             *rendering.sim_values(),
             "--set",

@@ -36,6 +36,7 @@ def test_argo_sync_in_waves_with_hooks_twice_then_delete(
         *rendering.sim_values(),
         release=app.name,
         namespace=app.namespace,
+        chart=cluster.chart(),  # Argo CD's Helm source: the chart from the registry
     )
     waves = {
         o["kind"]: (o["metadata"].get("annotations") or {}).get(argo.WAVE)

@@ -119,7 +119,7 @@ def _render_apply_and_migrate(
     with previous.running_in(sim, old):
         _apply(cluster, rendering.template(
             app.helm, "--include-crds", *lifecycle.previous_values(old),
-            release=app.name, namespace=ns, chart=old.chart,
+            release=app.name, namespace=ns, chart=cluster.chart_from(old.chart),
         ), applied[0])  # fmt: skip
         lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
         domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
@@ -128,6 +128,7 @@ def _render_apply_and_migrate(
         # The next version, hooks and all, applied the same way.
         _apply(cluster, rendering.template(
             app.helm, "--include-crds", *rendering.sim_values(), release=app.name, namespace=ns,
+            chart=cluster.chart(),
         ), applied[1])  # fmt: skip
         fullname = f"{app.name}-compute-domains"
         assert _job_done(api, ns, f"{fullname}-hook-uninstall") == "Complete"
@@ -157,10 +158,10 @@ def _render_apply_and_migrate(
     # finds nothing left to do.
     plain = rendering.template(
         app.helm, "--include-crds", *rendering.sim_values(), "--set", "hooks.enabled=false",
-        release=app.name, namespace=ns,
+        release=app.name, namespace=ns, chart=cluster.chart(),
     )  # fmt: skip
     jobs = [o["metadata"]["name"] for o in plain if o["kind"] == "Job"]
-    assert jobs == [f"{fullname}-migrate-0-2-0"]
+    assert jobs == [f"{fullname}-migrate-{cluster.version().replace('.', '-')}"]
     assert not any("helm.sh/hook" in (o["metadata"].get("annotations") or {}) for o in plain)
     _apply(cluster, plain, applied[2])
     assert _job_done(api, ns, jobs[0]) == "Complete"

@@ -68,9 +68,10 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
 ) -> None:
     release = releases.new("cd-rb")
     ns = release.namespace
-    release.install(str(rendering.CHART), *rendering.sim_values())
-    newer = _newer_chart(tmp_path)
-    release.upgrade(str(newer), "--reuse-values")
+    release.install(*cluster.chart(), *rendering.sim_values())
+    # A later release, published beside this one as a higher pre-release of the same line.
+    newer = cluster.chart_from(_newer_chart(tmp_path), version=f"{cluster.version()}.newer")
+    release.upgrade(*newer, "--reuse-values")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3])
 
     refused = release.helm.attempt(
@@ -88,7 +89,7 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
     # 2), the storage back with the newer chart, then the rollback.
     assert "changes nothing and ends that" in log
     release.run("rollback", "2", "--wait", "--timeout", "5m")
-    release.upgrade(str(newer), "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}")
+    release.upgrade(*newer, "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V2])
     release.run("rollback", "1", "--wait", "--timeout", "5m")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2], [V2])

@@ -24,7 +24,7 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
 ) -> None:
     release = releases.new("cd-rm", major="helm4")  # helm 4: server-side apply, kstatus waits
     # The host-driver profile (the chart's defaults) once, where the others use gb200-nvl72.
-    release.install(str(rendering.CHART), *rendering.sim_values("host-driver"))
+    release.install(*cluster.chart(), *rendering.sim_values("host-driver"))
     lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
     domain = domains.create_domain(api, namespace)
     pods = domains.workers(api, namespace, domain, NODES)
@@ -46,7 +46,7 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
     status = release.helm.run("status", release.name, "--namespace", release.namespace)
     assert "STATUS: uninstalling" in status, status
     release.run("rollback", "1", "--wait", "--timeout", "5m")
-    release.upgrade(str(rendering.CHART), "--reuse-values", "--set", "uninstall.force=true")
+    release.upgrade(*cluster.chart(), "--reuse-values", "--set", "uninstall.force=true")
     release.run("uninstall", "--wait", "--timeout", "5m")
     left = domains.get_domain(api, namespace, name)
     assert constants.FINALIZER not in (left["metadata"].get("finalizers") or [])

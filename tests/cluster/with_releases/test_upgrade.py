@@ -42,7 +42,7 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         # One step to v1beta2 storage would leave no way back, not even for --atomic: preflight
         # refuses it before anything is applied, and the atomic rollback finds nothing changed.
         refused = release.helm.attempt(
-            "upgrade", release.name, str(rendering.CHART), *rendering.sim_values(),
+            "upgrade", release.name, *cluster.chart(), *rendering.sim_values(),
             "--namespace", ns, "--atomic", "--wait", "--timeout", "8m",
         )  # fmt: skip
         assert refused.returncode != 0
@@ -62,13 +62,13 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         # reachable), then v1beta2 stored.
         started = time.monotonic()
         release.upgrade(
-            str(rendering.CHART), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
+            *cluster.chart(), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
             "--atomic",
         )  # fmt: skip
         for crd in lifecycle.CRD_NAMES:
             assert lifecycle.crd_versions(api, crd) == ([V1, V2], [V1])
         release.upgrade(
-            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
+            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
             "--atomic",
         )  # fmt: skip
         upgrade_seconds = time.monotonic() - started
@@ -108,9 +108,7 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
 
         # Rollback: storage goes back to v1beta1 first (the previous CRDs know no v1beta2),
         # then the previous revision comes back.
-        release.upgrade(
-            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta1"
-        )
+        release.upgrade(*cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta1")
         for crd in lifecycle.CRD_NAMES:
             assert lifecycle.crd_versions(api, crd)[1] == [V1]
         release.run("rollback", "1", "--wait", "--timeout", "8m")

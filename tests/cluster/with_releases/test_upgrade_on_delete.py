@@ -75,7 +75,7 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
         # The first of the two steps from 0.1.x: v1beta2 served, v1beta1 still stored, so the
         # previous revision stays reachable (preflight refuses the one-step way: test_upgrade).
         release.upgrade(
-            str(rendering.CHART), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
+            *cluster.chart(), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
             "--atomic",
         )  # fmt: skip
 
@@ -103,7 +103,11 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
         assert {n: now[n].metadata.uid for n in NODES} == {n: agents[n] for n in NODES}
         assert {node: domains.imex_pid(sim, node) for node in NODES} == imex
         # Every idle node got the new agent from the roll-agents hook, clique by clique.
-        rolled = {n for n, p in now.items() if p.metadata.labels[compat.VERSION_LABEL] == "0.2.0"}
+        rolled = {
+            n
+            for n, p in now.items()
+            if p.metadata.labels[compat.VERSION_LABEL] == cluster.version()
+        }
         assert rolled == set(agents) - set(NODES)
         fullname = f"{release.name}-compute-domains"
         roll_log = kube.job_log(cluster, ns, f"{fullname}-hook-roll-agents", "roll-agents")
@@ -122,7 +126,7 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
         # and the new controller, now able to store its conditions, counts the old agents'
         # reports: the domain is Ready.
         release.upgrade(
-            str(rendering.CHART), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
+            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
             "--atomic",
         )  # fmt: skip
         now = _agents(api, ns)
@@ -145,6 +149,6 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
 
         # The old agents say Stopped once the plugin took the label away: only then the slots go.
         waiting.until("the domain's slots on its nodes to be freed", released, timeout=120)
-        release.upgrade(str(rendering.CHART), "--reuse-values", "--atomic")
+        release.upgrade(*cluster.chart(), "--reuse-values", "--atomic")
         versions = {p.metadata.labels[compat.VERSION_LABEL] for p in _agents(api, ns).values()}
-        assert versions == {"0.2.0"}
+        assert versions == {cluster.version()}

@@ -1,0 +1,135 @@
+"""Publish a build to the cluster's registry as a user publishes to theirs, and install from it.
+
+The chart is packaged (``helm package``, version and appVersion set to the build's version) and
+pushed as an OCI artifact (``helm push``); the image's OCI archive, every architecture under one
+index, is copied with ``skopeo copy --all``. A release then installs
+``oci://<registry>/charts/compute-domains --version <version>`` with ``image.repository``
+pointing at the registry (:meth:`Published.chart_args`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+
+import yaml
+
+from cdsim.image import cache as image_cache
+
+CHART_REPOSITORY = "charts"
+"""The registry path the chart is pushed under: ``oci://<registry>/charts/<chart name>``."""
+IMAGE_REPOSITORY = "compute-domains"
+"""The image's repository in the registry."""
+
+
+class PublishError(RuntimeError):
+    """Packaging or pushing failed; the message carries the tool's own output."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    """A chart (and its image) in the cluster's registry."""
+
+    registry: str
+    chart_name: str
+    version: str
+
+    @property
+    def chart_ref(self) -> str:
+        """The chart's OCI reference, without the version."""
+        return f"oci://{self.registry}/{CHART_REPOSITORY}/{self.chart_name}"
+
+    @property
+    def image_repository(self) -> str:
+        """The image's repository, as ``image.repository`` takes it."""
+        return f"{self.registry}/{IMAGE_REPOSITORY}"
+
+    def chart_args(self) -> list[str]:
+        """What ``helm install|upgrade RELEASE`` takes to install this chart from the registry."""
+        return [
+            self.chart_ref,
+            "--version",
+            self.version,
+            "--plain-http",  # the simulated cluster's registry speaks HTTP on loopback
+            "--set",
+            f"image.repository={self.image_repository}",
+        ]
+
+
+def _run(argv: list[str], what: str, *, timeout: float = 300) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise PublishError(f"{what} failed ({done.returncode}): {done.stdout}{done.stderr}")
+    return done.stdout
+
+
+def _tool(name: str, package: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        raise PublishError(f"{name} not found on PATH: install Debian's {package} package")
+    return found
+
+
+def publish_chart(
+    *,
+    helm: pathlib.Path,
+    chart_dir: pathlib.Path,
+    registry: str,
+    version: str | None = None,
+    log: Callable[[str], None] = print,
+) -> Published:
+    """Package ``chart_dir`` (as ``version``, or as its own version) and push it to ``registry``."""
+    metadata = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
+    name, version = str(metadata["name"]), version or str(metadata["version"])
+    with tempfile.TemporaryDirectory(prefix="cd-chart-") as scratch:
+        package = ["package", str(chart_dir), "--destination", scratch]
+        if version != metadata["version"]:
+            package += ["--version", version, "--app-version", version]
+        _run([str(helm), *package], f"helm package {chart_dir}")
+        (archive,) = pathlib.Path(scratch).glob("*.tgz")
+        target = f"oci://{registry}/{CHART_REPOSITORY}"
+        log(f"[publish] chart {name} {version} -> {target}/{name}")
+        _run([str(helm), "push", str(archive), target, "--plain-http"], f"helm push {archive.name}")
+    return Published(registry=registry, chart_name=name, version=version)
+
+
+def publish_image(
+    *, archive: pathlib.Path, registry: str, tag: str, log: Callable[[str], None] = print
+) -> str:
+    """Copy the OCI archive (its whole index) to ``<registry>/compute-domains:<tag>``.
+
+    Returns the pushed reference.
+    """
+    reference = f"{registry}/{IMAGE_REPOSITORY}:{tag}"
+    log(f"[publish] image {archive.name} -> {reference}")
+    skopeo = _tool("skopeo", "skopeo")
+    _run(
+        [skopeo, "copy", "--all", "--quiet", "--dest-tls-verify=false",
+         f"oci-archive:{archive}", f"docker://{reference}"],
+        f"skopeo copy to {reference}",
+    )  # fmt: skip
+    return reference
+
+
+def publish_build(
+    *,
+    helm: pathlib.Path,
+    registry: str,
+    repository: pathlib.Path,
+    log: Callable[[str], None] = print,
+) -> Published:
+    """Publish this checkout's build: its image, then its chart, at the build's version.
+
+    The image is built, or reused from the cache (:mod:`cdsim.image.cache`); the version is
+    the build's (:mod:`cdsim.versions`).
+    """
+    build, _ = image_cache.ImageCache.from_env(repository).ensure()
+    publish_image(archive=build.archive, registry=registry, tag=build.tag, log=log)
+    return publish_chart(
+        helm=helm, chart_dir=repository / "chart", registry=registry, version=build.version,
+        log=log,
+    )  # fmt: skip

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Debian packages the tests and the image build run, installed when missing (the one list;
+# `make prereqs` and .ci/run call this). Root installs directly; others go through sudo.
+#   mmdebstrap       resolves and downloads the image's Debian packages (any architecture)
+#   umoci, skopeo    read and push OCI layouts and archives
+#   runc             runs chart containers from the image's root filesystem
+#   docker-registry  the registry on loopback that the simulated cluster pulls from
+#   gcc              compiles the fake NVML library
+set -euo pipefail
+
+packages=(mmdebstrap umoci skopeo runc docker-registry gcc)
+commands=(mmdebstrap umoci skopeo runc docker-registry gcc)
+
+missing=()
+for i in "${!commands[@]}"; do
+  command -v "${commands[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing Debian packages: ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || {
+    echo "not root and no sudo: install ${missing[*]} (apt-get install -y ${missing[*]})" >&2
+    exit 1
+  }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq "${missing[@]}" </dev/null
