@@ -46,8 +46,10 @@ def test_only_container_log_paths_are_served(
 
 
 def test_the_kubelet_port_of_a_node_with_pods_is_the_kubelet_api() -> None:
-    pods = [{"status": {"hostIP": "127.16.0.3", "podIP": "127.17.0.9"}}]
+    pods = [{"spec": {"nodeName": "n3"}, "status": {"hostIP": "127.16.0.3", "podIP": "127.17.0.9"}}]
     assert serviceproxy.is_kubelet("127.16.0.3:10250", pods, logserver.KUBELET_PORT)
+    assert serviceproxy.is_kubelet("n3:10250", pods, logserver.KUBELET_PORT)  # by Hostname
+    assert not serviceproxy.is_kubelet("n4:10250", pods, logserver.KUBELET_PORT)
     assert not serviceproxy.is_kubelet("127.16.0.3:8443", pods, logserver.KUBELET_PORT)
     assert not serviceproxy.is_kubelet("127.17.0.9:10250", pods, logserver.KUBELET_PORT)
 

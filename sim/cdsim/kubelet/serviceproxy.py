@@ -125,9 +125,16 @@ def resolve(
 
 
 def is_kubelet(address: str, pods: Sequence[Mapping[str, Any]], port: int) -> bool:
-    """Whether ``address`` is a node's kubelet API: ``port`` on an IP some pod runs on."""
+    """Whether ``address`` is a node's kubelet API: ``port`` on a node some pod runs on.
+
+    The API server dials a node by its first address of ``--kubelet-preferred-address-types``
+    (by default its Hostname: the node's name), else its InternalIP.
+    """
     host, number = _split(address)
-    return number == port and any(p.get("status", {}).get("hostIP") == host for p in pods)
+    return number == port and any(
+        host in (p.get("spec", {}).get("nodeName"), p.get("status", {}).get("hostIP"))
+        for p in pods
+    )
 
 
 def _pump(a: socket.socket, b: socket.socket) -> None:
