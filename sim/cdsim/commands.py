@@ -128,14 +128,18 @@ def _add_image_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentP
         sub.add_argument(
             "--rev",
             help="git revision to build (default: HEAD, or the working tree with its version "
-            "marked -dirty when the product's files differ from HEAD)",
+            "marked .dirty when the product's files differ from HEAD)",
         )
     image_build.add_argument(
         "--out", type=pathlib.Path, help="build into this new folder instead of the cache"
     )
     image_build.set_defaults(func=_image_build)
-    image_path.add_argument(
-        "--layout", action="store_true", help="print the OCI layout folder instead"
+    shown = image_path.add_mutually_exclusive_group()
+    shown.add_argument("--layout", action="store_true", help="print the OCI layout folder instead")
+    shown.add_argument(
+        "--version",
+        action="store_true",
+        help="print the build's version instead (the image tag and the chart's version)",
     )
     image_path.set_defaults(func=_image_path)
 
@@ -240,6 +244,7 @@ def _up_background(args: argparse.Namespace) -> int:
         f"ready in {state.ready_seconds:.1f}s)"
     )
     print(f"  kubeconfig  {state.kubeconfig}")
+    print(f"  registry    {state.registry} (plain HTTP)")
     print(f"  log         {log}")
     print(f"Stop it with: cdsim down --name {args.name}")
     return 0
@@ -452,5 +457,5 @@ def _image_path(args: argparse.Namespace) -> int:
     except image_errors.ImageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(build.layout if args.layout else build.archive)
+    print(build.version if args.version else build.layout if args.layout else build.archive)
     return 0
