@@ -132,8 +132,7 @@ def is_kubelet(address: str, pods: Sequence[Mapping[str, Any]], port: int) -> bo
     """
     host, number = _split(address)
     return number == port and any(
-        host in (p.get("spec", {}).get("nodeName"), p.get("status", {}).get("hostIP"))
-        for p in pods
+        host in (p.get("spec", {}).get("nodeName"), p.get("status", {}).get("hostIP")) for p in pods
     )
 
 
