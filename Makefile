@@ -25,7 +25,7 @@ $(VENV)/.installed: pyproject.toml sim/pyproject.toml
 venv: $(VENV)/.installed ## create .venv with the package, the simulator (sim/) and the dev tools
 
 .PHONY: tools
-tools: venv ## build etcd, kube-*, kwok, helm v3/v4 into ~/.cache/compute-domains (once)
+tools: prereqs venv ## build etcd, kube-*, kwok, helm v3/v4 and the fake NVML library into ~/.cache/compute-domains (once)
 	$(PY) -m cdsim tools build
 
 TYPECHECK_TREE := build/typecheck
@@ -76,7 +76,7 @@ test-matrix: venv ## placement, formation and upgrade tests on each Kubernetes o
 	done
 
 .PHONY: demo
-demo: tools ## 2 simulated NVL72 racks, the chart, examples/: watch a ComputeDomain form (Ctrl-C stops)
+demo: tools image ## 2 simulated NVL72 racks, image and chart from their registry, examples/: watch a ComputeDomain form
 	$(PY) -m cdsim demo
 
 .PHONY: bench

@@ -181,6 +181,14 @@ def labels(obj: Obj) -> dict[str, str]:
     return dict(obj["metadata"].get("labels") or {})
 
 
+def condition(obj: Obj, kind: str) -> Obj | None:
+    """The ``status.conditions`` entry of type ``kind``; None when there is none."""
+    found: list[Obj] = [
+        c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind
+    ]
+    return found[0] if found else None
+
+
 def annotations_of(obj: Obj) -> dict[str, str]:
     """``metadata.annotations`` (empty when there are none)."""
     return dict(obj["metadata"].get("annotations") or {})

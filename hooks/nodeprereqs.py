@@ -16,9 +16,11 @@ import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 
+from computedomains.api import constants
 from computedomains.fabric import classify
 from computedomains.fabric.model import Reason
 
+from . import kubeio
 from .report import Finding, Severity
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -37,6 +39,17 @@ class NodeFacts:
     """``status.nodeInfo.containerRuntimeVersion``, e.g. ``containerd://2.1.4``."""
     fabric_reason: str | None
     """The reason of node-init's ``NVLinkFabricReady`` condition; None before node-init ran."""
+
+    @classmethod
+    def of(cls, node: kubeio.Obj) -> NodeFacts:
+        """The facts of a Node object as the API returns it."""
+        condition = kubeio.condition(node, constants.FABRIC_CONDITION)
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        return cls(
+            name=kubeio.name(node),
+            runtime=str(info.get("containerRuntimeVersion", "")),
+            fabric_reason=str(condition.get("reason", "")) if condition is not None else None,
+        )
 
 
 def _listed(names: Sequence[str]) -> str:

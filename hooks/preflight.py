@@ -127,12 +127,12 @@ def _checks(
         findings += _crd_versions(api, args, release)
     workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
     findings += compat.check_workloads(workloads, release, adopt=args.adopt)
-    found = api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector)
+    found = list(api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector))
     nodes = [
         compat.GpuNode(
             name=kubeio.name(o),
             labels=kubeio.labels(o),
-            has_fabric_condition=_fabric_reason(o) is not None,
+            has_fabric_condition=kubeio.condition(o, constants.FABRIC_CONDITION) is not None,
         )
         for o in found
     ]
@@ -141,28 +141,10 @@ def _checks(
     findings += compat.check_clique_labels(nodes)
     namespace = api.get(resources.NAMESPACES.path(release.namespace))
     findings.append(nodeprereqs.check_pod_security(release.namespace, kubeio.labels(namespace)))
-    facts = [
-        nodeprereqs.NodeFacts(
-            name=kubeio.name(o),
-            runtime=str(((o.get("status") or {}).get("nodeInfo") or {}).get(_RUNTIME_FIELD, "")),
-            fabric_reason=_fabric_reason(o),
-        )
-        for o in found
-    ]
+    facts = [nodeprereqs.NodeFacts.of(o) for o in found]
     findings += nodeprereqs.check_runtimes(facts)
     findings += nodeprereqs.check_drivers(facts)
     return findings
-
-
-_RUNTIME_FIELD = "containerRuntimeVersion"
-
-
-def _fabric_reason(node: kubeio.Obj) -> str | None:
-    """The reason of node-init's fabric condition on ``node``; None while it has none."""
-    for condition in (node.get("status") or {}).get("conditions") or []:
-        if condition.get("type") == constants.FABRIC_CONDITION:
-            return str(condition.get("reason", ""))
-    return None
 
 
 _WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))

@@ -241,13 +241,10 @@ def _clean_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> bool:
 
 
 def _patch_node(api: kubeio.Api, node: kubeio.Obj, report: Report) -> bool:
-    status = node.get("status") or {}
     state = cleanup.NodeState(
         name=kubeio.name(node),
         labels=kubeio.labels(node),
-        has_condition=any(
-            c.get("type") == constants.FABRIC_CONDITION for c in status.get("conditions") or []
-        ),
+        has_condition=kubeio.condition(node, constants.FABRIC_CONDITION) is not None,
         taints=tuple((node.get("spec") or {}).get("taints") or ()),
     )
     todo = cleanup.node_cleanup(state)

@@ -133,14 +133,7 @@ def _nodes(api: kubeio.Api, gpu_selector: str, namespace: str, selector: str) ->
     found = []
     for node in api.list_items(resources.NODES.path(), label_selector=gpu_selector):
         name = kubeio.name(node)
-        condition: kubeio.Obj = next(
-            (
-                c
-                for c in (node.get("status") or {}).get("conditions") or []
-                if c.get("type") == constants.FABRIC_CONDITION
-            ),
-            {},
-        )
+        condition = kubeio.condition(node, constants.FABRIC_CONDITION) or {}
         found.append(
             NodeFabric(
                 name=name,

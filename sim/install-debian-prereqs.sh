@@ -2,14 +2,14 @@
 # The Debian packages the tests and the image build run, installed when missing (the one list;
 # `make prereqs` and .ci/run call this). Root installs directly; others go through sudo.
 #   mmdebstrap       resolves and downloads the image's Debian packages (any architecture)
-#   umoci, skopeo    read and push OCI layouts and archives
-#   runc             runs chart containers from the image's root filesystem
-#   docker-registry  the registry on loopback that the simulated cluster pulls from
+#   skopeo           reads and pushes OCI archives (to the simulated cluster's registry)
+#   runc             runs the image's root filesystem as the chart runs its containers
+#   docker-registry  each simulated cluster's registry on loopback (image and chart)
 #   gcc              compiles the fake NVML library
 set -euo pipefail
 
-packages=(mmdebstrap umoci skopeo runc docker-registry gcc)
-commands=(mmdebstrap umoci skopeo runc docker-registry gcc)
+packages=(mmdebstrap skopeo runc docker-registry gcc)
+commands=(mmdebstrap skopeo runc docker-registry gcc)
 
 missing=()
 for i in "${!commands[@]}"; do

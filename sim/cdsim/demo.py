@@ -216,7 +216,7 @@ class Demo:
         mark = time.monotonic()
         helm = box.path("helm3")
         published = publish.publish_build(
-            helm=helm, registry=state.registry, repository=self.chart.resolve().parent, log=self.out
+            helm=helm, registry=state.registry, chart_dir=self.chart.resolve(), log=self.out
         )
         self.step("publish image and chart", mark)
         mark = time.monotonic()

@@ -61,7 +61,10 @@ class Published:
 
 
 def _run(argv: list[str], what: str, *, timeout: float = 300) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise PublishError(f"{what} did not finish in {timeout:.0f}s") from None
     if done.returncode != 0:
         raise PublishError(f"{what} failed ({done.returncode}): {done.stdout}{done.stderr}")
     return done.stdout
@@ -82,13 +85,18 @@ def publish_chart(
     version: str | None = None,
     log: Callable[[str], None] = print,
 ) -> Published:
-    """Package ``chart_dir`` (as ``version``, or as its own version) and push it to ``registry``."""
+    """Package ``chart_dir`` and push it to ``registry``.
+
+    ``version``: the chart's ``version`` and ``appVersion`` (the image tag) both; None keeps
+    what its Chart.yaml says (a previous release's chart).
+    """
     metadata = yaml.safe_load((chart_dir / "Chart.yaml").read_text())
-    name, version = str(metadata["name"]), version or str(metadata["version"])
+    name = str(metadata["name"])
     with tempfile.TemporaryDirectory(prefix="cd-chart-") as scratch:
         package = ["package", str(chart_dir), "--destination", scratch]
-        if version != metadata["version"]:
+        if version is not None:
             package += ["--version", version, "--app-version", version]
+        version = version or str(metadata["version"])
         _run([str(helm), *package], f"helm package {chart_dir}")
         (archive,) = pathlib.Path(scratch).glob("*.tgz")
         target = f"oci://{registry}/{CHART_REPOSITORY}"
@@ -119,17 +127,19 @@ def publish_build(
     *,
     helm: pathlib.Path,
     registry: str,
-    repository: pathlib.Path,
+    chart_dir: pathlib.Path,
     log: Callable[[str], None] = print,
 ) -> Published:
-    """Publish this checkout's build: its image, then its chart, at the build's version.
+    """Publish a checkout's build: its image, then the chart ``chart_dir``, at one version.
 
-    The image is built, or reused from the cache (:mod:`cdsim.image.cache`); the version is
-    the build's (:mod:`cdsim.versions`).
+    The checkout is the one ``chart_dir`` lies in. Its image is built, or reused from the cache
+    (:mod:`cdsim.image.cache`); the version is the build's (:mod:`cdsim.versions`).
     """
+    repository = pathlib.Path(
+        _run(["git", "-C", str(chart_dir), "rev-parse", "--show-toplevel"], "git").strip()
+    )
     build, _ = image_cache.ImageCache.from_env(repository).ensure()
     publish_image(archive=build.archive, registry=registry, tag=build.tag, log=log)
     return publish_chart(
-        helm=helm, chart_dir=repository / "chart", registry=registry, version=build.version,
-        log=log,
-    )  # fmt: skip
+        helm=helm, chart_dir=chart_dir, registry=registry, version=build.version, log=log
+    )

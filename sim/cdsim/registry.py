@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import pathlib
 import shutil
-import urllib.error
-import urllib.request
 
 BINARY = "docker-registry"
 """Debian's package of the CNCF distribution registry (``apt-get install docker-registry``)."""
@@ -49,25 +47,3 @@ def write_config(directory: pathlib.Path, *, port: int) -> pathlib.Path:
     path = directory / "config.yml"
     path.write_text(json.dumps(config(port=port, storage=directory / "storage"), indent=2))
     return path
-
-
-def healthy(address: str) -> bool:
-    """Whether the registry at ``host:port`` answers the distribution API's base endpoint."""
-    try:
-        with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def tags(address: str, repository: str) -> list[str]:
-    """The tags of ``repository`` in the registry at ``address`` (empty when it has none)."""
-    url = f"http://{address}/v2/{repository}/tags/list"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            document = json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return []
-        raise
-    return sorted(document.get("tags") or [])

@@ -59,7 +59,7 @@ def test_chart_metadata_for_registries_and_artifact_hub(package: dict[str, bytes
     assert (notes.get("artifacthub.io/prerelease") == "true") == ("-" in chart["version"])
 
 
-def test_the_package_ships_the_icon_it_names() -> None:
+def test_the_icon_the_chart_names_is_in_the_repository() -> None:
     icon = pathlib.Path(r.REPO / "docs" / "icon.svg")
     assert r.CHART_METADATA["icon"].endswith("/docs/icon.svg") and icon.read_text().startswith(
         "<svg"

@@ -32,7 +32,8 @@ def test_stop_leaves_no_process_and_no_temp_dir() -> None:
     state = sim.start()
     pids = list(state.children.values())
     directory = pathlib.Path(state.directory)
-    assert len(pids) == 6 and all(processes.pid_alive(p) for p in pids)
+    # etcd, API server, KCM, scheduler, kwok, the registry, the simulated kubelet
+    assert len(pids) == 7 and all(processes.pid_alive(p) for p in pids)
     assert set(pids) <= set(processes.strays(directory))  # each marked as this cluster's
     assert directory.is_dir() and sim_cluster.state_file(sim.name).exists()
 

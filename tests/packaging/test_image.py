@@ -13,6 +13,7 @@ import json
 import pathlib
 import shutil
 import subprocess
+import tomllib
 from typing import Any
 
 import pytest
@@ -44,7 +45,9 @@ def image_cache() -> cache.ImageCache:
 
 @pytest.fixture(scope="module")
 def built(image_cache: cache.ImageCache, src: source.Source) -> recipe.Build:
-    return image_cache.lookup(src) or image_cache.build(src)
+    build, _ = image_cache.ensure()  # the working tree's, as make image builds it
+    assert build.revision == src.commit
+    return build
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +200,9 @@ def test_each_entrypoint_starts_under_runc_as_the_chart_runs_it(
     done = _run(rootfs["amd64"], tmp_path, [*spec.ENTRYPOINT, *args])
     assert done.returncode == 0, f"computedomains {' '.join(args)}:\n{done.stdout}{done.stderr}"
     if args == ("--version",):
-        assert done.stdout.strip() == f"computedomains {src.version.removesuffix('-dirty')}"
+        # The wheel's own version (PEP 440); the image's labels and tag carry the build's.
+        wheel = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+        assert done.stdout.strip() == f"computedomains {wheel}"
     else:
         assert done.stdout.startswith("usage: computedomains"), done.stdout[:300]
     assert "Traceback" not in done.stderr

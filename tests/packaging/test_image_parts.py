@@ -268,19 +268,24 @@ def test_a_revision_builds_from_git_and_an_edited_tree_is_dirty(tmp_path: pathli
     repo = tmp_path / "repo"
     (repo / "src").mkdir(parents=True)
     (repo / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1.2.3"\n')
+    (repo / "chart").mkdir()
+    (repo / "chart/Chart.yaml").write_text("name: x\nversion: 1.2.3-dev\n")
     (repo / "src/a.py").write_text("A = 1\n")
     (repo / "notes.txt").write_text("not the product\n")
     _git(repo, "init", "-q")
     _git(repo, "add", ".")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
     clean = source.resolve(repo)
-    assert (clean.dirty, clean.version, clean.key) == (False, "1.2.3", clean.commit)
+    version = f"1.2.3-dev.g{clean.commit[:7]}"  # the build's: the chart's, naming the commit
+    assert (clean.dirty, clean.version, clean.key) == (False, version, clean.commit)
     (repo / "notes.txt").write_text("edited, still not the product\n")
     assert not source.resolve(repo).dirty
     (repo / "src/a.py").write_text("A = 2\n")
     dirty = source.resolve(repo)
-    assert (dirty.dirty, dirty.version) == (True, "1.2.3-dirty")
+    assert (dirty.dirty, dirty.version) == (True, f"{version}.dirty-{dirty.fingerprint[:8]}")
     assert dirty.key.startswith(f"{clean.commit}-dirty-")
+    (repo / "src/a.py").write_text("A = 3\n")
+    assert source.resolve(repo).version != dirty.version, "another edit, another version"
     out = tmp_path / "export"
     source.export(clean, out)
     assert (out / "src/a.py").read_text() == "A = 1\n"

@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 from kubernetes import client, config
 
 from cdsim import cluster as sim_cluster
@@ -77,7 +78,7 @@ class TestCluster:
             self.published = publish.publish_build(
                 helm=tools.ToolBox.from_env().path("helm3"),
                 registry=self.registry(),
-                repository=REPOSITORY,
+                chart_dir=CHART,
                 log=lambda _: None,
             )
         return self.published.chart_args()
@@ -87,7 +88,8 @@ class TestCluster:
         ``appVersion``, the image tag), or ``--chart-version`` against an existing cluster."""
         self.chart()
         if self.published is None:
-            return self.chart_version or ""
+            chart = yaml.safe_load(((self.chart_path or CHART) / "Chart.yaml").read_text())
+            return self.chart_version or str(chart["version"])
         return self.published.version
 
     def chart_from(self, chart_dir: pathlib.Path, *, version: str | None = None) -> list[str]:

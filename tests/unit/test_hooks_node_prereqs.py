@@ -95,3 +95,19 @@ def test_old_and_unreadable_drivers_from_node_inits_verdict_are_warned() -> None
 
 def test_no_verdict_yet_says_nothing_about_drivers() -> None:
     assert np.check_drivers([_node("a", "", None)]) == []
+
+
+def test_node_facts_are_read_from_the_node_object() -> None:
+    node = {
+        "metadata": {"name": "n1"},
+        "status": {
+            "nodeInfo": {"containerRuntimeVersion": "containerd://2.1.4"},
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady"},
+                {"type": "NVLinkFabricReady", "status": "False", "reason": "DriverTooOld"},
+            ],
+        },
+    }
+    assert np.NodeFacts.of(node) == np.NodeFacts("n1", "containerd://2.1.4", "DriverTooOld")
+    bare = {"metadata": {"name": "n2"}}
+    assert np.NodeFacts.of(bare) == np.NodeFacts("n2", "", None)

@@ -279,3 +279,36 @@ def test_a_deleted_pod_that_never_ran_ends_failed(with_init: bool) -> None:
         assert conditions["Initialized"]["status"] == "True"
         terminated = main["state"]["terminated"]
         assert (terminated["exitCode"], terminated["reason"]) == (137, "ContainerStatusUnknown")
+
+
+def test_a_failed_exits_message_is_the_end_of_its_log_as_the_kubelet_keeps_it() -> None:
+    lines = b"".join(f"line {i}\n".encode() for i in range(100))
+    message = pod_status.log_tail_message(lines)
+    assert message.startswith("line 20\n") and message.endswith("line 99\n")  # the last 80
+    long = b"x" * 5000 + b"\nFAILED: why\n"
+    message = pod_status.log_tail_message(long)
+    assert len(message.encode()) == pod_status.TERMINATION_LOG_BYTES
+    assert message.endswith("FAILED: why\n")
+
+
+@pytest.mark.parametrize(("fallback", "message"), [(True, "refused: fix X\n"), (False, None)])
+def test_a_failed_container_says_why_in_its_status_when_it_falls_back_to_logs(
+    tmp_path: pathlib.Path, prober: probes.Prober, fallback: bool, message: str | None
+) -> None:
+    script = "import sys; print('checking'); print('refused: fix X'); sys.exit(1)"
+    plan = podspec.PodPlan(
+        init=(),
+        containers=(
+            podspec.ContainerPlan(
+                name="main", argv=(sys.executable, "-c", script), env={}, cwd=tmp_path,
+                mounts=(), logs_on_error=fallback,
+            ),
+        ),
+        restart_policy="Never",
+    )  # fmt: skip
+    pod = runner.PodRunner(label="ns/p", plan=plan, log_dir=tmp_path / "log", prober=prober)
+    assert _until_phase(pod) == "Failed"
+    (main,) = _status(pod)["containerStatuses"]
+    terminated = main["state"]["terminated"]
+    assert terminated["exitCode"] == 1
+    assert terminated.get("message") == (message and f"checking\n{message}")

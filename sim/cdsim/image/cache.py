@@ -2,13 +2,16 @@
 
 ``<key>`` is the commit, or ``<commit>-dirty-<content hash>`` for an edited working tree.
 A build is reused while the recipe that made it is unchanged (its fingerprint covers this
-package's sources and the Debian mirror); builders racing each other (test workers) each build
-into a folder of their own and the first rename wins.
+package's sources and the Debian mirror). Builders of one key (test workers, two checkouts)
+take turns on a lock file beside it, so the second finds the first's build instead of
+building it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import os
 import pathlib
@@ -16,10 +19,10 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from cdsim import tools
-from cdsim.image import debian, recipe, source, wheels
+from cdsim.image import debian, errors, recipe, source, wheels
 
 KEEP_DIRTY = 3
 """Working-tree builds kept (newest first); commits' builds stay until removed by hand."""
@@ -70,14 +73,25 @@ class ImageCache:
     def ensure(self, rev: str | None = None) -> tuple[recipe.Build, bool]:
         """The build of ``rev`` (None: HEAD or the working tree), and whether it was reused."""
         src = source.resolve(self.repo, rev)
-        found = self.lookup(src)
-        if found is not None:
-            return found, True
-        return self.build(src), False
+        with self._turn(src.key):
+            found = self.lookup(src)
+            if found is not None:
+                return found, True
+            return self.build(src), False
+
+    @contextlib.contextmanager
+    def _turn(self, key: str) -> Iterator[None]:
+        """Hold the lock of ``key``'s build (released when the process dies, too)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / f".{key}.lock").open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
 
     def build(self, src: source.Source, *, out: pathlib.Path | None = None) -> recipe.Build:
         """Build ``src`` into the cache (or into ``out``, bypassing the cache)."""
         started = time.monotonic()
+        if out is not None and out.exists():
+            raise errors.ImageError(f"{out} exists: --out takes a folder that does not exist yet")
         final = out or self.root / src.key
         staging = final.with_name(f".{final.name}.{os.getpid()}.partial")
         shutil.rmtree(staging, ignore_errors=True)
@@ -96,12 +110,9 @@ class ImageCache:
                 raise
         try:
             staging.rename(final)
-        except OSError:  # another builder was first (keep its build), or an older recipe's
-            if out is None and self.lookup(src) is not None:
-                shutil.rmtree(staging, ignore_errors=True)
-            else:
-                shutil.rmtree(final, ignore_errors=True)
-                staging.rename(final)
+        except OSError:  # an older recipe's build of the key (in the cache only: checked above)
+            shutil.rmtree(final, ignore_errors=True)
+            staging.rename(final)
         self.log(f"[image] {src.version} built in {time.monotonic() - started:.0f}s: {final}")
         if src.dirty and out is None:
             self._forget_old_dirty()

@@ -2,8 +2,8 @@
 
 A named revision is read with ``git archive``, so any commit builds (an upgrade test builds
 the previous release). Without one, HEAD builds; when the product's files differ from HEAD
-in the working tree, the working tree builds and its version is marked ``.dirty``. The version
-is the build's (:mod:`cdsim.versions`): the chart's, naming the commit between releases.
+in the working tree, the working tree builds and its version is marked ``.dirty-<hash>``. The
+version is the build's (:mod:`cdsim.versions`): the chart's, naming the commit between releases.
 """
 
 from __future__ import annotations
@@ -93,10 +93,9 @@ def resolve(repo: pathlib.Path, rev: str | None = None) -> Source:
         if dirty
         else git(repo, "show", f"{commit}:{versions.CHART_FILE}")
     )
-    version = versions.build_version(versions.chart_version(chart), commit=commit, dirty=dirty)
-    if dirty:
-        return Source(repo, commit, True, epoch, version, fingerprint(repo, working_files(repo)))
-    return Source(repo, commit, False, epoch, version, "")
+    changes = fingerprint(repo, working_files(repo)) if dirty else ""
+    version = versions.build_version(versions.chart_version(chart), commit=commit, changes=changes)
+    return Source(repo, commit, dirty, epoch, version, changes)
 
 
 def export(source: Source, dest: pathlib.Path) -> None:

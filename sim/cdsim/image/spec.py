@@ -37,7 +37,7 @@ class Identity:
     """The revision an image is built from, as its labels and tags name it."""
 
     version: str
-    """The product version, ``-dirty`` appended when built from an edited working tree."""
+    """The build's version (:mod:`cdsim.versions`), ``.dirty-<hash>`` for an edited tree."""
     revision: str
     """The git commit (40 hex digits) the build started from."""
     epoch: int

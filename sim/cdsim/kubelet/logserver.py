@@ -32,6 +32,7 @@ from computedomains import certificates
 KUBELET_PORT = 10250
 """The kubelet's API port; the simulated nodes report no other, so the API server uses this."""
 PATH_PREFIX = "/containerLogs/"
+_IDLE_SECONDS = 120.0
 
 
 def select(text: bytes, *, tail_lines: int | None, limit_bytes: int | None) -> bytes:
@@ -108,6 +109,7 @@ def serve_connection(
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        timeout = _IDLE_SECONDS  # a connection the API server keeps but no longer uses ends
 
         def do_GET(self) -> None:
             url = urllib.parse.urlsplit(self.path)
@@ -137,5 +139,6 @@ def serve_connection(
         def log_message(self, format: str, *args: object) -> None:
             """Quiet: the API server's requests need no line each."""
 
+    client.settimeout(_IDLE_SECONDS)  # a handshake that never comes must not hold the thread
     with context.wrap_socket(client, server_side=True) as tls:
         Handler(tls, ("apiserver", 0), None)  # type: ignore[arg-type]

@@ -221,6 +221,9 @@ class ContainerPlan:
     mounts: tuple[Mount, ...]
     sidecar: bool = False
     """An init container with ``restartPolicy: Always``: started, then kept running."""
+    logs_on_error: bool = False
+    """``terminationMessagePolicy: FallbackToLogsOnError``: a failed exit's message is the
+    end of its log (no container here writes ``/dev/termination-log``)."""
     probes: tuple[probes.Probe, ...] = ()
     """Its startup, liveness and readiness probes, as far as it has them."""
 
@@ -288,6 +291,7 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
         cwd=cwd,
         mounts=tuple(mounts),
         sidecar=container.get("restartPolicy") == "Always",
+        logs_on_error=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
         probes=tuple(planned),
     )
 

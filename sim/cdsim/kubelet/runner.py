@@ -15,6 +15,7 @@ kubelet would write (:mod:`status`).
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
 import datetime
 import enum
@@ -392,6 +393,10 @@ class PodRunner:
             "startedAt": pod_status.stamp(container.started_wall or finished),
             "finishedAt": pod_status.stamp(finished),
         }  # fmt: skip
+        if exit_code != 0 and container.plan.logs_on_error:
+            log = self._log_dir / f"{container.plan.name}.log"
+            with contextlib.suppress(OSError):
+                container.last_exit["message"] = pod_status.log_tail_message(log.read_bytes())
         if self._phase is _Phase.TERMINATING:
             container.completed = True  # stopped for good: its exit is the pod's last word
             return

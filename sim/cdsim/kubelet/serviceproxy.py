@@ -199,24 +199,30 @@ class ServiceProxy:
             client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\n\r\n")
             return
         services, pods = self._lookup()
-        if self._kubelet_api is not None and is_kubelet(address, pods, self._kubelet_api[0]):
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            with contextlib.suppress(OSError):
-                self._kubelet_api[1](client)
-            return
+        early = header.split(b"\r\n\r\n", 1)[1]  # bytes sent before our answer
         try:
-            target = resolve(address, services, pods)
+            kubelet = self._kubelet_api is not None and is_kubelet(
+                address, pods, self._kubelet_api[0]
+            )
+            if kubelet and early:
+                raise ValueError("TLS must wait for the CONNECT answer")
+            target = None if kubelet else resolve(address, services, pods)
             host, port = (target.host, target.port) if target else _split(address)
-            upstream = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT)
+            upstream = None if kubelet else socket.create_connection((host, port), _CONNECT_TIMEOUT)
         except (NoEndpoint, OSError, ValueError) as exc:
             _LOG.warning("CONNECT %s: %s", address, exc)
             reason = str(exc).replace("\r", " ").replace("\n", " ")
             client.sendall(f"HTTP/1.1 503 {reason}\r\n\r\n".encode("latin-1", "replace"))
             return
+        if upstream is None:
+            assert self._kubelet_api is not None
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            with contextlib.suppress(OSError):
+                self._kubelet_api[1](client)
+            return
         with contextlib.closing(upstream):
             upstream.settimeout(None)
             client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            early = header.split(b"\r\n\r\n", 1)[1]  # bytes sent before our answer
             if early:
                 upstream.sendall(early)
             with contextlib.suppress(OSError):

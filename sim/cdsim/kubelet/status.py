@@ -16,6 +16,20 @@ from typing import Any
 
 from computedomains import rfc3339
 
+TERMINATION_LOG_LINES = 80
+TERMINATION_LOG_BYTES = 2048
+"""What the kubelet keeps of a failed container's log as its termination message
+(``FallbackToLogsOnError``): the last 80 lines, at most their last 2048 bytes."""
+
+
+def log_tail_message(log: bytes) -> str:
+    """A failed container's termination message: the end of its log.
+
+    As the kubelet takes it under ``terminationMessagePolicy: FallbackToLogsOnError``.
+    """
+    tail = b"".join(log.splitlines(keepends=True)[-TERMINATION_LOG_LINES:])
+    return tail[-TERMINATION_LOG_BYTES:].decode("utf-8", "replace")
+
 
 def stamp(moment: datetime.datetime) -> str:
     """A time as the kubelet writes it: RFC 3339, whole seconds (rounded down)."""

@@ -123,6 +123,7 @@ class Container(TypedDict, total=False):
     resources: ContainerResources
     restartPolicy: str
     """Only on init containers: ``Always`` makes it a sidecar."""
+    terminationMessagePolicy: str
     ports: list[ContainerPort]
     startupProbe: Probe
     livenessProbe: Probe
