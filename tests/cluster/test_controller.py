@@ -208,6 +208,20 @@ def test_eighteen_nodes_form_one_clique_in_few_writes_and_idle_costs_none(
         (client.CoreV1Api(api).read_node(n).metadata.labels or {}).get(
             constants.COMPUTE_DOMAIN_LABEL) == uid
         for n in nodes), timeout=30)  # fmt: skip
+
+    # So does the end of the domain's placement turn (the turn ConfigMap written as nobody's).
+    def nobodys_turn() -> bool:
+        try:
+            turn = client.CoreV1Api(api).read_namespaced_config_map(
+                placement.TURN_CONFIGMAP, driver_ns
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return True  # never a turn written: nobody's
+            raise
+        return not (turn.data or {}).get(placement.TURN_KEY)
+
+    waiting.until("the domain's placement turn to end", nobodys_turn, timeout=60)
     idle_writes, reconciles = controller.write_counts(), controller.reconciles()
     touch(api, namespace)
     waiting.until("a reconcile of the touched domain",

@@ -9,6 +9,7 @@ install is `make prereqs`), never skip it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from cdsim import fakenvml, hosttree, tools, topology
 from cdsim.image import arch, cache, checks, layer, oci, recipe, runc, source, spec, wheels
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -206,6 +208,40 @@ def test_each_entrypoint_starts_under_runc_as_the_chart_runs_it(
     else:
         assert done.stdout.startswith("usage: computedomains"), done.stdout[:300]
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("init", "verdict", "code"),
+    [("SUCCESS", "healthy", 0), ("ERROR_DRIVER_NOT_LOADED", "broken", 1)],
+)
+def test_node_inits_discovery_loads_the_driver_roots_nvml_under_runc(
+    rootfs: dict[str, pathlib.Path], tmp_path: pathlib.Path, init: str, verdict: str, code: int
+) -> None:
+    """The production path as node-init runs it in the image (root, no capability, read-only
+    root): the image's pynvml loads the driver root's libnvidia-ml.so.1, here the simulated
+    node's fake, mounted as the chart mounts the driver root."""
+    (node,) = topology.expand(
+        topology.Topology(racks=1, nodes_per_rack=1), cluster_name="image", address_block=0
+    )
+    tree = hosttree.write(
+        tmp_path / "host", node, nvml_library=tools.ToolBox.from_env().nvml_library()
+    )
+    hosttree.write_nvml_answers(tree, dataclasses.replace(fakenvml.answers(node), init=init))
+    done = runc.run(
+        tmp_path / "bundle",
+        rootfs["amd64"],
+        args=[*spec.ENTRYPOINT, "fabric", "show", "--json", "--driver-root=/host",
+              "--proc-root=/host/proc"],
+        uid=0, gid=0, binds=[(tree.root, "/host")],
+    )  # fmt: skip
+    assert done.returncode == code, done.stdout + done.stderr
+    found = json.loads(done.stdout)
+    assert found["verdict"] == verdict, found
+    if init == "SUCCESS":
+        assert found["clique"] == node.clique and len(found["gpus"]) == len(node.gpus)
+        assert found["driverVersion"] == node.driver_version
+    else:
+        assert "ERROR_DRIVER_NOT_LOADED" in found["message"], found
 
 
 PROBE = """

@@ -19,7 +19,9 @@ from cdsim.image import spec
 _NOSUID_NODEV = ["nosuid", "noexec", "nodev"]
 
 
-def _mounts(tmpfs: Sequence[str]) -> list[dict[str, Any]]:
+def _mounts(
+    tmpfs: Sequence[str], binds: Sequence[tuple[pathlib.Path, str]]
+) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
         {
@@ -56,6 +58,15 @@ def _mounts(tmpfs: Sequence[str]) -> list[dict[str, Any]]:
         }
         for path in tmpfs
     ]
+    mounts += [
+        {
+            "destination": destination,
+            "type": "bind",
+            "source": str(source),
+            "options": ["rbind", "ro", "nosuid", "nodev"],
+        }
+        for source, destination in binds
+    ]
     return mounts
 
 
@@ -67,9 +78,14 @@ def config(
     gid: int = spec.UID,
     env: Sequence[str] = spec.ENV,
     tmpfs: Sequence[str] = ("/tmp",),  # noqa: S108 - inside the container
+    binds: Sequence[tuple[pathlib.Path, str]] = (),
     readonly: bool = True,
 ) -> dict[str, Any]:
-    """The runtime configuration of one container: chart defaults, no capability at all."""
+    """The runtime configuration of one container: chart defaults, no capability at all.
+
+    ``binds``: (host folder, container path) pairs mounted read-only, as the chart's
+    hostPath volumes (a node's driver root).
+    """
     return {
         "ociVersion": "1.0.2",
         "process": {
@@ -84,7 +100,7 @@ def config(
         },
         "root": {"path": str(rootfs), "readonly": readonly},
         "hostname": "compute-domains",
-        "mounts": _mounts(tmpfs),
+        "mounts": _mounts(tmpfs, binds),
         "linux": {
             "resources": {"devices": [{"allow": False, "access": "rwm"}]},
             "namespaces": [{"type": t} for t in ("pid", "network", "ipc", "uts", "mount")],
