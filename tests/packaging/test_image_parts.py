@@ -290,3 +290,14 @@ def test_a_revision_builds_from_git_and_an_edited_tree_is_dirty(tmp_path: pathli
     source.export(clean, out)
     assert (out / "src/a.py").read_text() == "A = 1\n"
     assert not (out / "notes.txt").exists()
+
+
+def test_a_record_forgets_the_scripts_pip_wrote_for_the_build_host() -> None:
+    record = (
+        "idna/__init__.py,sha256=abc,10\n"
+        "../../bin/idna,sha256=host-interpreter-dependent,166\n"
+        "idna-3.21.dist-info/RECORD,,\n"
+    )
+    assert wheels.without_scripts(record) == (
+        "idna/__init__.py,sha256=abc,10\nidna-3.21.dist-info/RECORD,,\n"
+    )

@@ -148,11 +148,23 @@ def install(
         arch,
     )
     shutil.rmtree(site / "bin", ignore_errors=True)
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        record.write_text(without_scripts(record.read_text()))
     for command, (module, function) in console_scripts(site).items():
         script = root / spec.SCRIPTS / command
         script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text(spec.console_script(module, function))
         script.chmod(0o755)
+
+
+def without_scripts(record: str) -> str:
+    """A ``RECORD`` without the scripts pip wrote outside site-packages (``../``).
+
+    Those scripts are removed, and their hashes depend on the build host's interpreter path,
+    which would make two builds of one revision differ.
+    """
+    kept = [line for line in record.splitlines(keepends=True) if not line.startswith("../")]
+    return "".join(kept)
 
 
 def _pip(argv: list[str], arch: arch_.Arch) -> None:
