@@ -170,14 +170,17 @@ def rewrite_paged(
             _write_page(pool, api, crd, [page.items[i] for i in todo], outcome)
             count += len(todo)
             after = keys[-1] if keys else after
-            checkpoint = rewriteplan.after_page(
-                checkpoint,
-                resource=crd.name,
-                continue_token=page.continue_token,
-                last=after,
-                written=len(todo),
-            )
-            store.save(checkpoint)
+            if not outcome.failures:
+                # Once an object failed, the resume point stays before it: a run killed later
+                # must write it again, or it would find no failure and prune storedVersions.
+                checkpoint = rewriteplan.after_page(
+                    checkpoint,
+                    resource=crd.name,
+                    continue_token=page.continue_token,
+                    last=after,
+                    written=len(todo),
+                )
+                store.save(checkpoint)
             _progress(
                 out, crd, count=count, this_run=count - begin.count, paging=paging, began=began
             )

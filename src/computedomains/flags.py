@@ -1,4 +1,6 @@
-"""Command-line flags with environment twins: ``--driver-root`` is also ``DRIVER_ROOT``.
+"""Command-line flags with environment twins: ``--driver-root`` is also ``..._DRIVER_ROOT``.
+
+Every twin has the prefix :data:`ENV_PREFIX` (``COMPUTE_DOMAINS_DRIVER_ROOT``).
 
 A flag on the command line wins over its variable, the variable over the built-in default.
 The chart sets flags; an operator debugging a node can export variables instead.
@@ -27,9 +29,14 @@ _GROUP = "computedomains.flag-group"
 T = TypeVar("T")
 
 
+ENV_PREFIX = "COMPUTE_DOMAINS_"
+"""Every twin's prefix: a variable some other tool set (``FORCE``, ``NAMESPACE``) in the shell
+of an operator running a hook by hand must not change what the hook does."""
+
+
 def env_name(flag: str) -> str:
-    """The environment twin of ``flag``: upper case, dashes as underscores."""
-    return flag.lstrip("-").replace("-", "_").upper()
+    """The environment twin of ``flag``: the prefix, then upper case with underscores."""
+    return ENV_PREFIX + flag.lstrip("-").replace("-", "_").upper()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +56,9 @@ class Flag:
     switch: bool = False
     negatable: bool = False
     """A switch that also has ``--no-<name>``."""
+    env: str = ""
+    """Its variable where that is not :func:`env_name` (``--kubeconfig`` reads ``KUBECONFIG``,
+    as kubectl does)."""
 
     @property
     def dest(self) -> str:
@@ -138,7 +148,7 @@ def add_to(parser: argparse.ArgumentParser, cls: type) -> None:
 
 def register(parser: argparse.ArgumentParser, spec: Flag) -> None:
     """Add the flag ``spec`` to ``parser``, its default taken from its environment twin if set."""
-    env = env_name(spec.name)
+    env = spec.env or env_name(spec.name)
     raw = os.environ.get(env)
     if spec.switch:
         value = spec.default

@@ -175,6 +175,33 @@ def test_killed_imex_is_restarted(
     assert 'computedomains_imexagent_imex_restarts_total{cause="crash"} 1.0' in agent.metrics()
 
 
+def test_an_unreadable_verdict_for_a_moment_leaves_imex_running(
+    agents: StartAgents, api: client.ApiClient, namespace: str
+) -> None:
+    """A torn verdict file says nothing of the fabric: the agent keeps the last usable verdict
+    (as the kubelet plugin does) instead of idling IMEX under the domain's pods."""
+    (agent,) = agents("gb200-r1-n16")
+    domain = domain_uid()
+    join(api, namespace, domain, [agent])
+    agent.wait_state("READY", domain)
+    pid = agent.imex_nodes()["pid"]
+    log = agent.log_dir / f"imex-agent-{agent.node}.log"
+
+    agent.verdict_file.write_text('{"kind": "FabricVerdict", "torn')
+    waiting.until(
+        "the agent to read the torn verdict: it keeps the last usable one, or idles IMEX",
+        lambda: (
+            "keeping the last usable fabric verdict" in log.read_text()
+            or (agent.status() or {}).get("state") != "READY"
+        ),
+        timeout=60,
+    )
+    status = agent.status()
+    assert status is not None and (status["state"], status["domainUID"]) == ("READY", domain)
+    assert agent.imex_nodes()["pid"] == pid, agent.log_tail()
+    agent.write_verdict()
+
+
 def test_bind_failure_is_reported_with_imex_error_then_recovers(
     agents: StartAgents, api: client.ApiClient, namespace: str
 ) -> None:

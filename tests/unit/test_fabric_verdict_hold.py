@@ -9,7 +9,6 @@ import pytest
 
 from computedomains import flags
 from computedomains.api import fabricverdict
-from computedomains.kubeletplugin import nodestate
 
 HEALTHY = fabricverdict.NodeFabric("healthy", "FabricHealthy", "4 GPUs", "abc.1", 2048)
 OTHER = fabricverdict.NodeFabric("degraded", "FabricDegraded", "slow links", "abc.1", 2048)
@@ -18,7 +17,7 @@ UNREADABLE = dataclasses.replace(
     fabricverdict.NO_VERDICT, reason=fabricverdict.UNREADABLE_REASON, message="not valid JSON"
 )
 GRACE = fabricverdict.Grace(checks=3, seconds=60)
-Hold = nodestate.FabricHold
+Hold = fabricverdict.FabricHold
 
 
 @pytest.mark.parametrize(
@@ -43,13 +42,13 @@ Hold = nodestate.FabricHold
     ],
 )
 def test_hold(
-    state: nodestate.FabricHold,
+    state: fabricverdict.FabricHold,
     read: fabricverdict.NodeFabric,
     now: float,
     acted_on: fabricverdict.NodeFabric,
-    after: nodestate.FabricHold,
+    after: fabricverdict.FabricHold,
 ) -> None:
-    assert nodestate.hold(state, read, now=now, grace=GRACE) == (acted_on, after)
+    assert fabricverdict.hold(state, read, now=now, grace=GRACE) == (acted_on, after)
 
 
 def _write(path: pathlib.Path, verdict: str = "healthy") -> None:
@@ -69,7 +68,7 @@ def _write(path: pathlib.Path, verdict: str = "healthy") -> None:
 def test_tracker_reads_the_file_through_the_hold(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "fabric-verdict.json"
     now = [0.0]
-    tracker = nodestate.FabricTracker(path, grace=GRACE, clock=lambda: now[0])
+    tracker = fabricverdict.FabricTracker(path, grace=GRACE, clock=lambda: now[0])
     assert tracker.read() == fabricverdict.NO_VERDICT
     _write(path)
     healthy = tracker.read()
@@ -98,7 +97,7 @@ def test_grace_flags(argv: list[str], grace: fabricverdict.Grace) -> None:
 
 
 def test_grace_flags_have_env_twins(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAULT_GRACE_CHECKS", "7")
+    monkeypatch.setenv("COMPUTE_DOMAINS_FAULT_GRACE_CHECKS", "7")
     assert flags.parse(fabricverdict.Grace, []).checks == 7
 
 
@@ -107,7 +106,11 @@ def test_grace_flags_have_env_twins(monkeypatch: pytest.MonkeyPatch) -> None:
     [
         (["--fault-grace-checks=0"], {}, "--fault-grace-checks: must be at least 1, got 0"),
         (["--fault-grace-seconds=-1"], {}, "--fault-grace-seconds: must not be negative, got -1"),
-        ([], {"FAULT_GRACE_CHECKS": "0"}, "--fault-grace-checks: must be at least 1, got 0"),
+        (
+            [],
+            {"COMPUTE_DOMAINS_FAULT_GRACE_CHECKS": "0"},
+            "--fault-grace-checks: must be at least 1, got 0",
+        ),
         (["--fault-grace-checks=two"], {}, "--fault-grace-checks: invalid"),
     ],
 )

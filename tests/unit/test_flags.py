@@ -18,6 +18,8 @@ from computedomains.kubeletplugin.config import PluginConfig
 from computedomains.nodeinit.settings import Settings as NodeInitSettings
 from computedomains.webhook.config import WebhookConfig
 
+PREFIX = flags.ENV_PREFIX
+
 AGENT = ["--node-name=n1", "--pod-name=p", "--pod-ip=127.0.0.9"]
 WEBHOOK = ["--service-name=svc", "--tls-secret=tls"]
 
@@ -45,12 +47,30 @@ def test_a_config_is_made_from_its_fields_flags_with_typed_defaults() -> None:
 def test_the_variable_beats_the_default_and_the_command_line_beats_the_variable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("NAME", "from-env")
-    monkeypatch.setenv("COUNT", "7")
-    monkeypatch.setenv("QUIET", "yes")
+    monkeypatch.setenv("COMPUTE_DOMAINS_NAME", "from-env")
+    monkeypatch.setenv("COMPUTE_DOMAINS_COUNT", "7")
+    monkeypatch.setenv("COMPUTE_DOMAINS_QUIET", "yes")
     from_env = flags.parse(_Outer, [])
     assert (from_env.name, from_env.inner.count, from_env.quiet) == ("from-env", 7, True)
     assert flags.parse(_Outer, ["--name=cli", "--count=1"]).inner.count == 1
+
+
+def test_a_variable_without_the_prefix_sets_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stray ``QUIET=yes`` (or ``FORCE``, ``NAMESPACE``) in a shell turns on nothing."""
+    monkeypatch.setenv("NAME", "stray")
+    monkeypatch.setenv("QUIET", "yes")
+    parsed = flags.parse(_Outer, ["--name=x"])
+    assert (parsed.name, parsed.quiet) == ("x", False)
+    assert flags.env_name("--driver-root") == "COMPUTE_DOMAINS_DRIVER_ROOT"
+
+
+def test_the_kubeconfig_flag_reads_kubeconfig_as_kubectl_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "config"))
+    parser = argparse.ArgumentParser()
+    flags.register(parser, flaggroups.KUBECONFIG)
+    assert parser.parse_args([]).kubeconfig == tmp_path / "config"
 
 
 @pytest.mark.parametrize(
@@ -58,8 +78,8 @@ def test_the_variable_beats_the_default_and_the_command_line_beats_the_variable(
     [
         ([], {}, "the following arguments are required: --name"),
         (["--name=x", "--count=0"], {}, "argument --count: must be at least 1, got 0"),
-        (["--name=x"], {"COUNT": "0"}, "argument --count: must be at least 1, got 0"),
-        (["--name=x"], {"QUIET": "maybe"}, "QUIET='maybe': expected true or false"),
+        (["--name=x"], {f"{PREFIX}COUNT": "0"}, "argument --count: must be at least 1, got 0"),
+        (["--name=x"], {f"{PREFIX}QUIET": "maybe"}, "QUIET='maybe': expected true or false"),
     ],
 )
 def test_a_bad_or_missing_value_is_named_by_its_flag(
@@ -80,9 +100,9 @@ def test_help_names_each_flags_variable_and_default() -> None:
     parser = argparse.ArgumentParser()
     flags.add_to(parser, _Outer)
     text = " ".join(parser.format_help().split())
-    assert "a name (env NAME; default required)" in text
-    assert "how many (env COUNT; default 5)" in text
-    assert "say less (env QUIET; default off)" in text
+    assert "a name (env COMPUTE_DOMAINS_NAME; default required)" in text
+    assert "how many (env COMPUTE_DOMAINS_COUNT; default 5)" in text
+    assert "say less (env COMPUTE_DOMAINS_QUIET; default off)" in text
 
 
 def test_one_flag_declared_twice_differently_is_refused() -> None:
@@ -107,7 +127,7 @@ def test_a_shared_flag_is_one_value_for_both_readers(tmp_path: pathlib.Path) -> 
 def test_an_empty_variable_does_not_satisfy_a_required_flag(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("NODE_NAME", "")
+    monkeypatch.setenv("COMPUTE_DOMAINS_NODE_NAME", "")
     with pytest.raises(SystemExit):
         flags.parse(NodeInitSettings, [])
     assert "the following arguments are required: --node-name" in capsys.readouterr().err

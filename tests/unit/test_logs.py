@@ -43,8 +43,8 @@ def test_flags_default_to_text_at_info_and_take_short_and_long_forms() -> None:
 
 
 def test_the_environment_twins_set_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LOG_FORMAT", "json")
-    monkeypatch.setenv("VERBOSITY", "1")
+    monkeypatch.setenv("COMPUTE_DOMAINS_LOG_FORMAT", "json")
+    monkeypatch.setenv("COMPUTE_DOMAINS_VERBOSITY", "1")
     assert (_args().log_format, _args().verbosity) == ("json", 1)
 
 

@@ -174,6 +174,26 @@ def test_who_gets_a_free_node(
         )
 
 
+def test_a_foreign_claim_is_refused_as_a_missing_domain_and_holds_nothing() -> None:
+    """A claim of another namespace naming X's UID: the binder refuses it as it would a
+    claim for no domain at all, and X's later claim gets the free node."""
+    foreign = _parsed(_claim("f", X, at="t1"))
+    own = _parsed(_claim("a", X, at="t2"))
+    answers = decide.decide(
+        node="n1", recorded="", allocations=[own], domains=NAMES, foreign=[foreign]
+    )
+    assert {a.allocation.uid: a.granted for a in answers} == {"f": False, "a": True}
+    refusal = next(a for a in answers if not a.granted)
+    missing = decide.decide(
+        node="n1", recorded="", allocations=[_parsed(_claim("f", Z, at="t1"))], domains=NAMES
+    )[0]
+    assert (refusal.reason, refusal.message) == (
+        missing.reason,
+        missing.message.replace(Z, X),
+    )
+    assert "a/x" not in refusal.message
+
+
 @pytest.mark.parametrize(
     ("named", "expected"),
     [

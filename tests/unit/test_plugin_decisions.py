@@ -133,7 +133,7 @@ def test_claim_view_strips_subrequests_and_orders_class_configs_first() -> None:
         (_claim(params=_channel(allocatonMode="All")), HEALTHY, "InvalidConfig"),
         (_claim(params=_channel(domain="")), HEALTHY, "InvalidConfig"),
         (_claim(params=_channel(domain="nope")), HEALTHY, "ComputeDomainNotFound"),
-        (_claim(params=_channel(domain="cd-x")), HEALTHY, "NamespaceMismatch"),
+        (_claim(params=_channel(domain="cd-x")), HEALTHY, "ComputeDomainNotFound"),
         (_claim(params=_channel()), BROKEN, "FabricNotUsable"),
         (
             _claim(device="daemon-0", params=_channel(), namespace=DRIVER_NAMESPACE),
@@ -156,6 +156,26 @@ def test_claims_that_cannot_be_prepared_say_why(
         _plan(claim, fabric)
     assert refused.value.reason == reason
     assert refused.value.retryable is (reason == "FabricNotUsable")
+
+
+def test_another_namespaces_domain_is_refused_as_if_it_did_not_exist() -> None:
+    """A tenant naming another's domain UID learns nothing of it: not its name, not that it
+    exists."""
+    with pytest.raises(errors.Permanent) as foreign:
+        _plan(_claim(params=_channel(domain="cd-x")))
+    with pytest.raises(errors.Permanent) as nowhere:
+        _plan(_claim(params=_channel(domain="cd-y")))
+    assert foreign.value.reason == nowhere.value.reason == "ComputeDomainNotFound"
+    assert foreign.value.message == nowhere.value.message.replace("cd-y", "cd-x")
+    assert "team-b" not in foreign.value.message
+    assert "does not exist in namespace team-a" in foreign.value.message
+
+
+def test_a_node_held_by_another_tenants_domain_is_refused_without_naming_it() -> None:
+    plan = _plan(_claim(params=_channel(domain="cd-1")))
+    refused = validate.node_busy(plan, "cd-x", domain_of=lambda uid: None)
+    assert "it is in another ComputeDomain until" in refused.message
+    assert "cd-x" not in refused.message and "team-b" not in refused.message
 
 
 def test_unknown_opaque_field_is_named() -> None:

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import logging
 import pathlib
+import threading
+import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from computedomains import flags, nodefiles
 from computedomains.api.schema import Model, ValidationError, field
+
+log = logging.getLogger(__name__)
 
 KIND = "FabricVerdict"
 
@@ -215,3 +221,69 @@ class Grace:
     def sustained(self, *, failures: int, elapsed: float) -> bool:
         """Whether a fault seen on ``failures`` checks in a row over ``elapsed`` s is past it."""
         return failures >= self.checks or elapsed >= self.seconds
+
+
+# -- Reading through a fault -------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class FabricHold:
+    """What a reader (the plugin, the IMEX agent) remembers between two reads of the verdict."""
+
+    kept: NodeFabric | None = None
+    """The last usable verdict read: what an unreadable file is taken to say, for a while."""
+    unreadable_since: float | None = None
+    """Monotonic time of the first of the current run of unreadable reads."""
+
+
+def hold(
+    state: FabricHold, read: NodeFabric, *, now: float, grace: Grace
+) -> tuple[NodeFabric, FabricHold]:
+    """The verdict to act on after reading ``read``, and what to remember for the next read.
+
+    An unreadable file (a torn copy by hand, a full disk, a verdict a newer node-init wrote)
+    says nothing about the fabric, and taking the node's channels away, or its clique from the
+    IMEX agent, would stop IMEX under a running job: the last usable verdict stands for
+    ``grace.seconds``. Only the time bound applies, since readers read as often as they like
+    (the plugin on every prepare), so a count of reads says nothing about how long a fault
+    lasted. Anything readable is taken as it is, an unusable verdict included: node-init has
+    ridden out the fault it saw before writing that.
+    """
+    if read.reason != UNREADABLE_REASON:
+        return read, FabricHold(kept=read if read.usable else None)
+    since = now if state.unreadable_since is None else state.unreadable_since
+    if state.kept is not None and now - since < grace.seconds:
+        return state.kept, FabricHold(kept=state.kept, unreadable_since=since)
+    return read, FabricHold(unreadable_since=since)
+
+
+class FabricTracker:
+    """Reads the verdict file through :func:`hold`; one per component, shared by its readers."""
+
+    def __init__(
+        self,
+        path: pathlib.Path,
+        *,
+        grace: Grace,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._path = path
+        self._grace = grace
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state = FabricHold()
+
+    def read(self) -> NodeFabric:
+        """The verdict to act on now."""
+        # Read under the lock too: two readers must not apply their reads out of order.
+        with self._lock:
+            read = read_node(self._path)
+            before = self._state
+            current, self._state = hold(before, read, now=self._clock(), grace=self._grace)
+        if current is not read and before.unreadable_since is None:
+            log.warning(
+                "keeping the last usable fabric verdict for up to %gs: %s",
+                self._grace.seconds,
+                read.message,
+            )
+        return current

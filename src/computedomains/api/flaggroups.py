@@ -21,8 +21,9 @@ MAX_NODES_PER_CLIQUE = 9999
 """nodes.cfg names IMEX slots with four digits."""
 
 KUBECONFIG = flags.Flag(
-    "--kubeconfig", "kubeconfig (default: the pod's ServiceAccount)", None, flags.path
-)
+    "--kubeconfig", "kubeconfig (default: the pod's ServiceAccount)", None, flags.path,
+    env="KUBECONFIG",
+)  # fmt: skip
 NAMESPACE = flags.Flag("--namespace", "the driver's namespace", "default")
 NODE_NAME = flags.Flag("--node-name", "this node's name", None, required=True)
 HTTP_BIND = flags.Flag("--http-bind", "metrics and probes host:port", "0.0.0.0:8080")

@@ -20,11 +20,12 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from computedomains import rfc3339, trace
 from computedomains.api import placement as contract
 from computedomains.api import resources
-from computedomains.controller import placement
+from computedomains.controller import claimcheck, placement
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, events, resourceclaims, workqueue, writes
 
@@ -34,6 +35,18 @@ log = logging.getLogger(__name__)
 def _key(allocation: contract.ChannelAllocation) -> tuple[str, str, tuple[str, ...], str]:
     """One allocation of one claim (a claim refused a node is allocated again later)."""
     return (allocation.uid, allocation.node, allocation.devices, allocation.allocated_at)
+
+
+TOLD_REMEMBERED = 10_000
+"""Claims (and their pods) remembered as told: enough for any burst of bad claims."""
+
+_SPELLINGS = ((",", ":"), (", ", ": "))
+"""JSON separators of the clients that write claims: Go's (kubectl), then Python's default."""
+
+
+def _allocation_respelled(exc: client.ApiError) -> bool:
+    """The update was refused because its allocation's bytes differ from those stored."""
+    return exc.status == 422 and "status.allocation" in exc.message
 
 
 def _now() -> str:
@@ -65,6 +78,8 @@ class Binder:
         self._lock = threading.Lock()
         self._answered: dict[tuple[str, str, tuple[str, ...], str], bool] = {}
         """Allocation → granted, for answers the caches may not show yet."""
+        self._told: set[tuple[str, str]] = set()
+        """(claim UID, target UID) of the claims told they can never be prepared."""
         self._thread: threading.Thread | None = None
         self._trace = trace.Tracer("controller")
 
@@ -73,13 +88,36 @@ class Binder:
         if self._thread is not None:
             self._queue.add(node)
 
+    def claim_changed(self, claim: dict[str, Any]) -> None:
+        """Tell a channel claim (and its pods) now if it can never be prepared.
+
+        No-op while not leading; each target is told once.
+        """
+        if self._thread is None:
+            return
+        problem = claimcheck.check(claim, namespace_of=self._caches.namespace_of)
+        if problem is None:
+            return
+        claim_uid = str(claim["metadata"].get("uid", ""))
+        for target in claimcheck.audience(claim):
+            with self._lock:
+                if (claim_uid, target.uid) in self._told:
+                    continue
+                if len(self._told) >= TOLD_REMEMBERED:
+                    self._told.clear()  # at worst a claim is told twice
+                self._told.add((claim_uid, target.uid))
+            self._recorder.emit(target, reason=problem.reason, message=problem.message,
+                                warning=True)  # fmt: skip
+
     def start(self) -> None:
         """Answer whatever waits, then keep answering (on becoming leader)."""
         self._queue = workqueue.WorkQueue()
         self._thread = threading.Thread(target=self._work, name="binder", daemon=True)
         self._thread.start()
-        for node in {a.node for a in self._caches.allocations() if a.pending}:
+        for node in {a.node for a in self._pending()}:
             self._queue.add(node)
+        for claim in self._caches.claims.items():
+            self.claim_changed(claim)
 
     def stop(self) -> None:
         """Stop answering (on losing leadership or shutting down); :meth:`join` waits."""
@@ -115,9 +153,11 @@ class Binder:
             if not d["metadata"].get("deletionTimestamp")
         }
         recorded = self._caches.recorded(node)
+        foreign = self._overlay(self._caches.allocations(node=node, foreign=True))
         answers = placement.decide(
-            node=node, recorded=recorded, allocations=allocations, domains=domains
-        )
+            node=node, recorded=recorded, allocations=allocations, domains=domains,
+            foreign=foreign,
+        )  # fmt: skip
         wait = self._settling()
         if wait > 0 and not recorded and any(a.granted for a in answers):
             # A turn just ended: a claim allocated on its taint may still be on its way here
@@ -129,16 +169,28 @@ class Binder:
         holder = contract.holder(recorded=recorded, allocations=allocations)
         for allocation in allocations:
             if contract.stranded(allocation, holder=holder):
-                named = domains.get(holder, f"ComputeDomain {holder}")
+                named = self._name_for(holder, allocation.namespace)
                 for pod in allocation.pods:
                     self._unstrand(allocation, pod, holder=named)
+
+    def _name_for(self, uid: str, namespace: str) -> str:
+        """How an Event in ``namespace`` names domain ``uid``: never one of another tenant."""
+        domain = self._caches.domains.by_uid(uid)
+        if domain is None or domain["metadata"].get("namespace") != namespace:
+            return "another ComputeDomain"
+        return f"ComputeDomain {namespace}/{domain['metadata'].get('name')}"
+
+    def _pending(self) -> list[contract.ChannelAllocation]:
+        """Every allocation waiting for an answer, those of foreign claims included."""
+        every = self._caches.allocations() + self._caches.allocations(foreign=True)
+        return [a for a in every if a.pending]
 
     def _overlay(
         self, allocations: list[contract.ChannelAllocation]
     ) -> list[contract.ChannelAllocation]:
         """The cached allocations with this binder's answers the caches do not show yet."""
         with self._lock:
-            pending = {_key(a) for a in self._caches.allocations() if a.pending}
+            pending = {_key(a) for a in self._pending()}
             # Forget answers the caches show now, or whose allocation is gone.
             self._answered = {k: g for k, g in self._answered.items() if k in pending}
             answered = dict(self._answered)
@@ -180,8 +232,7 @@ class Binder:
             message=answer.message,
             now=self._now(),
         )
-        self._fence()
-        self._api.replace(f"{path}/status", current)
+        self._replace_status(path, current)
         with self._lock:
             self._answered[_key(claim)] = answer.granted
         self._observe(answer.granted)
@@ -195,6 +246,25 @@ class Binder:
             "reserved" if answer.granted else "refused",
             answer.message,
         )
+
+    def _replace_status(self, path: str, claim: dict[str, Any]) -> None:
+        """Send ``claim`` back with its allocation spelled as it was stored.
+
+        The API server compares the allocation byte for byte (its opaque parameters are raw
+        JSON) and refuses any change to it, but a read gives them compacted: a claim written
+        with Python's spacing (the kubernetes client, this project before 0.2.1) must be sent
+        back with it, and any other (kubectl, Go clients) compact.
+        """
+        for separators in _SPELLINGS:
+            self._fence()
+            try:
+                self._api.replace(f"{path}/status", client.encode(claim, separators=separators))
+                return
+            except client.ApiError as exc:
+                if separators == _SPELLINGS[-1] or not _allocation_respelled(exc):
+                    raise
+                log.debug("%s: allocation stored with another spelling, trying %r", path,
+                          _SPELLINGS[-1])  # fmt: skip
 
     def _unstrand(
         self, allocation: contract.ChannelAllocation, pod: tuple[str, str], *, holder: str

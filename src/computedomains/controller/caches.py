@@ -166,6 +166,7 @@ class Caches:
         self._on_key = on_key
         self._on_node: Callable[[str], None] = lambda _: None
         self._on_placement: Callable[[], None] = lambda: None
+        self._on_claim: Callable[[dict[str, Any]], None] = lambda _: None
         self._lock = threading.Lock()
         self._placed: dict[str, tuple[str, str, str]] = {}
         """(domain, node, binding state) of each claim with our channel devices, last seen."""
@@ -216,13 +217,20 @@ class Caches:
 
     # -- lifecycle ------------------------------------------------------------------------
 
-    def listen(self, *, on_node: Callable[[str], None], on_placement: Callable[[], None]) -> None:
+    def listen(
+        self,
+        *,
+        on_node: Callable[[str], None],
+        on_placement: Callable[[], None],
+        on_claim: Callable[[dict[str, Any]], None] = lambda _: None,
+    ) -> None:
         """Who hears of placement news; before :meth:`start` (the listeners read these caches).
 
         ``on_node``: a node's holder or claims changed (the binder places its claims anew);
-        ``on_placement``: a claim asking for a channel, or a domain, changed (the turn).
+        ``on_placement``: a claim asking for a channel, or a domain, changed (the turn);
+        ``on_claim``: a claim asking for a channel was made or changed (as cached).
         """
-        self._on_node, self._on_placement = on_node, on_placement
+        self._on_node, self._on_placement, self._on_claim = on_node, on_placement, on_claim
 
     def start(self) -> None:
         """Start every informer."""
@@ -299,6 +307,8 @@ class Caches:
         uid = str(claim["metadata"].get("uid", ""))
         if placement.asks_for_a_channel(claim):
             self._on_placement()
+            if kind != "DELETED":
+                self._on_claim(claim)
         allocation = None if kind == "DELETED" else placement.parse_claim(claim)
         now = _placement_key(allocation)
         with self._lock:
@@ -352,8 +362,14 @@ class Caches:
             if _label(c) == uid
         }
 
-    def allocations(self, *, node: str = "", domain: str = "") -> list[placement.ChannelAllocation]:
-        """Channel allocations in the cache, optionally only those on ``node`` / of ``domain``."""
+    def allocations(
+        self, *, node: str = "", domain: str = "", foreign: bool = False
+    ) -> list[placement.ChannelAllocation]:
+        """Channel allocations in the cache, optionally only those on ``node`` / of ``domain``.
+
+        Only claims that count for their domain (:meth:`counts`); with ``foreign``, only those
+        that do not.
+        """
         claims = (
             self.claims.by_index("domain", domain) if domain
             else self.claims.by_index("node", node) if node
@@ -366,7 +382,26 @@ class Caches:
             if a is not None
             and (not node or a.node == node)
             and (not domain or a.domain_uid == domain)
+            and self.counts(a.domain_uid, a.namespace) != foreign
         ]
+
+    def namespace_of(self, domain_uid: str) -> str | None:
+        """The namespace of the known domain ``domain_uid`` (None: no such domain)."""
+        domain = self.domains.by_uid(domain_uid)
+        return None if domain is None else str(domain["metadata"].get("namespace", ""))
+
+    def counts(self, domain_uid: str, namespace: str) -> bool:
+        """Whether a claim in ``namespace`` counts for the domain ``domain_uid`` it names.
+
+        Only in the domain's own namespace.
+
+        The incumbent's rule for channel claims. A claim in another namespace that names a
+        domain's UID (written by hand, the UID read off a node label) holds no node and no
+        slot of it and never delays its deletion: to the binder it names a domain that does
+        not exist. A domain not in the cache yet keeps its claims (the binder refuses them).
+        """
+        known = self.namespace_of(domain_uid)
+        return known is None or known == namespace
 
     def placement_activity(self) -> tuple[dict[str, turns.Activity], frozenset[str]]:
         """What the turn decides from (``turns``): live domains' activity, gone ones waiting.
@@ -374,8 +409,9 @@ class Caches:
         Per live domain, its claims waiting for a node and those allocated one; and the gone
         (or deleting) domains that still have a claim waiting.
 
-        A waiting channel claim whose config names no readable domain counts as a domain of
-        its own that cannot use any turn. Only the turn keeper calls this (one thread).
+        A waiting channel claim whose config names no readable domain (or one of another
+        namespace, :meth:`counts`) counts as a domain of its own that cannot use any turn.
+        Only the turn keeper calls this (one thread).
         """
         live = {
             str(d["metadata"]["uid"])
@@ -397,6 +433,8 @@ class Caches:
                     landed[claim_uid] = self._landed[claim_uid]
                     continue
                 uid = placement.domain_of(claim)
+                if not self.counts(uid, str(claim["metadata"].get("namespace", ""))):
+                    uid = ""  # another namespace's domain: to this claim, none exists
                 if not uid:
                     # Its config names no domain it could read (the plugin refuses it at
                     # prepare, saying why): it needs free nodes open, so it counts as a placer
@@ -405,7 +443,9 @@ class Caches:
                     live.add(uid)
                 tolerant = placement.tolerates_own_hold(claim, uid)
                 seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
-            elif not allocation.refused:
+            elif not allocation.refused and self.counts(
+                allocation.domain_uid, allocation.namespace
+            ):
                 # A node it took counts as waiting until the record (or its copy, the label,
                 # for a node without a clique) names it for the domain: until then its plugin
                 # may still show it free. Once so named the allocation has landed: its pod

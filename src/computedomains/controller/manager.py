@@ -162,7 +162,11 @@ class Controller:
             observe=self.stats.observe_placement, settling=self.turns.settling,
         )  # fmt: skip
         # The binder and the turn keeper read the caches and hear their placement news.
-        self.caches.listen(on_node=self.binder.node_changed, on_placement=self.turns.changed)
+        self.caches.listen(
+            on_node=self.binder.node_changed,
+            on_placement=self.turns.changed,
+            on_claim=self.binder.claim_changed,
+        )
         reconciler = Reconciler(
             self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
             formation=metrics.FormationClock(self.stats), may_write=self.may_write,

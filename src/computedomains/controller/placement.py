@@ -32,18 +32,21 @@ def decide(
     recorded: str,
     allocations: Sequence[placement.ChannelAllocation],
     domains: Mapping[str, str],
+    foreign: Sequence[placement.ChannelAllocation] = (),
 ) -> list[Answer]:
     """Answer every pending claim on ``node``.
 
     ``recorded`` is the domain the membership record names for the node ("" none,
-    ``placement.recorded_holder``); ``allocations`` are the channel allocations on the node;
-    ``domains`` maps the UID of every live (not deleting) domain to how messages name it.
+    ``placement.recorded_holder``); ``allocations`` are the channel allocations on the node
+    that count for their domain; ``foreign`` those whose domain is in another namespace, which
+    are answered as if it did not exist (and learn nothing of it); ``domains`` maps the UID
+    of every live (not deleting) domain to how messages name it.
     """
     holder = placement.holder(recorded=recorded, allocations=allocations)
     answers = []
-    for claim in sorted(
-        (a for a in allocations if a.pending), key=lambda a: (a.allocated_at, a.uid)
-    ):
+    pending = [(a, a.domain_uid in domains) for a in allocations if a.pending]
+    pending += [(a, False) for a in foreign if a.pending]
+    for claim, known in sorted(pending, key=lambda p: (p[0].allocated_at, p[0].uid)):
         where = f"node {node}"
         if not claim.domain_uid:
             # No readable ComputeDomainChannelConfig: nothing to place by. The pod is bound and
@@ -58,13 +61,14 @@ def decide(
                 )
             )
             continue
-        if claim.domain_uid not in domains:
+        if not known:
             answers.append(
                 Answer(
                     claim,
                     granted=False,
                     reason=placement.RefusalReason.DOMAIN_NOT_FOUND,
-                    message=f"ComputeDomain {claim.domain_uid} does not exist or is being deleted",
+                    message=f"no ComputeDomain {claim.domain_uid} in namespace "
+                    f"{claim.namespace}: none exists there, or it is being deleted",
                 )
             )
             continue

@@ -86,6 +86,9 @@ class Agent:
         self._cliques = cliquewatch.CliqueWatch(
             api, namespace=cfg.namespace, on_change=self._wake.set
         )
+        self._verdict = fabricverdict.FabricTracker(
+            cfg.fabric_verdict_file, grace=cfg.fault_grace, clock=clock
+        )
         self._fabric = ("", "")
         self._fabric_due = -math.inf
         self._trace = trace.Tracer("imex-agent")
@@ -140,7 +143,7 @@ class Agent:
         now = self._clock()
         self.heartbeat = now
         if now >= self._fabric_due:
-            fabric = fabricverdict.read_node(self._cfg.fabric_verdict_file)
+            fabric = self._verdict.read()
             self._fabric = fabric.clique, fabric.why_no_clique
             self._fabric_due = now + FABRIC_REREAD
         self._cliques.follow(self._fabric[0])

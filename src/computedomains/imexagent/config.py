@@ -6,7 +6,7 @@ import dataclasses
 import pathlib
 
 from computedomains import flags
-from computedomains.api import constants, flaggroups, imex
+from computedomains.api import constants, fabricverdict, flaggroups, imex
 from computedomains.imexagent import render
 
 
@@ -32,6 +32,9 @@ class AgentConfig:
     """Where the driver is installed: ``usr/bin/nvidia-imex`` and ``nvidia-imex-ctl`` below it."""
     imex_dir: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--imex-dir"])
     fabric_verdict_file: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--fabric-verdict-file"])
+    fault_grace: fabricverdict.Grace = flags.group(fabricverdict.Grace)
+    """How long the last usable verdict outlives an unreadable one (as in the kubelet plugin):
+    a verdict file torn for a moment must not stop IMEX under running pods."""
     hosts_file: pathlib.Path = flags.option(
         "--hosts-file", default="/etc/hosts", type=flags.path, help="hosts file IMEX reads"
     )

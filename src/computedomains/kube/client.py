@@ -78,6 +78,11 @@ def failure_of_status(status: int) -> Failure:
     return Failure.REFUSED
 
 
+def encode(body: Any, *, separators: tuple[str, str] = (",", ":")) -> bytes:
+    """``body`` as a request sends it: compact JSON, as Go clients (kubectl) write it."""
+    return json.dumps(body, separators=separators).encode()
+
+
 class ApiError(Exception):
     """A non-2xx answer; ``status`` is the HTTP code, ``reason``/``message`` the Status's."""
 
@@ -272,7 +277,7 @@ class Client:
         ``guard`` runs before every try and raises to send nothing more (a leader's fence: a
         write waiting for its budget or a retry is not sent by a replica that lost the lead).
         """
-        data = None if body is None else json.dumps(body).encode()
+        data = None if body is None else body if isinstance(body, bytes) else encode(body)
         deadline = time.monotonic() + timeout
         call = _Call(method, path, self._url(path, query), data, content_type, deadline)
         for attempt in range(self.policy.attempts):

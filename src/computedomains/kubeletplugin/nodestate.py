@@ -1,85 +1,19 @@
-"""What the plugin reads from its node: the fabric verdict and the IMEX status (files only).
+"""What the plugin reads from its node: the IMEX status (files only).
 
-Both files are written by other components (node-init, the IMEX agent); the plugin never
-queries NVML itself.
+The IMEX agent writes it; the fabric verdict node-init writes is read through
+``fabricverdict.FabricTracker``, as the agent reads it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
 import pathlib
-import threading
-import time
-from collections.abc import Callable
 
 from computedomains import nodefiles
-from computedomains.api import fabricverdict, imex
+from computedomains.api import imex
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True)
-class FabricHold:
-    """What the plugin remembers between two reads of the verdict file."""
-
-    kept: fabricverdict.NodeFabric | None = None
-    """The last usable verdict read: what an unreadable file is taken to say, for a while."""
-    unreadable_since: float | None = None
-    """Monotonic time of the first of the current run of unreadable reads."""
-
-
-def hold(
-    state: FabricHold, read: fabricverdict.NodeFabric, *, now: float, grace: fabricverdict.Grace
-) -> tuple[fabricverdict.NodeFabric, FabricHold]:
-    """The verdict to act on after reading ``read``, and what to remember for the next read.
-
-    An unreadable file (a torn copy by hand, a full disk) says nothing about the fabric, and
-    taking the node's channels away would stop IMEX under a running job: the last usable
-    verdict stands for ``grace.seconds``. Only the time bound applies, since the plugin reads
-    on every prepare and slice sync, so a count of reads says nothing about how long a fault
-    lasted. Anything readable is taken as it is, an unusable verdict included: node-init has
-    ridden out the fault it saw before writing that.
-    """
-    if read.reason != fabricverdict.UNREADABLE_REASON:
-        return read, FabricHold(kept=read if read.usable else None)
-    since = now if state.unreadable_since is None else state.unreadable_since
-    if state.kept is not None and now - since < grace.seconds:
-        return state.kept, FabricHold(kept=state.kept, unreadable_since=since)
-    return read, FabricHold(unreadable_since=since)
-
-
-class FabricTracker:
-    """Reads the verdict file through :func:`hold`; one per plugin, shared by all its readers."""
-
-    def __init__(
-        self,
-        path: pathlib.Path,
-        *,
-        grace: fabricverdict.Grace,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._path = path
-        self._grace = grace
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._state = FabricHold()
-
-    def read(self) -> fabricverdict.NodeFabric:
-        """The verdict to act on now."""
-        # Read under the lock too: two readers must not apply their reads out of order.
-        with self._lock:
-            read = fabricverdict.read_node(self._path)
-            before = self._state
-            current, self._state = hold(before, read, now=self._clock(), grace=self._grace)
-        if current is not read and before.unreadable_since is None:
-            log.warning(
-                "keeping the last usable fabric verdict for up to %gs: %s",
-                self._grace.seconds,
-                read.message,
-            )
-        return current
 
 
 def read_imex(path: pathlib.Path) -> imex.ImexStatus | None:

@@ -13,12 +13,12 @@ import grpc
 import prometheus_client
 
 from computedomains import httpserver
-from computedomains.api import placement, resources
+from computedomains.api import fabricverdict, placement, resources
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 from computedomains.kube import client as kube_client
 from computedomains.kube import cliquewatch, events
 from computedomains.kube.informer import Informer
-from computedomains.kubeletplugin import config, driver, metrics, nodestate, server, slices
+from computedomains.kubeletplugin import config, driver, metrics, server, slices
 from computedomains.nodeinit import run as nodeinit_run
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ def run(cfg: config.PluginConfig) -> int:
     )  # fmt: skip
     turns.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
-    fabric = nodestate.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
+    fabric = fabricverdict.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
 
     def recorded() -> str:
         """The domain the membership record names for this node ("" none)."""

@@ -230,13 +230,18 @@ class Preparer:
         return cast(dict[str, Any] | None, found)
 
     def _for_messages(self, namespace: str) -> validate.DomainLookup:
-        """A domain lookup that only names a domain in a message: an API error names it by UID."""
+        """A domain lookup that only names a domain in a message to a tenant of ``namespace``.
+
+        Finds domains of that namespace only (another tenant's is never named); an API error
+        finds none.
+        """
 
         def lookup(uid: str) -> dict[str, Any] | None:
             try:
-                return self._domains.find(uid, namespace)
+                found = self._domains.find(uid, namespace)
             except kube_client.API_ERRORS:
                 return None
+            return found if found and found["metadata"].get("namespace") == namespace else None
 
         return lookup
 

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from computedomains.api import fabricverdict, models, schema
+from computedomains.api import claimrefusals, fabricverdict, models, schema
 from computedomains.kubeletplugin import checkpoint, claims, devices, errors
 
 DomainLookup = Callable[[str], dict[str, Any] | None]
@@ -70,15 +70,13 @@ def plan(
     if parameters is None:
         if device_type is devices.DeviceType.DAEMON:
             return Plan(device_type, "", None)  # the IMEX agent's own claim: no domain identity
-        raise errors.Permanent(
-            "MissingChannelConfig",
-            f"{where} carries no ComputeDomainChannelConfig: "
-            "channel claims come from a ComputeDomain's ResourceClaimTemplate",
-        )
+        raise errors.Permanent(claimrefusals.MISSING_CONFIG, claimrefusals.missing_config(where))
     try:
         config = models.parse_opaque_config(parameters)
     except schema.ValidationError as exc:
-        raise errors.Permanent("InvalidConfig", f"{where}: invalid opaque config: {exc}") from None
+        raise errors.Permanent(
+            claimrefusals.INVALID_CONFIG, claimrefusals.invalid_config(where, exc)
+        ) from None
     wanted = (
         models.ChannelConfig if device_type is devices.DeviceType.CHANNEL else models.DaemonConfig
     )
@@ -88,19 +86,17 @@ def plan(
             f"{where}: a {type(config).__name__} cannot configure a {device_type.value} device",
         )
     domain = domain_of(config.domain_id)
-    if domain is None:
-        raise errors.Permanent(
-            "ComputeDomainNotFound",
-            f"{where} refers to ComputeDomain UID {config.domain_id}, which does not exist",
-        )
     if device_type is devices.DeviceType.DAEMON:
+        if domain is None:
+            raise errors.Permanent(
+                claimrefusals.DOMAIN_NOT_FOUND,
+                f"{where} refers to ComputeDomain UID {config.domain_id}, which does not exist",
+            )
         return Plan(device_type, config.domain_id, domain)
-    if domain["metadata"]["namespace"] != view.namespace:
+    if domain is None or domain["metadata"]["namespace"] != view.namespace:
         raise errors.Permanent(
-            "NamespaceMismatch",
-            f"{where} is in namespace {view.namespace}, but "
-            f"{describe(domain, config.domain_id)} is not: a workload can only use "
-            "a ComputeDomain of its own namespace",
+            claimrefusals.DOMAIN_NOT_FOUND,
+            claimrefusals.domain_not_found(where, config.domain_id, view.namespace),
         )
     if not fabric.usable:
         raise errors.Retryable(
@@ -129,9 +125,15 @@ def other_holder(entry: checkpoint.ClaimEntry, held: Iterable[checkpoint.ClaimEn
 
 
 def node_busy(plan: Plan, other: str, *, domain_of: DomainLookup) -> errors.Retryable:
-    """The refusal of ``plan`` while ``other`` holds the node (names both domains)."""
+    """The refusal of ``plan`` while ``other`` holds the node.
+
+    Names the other domain only when ``domain_of`` finds it (in the claim's namespace): the
+    message goes to the claim's tenant.
+    """
+    found = domain_of(other)
+    holder = describe(found, other) if found is not None else "another ComputeDomain"
     return errors.Retryable(
         "NodeInAnotherComputeDomain",
-        f"{plan.domain_label} cannot use this node: it is in {describe(domain_of(other), other)} "
+        f"{plan.domain_label} cannot use this node: it is in {holder} "
         "until that domain's pods on it are gone",
     )
