@@ -127,8 +127,8 @@ def test_the_ledger_never_lets_a_prepare_finish_after_an_unprepare(tmp_path: pat
     )
     book.load(checkpoint.Checkpoint("boot"), persist=True)
     started = _entry("a", STARTED)
-    assert book.start(started) is None
-    assert book.start(_entry("x", STARTED, domain="cd-2")) == "cd-1"  # one domain at a time
+    assert book.start(started, read_at=1.0) is None
+    assert book.start(_entry("x", STARTED, domain="cd-2"), read_at=1.0) == "cd-1"  # one domain
     (root / "cdi").mkdir()
     spec = root / "cdi" / "k8s.compute-domain.nvidia.com-claim_a.yaml"
     assert book.release("a") == started  # unprepare while the prepare waits
@@ -140,3 +140,30 @@ def test_the_ledger_never_lets_a_prepare_finish_after_an_unprepare(tmp_path: pat
         "a": dataclasses.replace(started, state=ABORTED, aborted_at=5.0)
     }
     assert book.held_domain() is None
+
+
+@pytest.mark.parametrize("prepared_before", [False, True], ids=["not started", "started"])
+def test_a_prepare_that_read_the_claim_before_an_unprepare_never_starts_it(
+    tmp_path: pathlib.Path, prepared_before: bool
+) -> None:
+    """The kubelet unprepares while a prepare of the same claim is on its way (it read the
+    claim before): that prepare must not bring the claim back, whether or not it had recorded
+    its start; a prepare that reads the claim after the unprepare may."""
+    now = [1.0]
+    book = ledger.Ledger(
+        checkpoint_file=tmp_path / "checkpoint.json", cdi_root=tmp_path / "cdi",
+        clock=lambda: now[0],
+    )  # fmt: skip
+    book.load(checkpoint.Checkpoint("boot"), persist=True)
+    read_at = book.now()  # the prepare reads the claim
+    if prepared_before:
+        assert book.start(_entry("a", STARTED), read_at=read_at) is None
+    now[0] = 2.0
+    book.release("a", namespace="ns", name="claim-a")  # the unprepare
+    now[0] = 3.0
+    with pytest.raises(ledger.Unprepared):
+        book.start(_entry("a", STARTED), read_at=read_at)
+    assert book.held_domain() is None
+    # A prepare that reads the claim after the unprepare (a new pod of the same claim) may.
+    assert book.start(_entry("a", STARTED), read_at=book.now()) is None
+    assert book.held_domain() == "cd-1"

@@ -85,6 +85,11 @@ class Mirror:
         )
 
 
+CLEANUP_ATTEMPTS = 3
+CLEANUP_RACE = "target is busy"
+"""What mmdebstrap says when its chroot's /proc cannot be unmounted yet."""
+
+
 def mmdebstrap_argv(arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path) -> list[str]:
     """The command that resolves and downloads the package set of ``arch`` into ``debs``."""
     if any(c.isspace() for c in str(debs)):
@@ -110,14 +115,21 @@ def download(
     """Fetch the package set of ``arch`` into ``debs``; returns the packages, by name."""
     debs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
-    done = subprocess.run(
-        mmdebstrap_argv(arch, mirror, debs=debs),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        timeout=900,
-    )
+    for attempt in range(CLEANUP_ATTEMPTS):
+        done = subprocess.run(
+            mmdebstrap_argv(arch, mirror, debs=debs),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=900,
+        )
+        # A process of the foreign architecture's emulation may still hold the chroot's /proc
+        # when mmdebstrap tears it down; that failure says nothing of the packages: run again.
+        if done.returncode == 0 or CLEANUP_RACE not in done.stderr:
+            break
+        print(f"[image] {arch.name}: mmdebstrap's cleanup raced a process in its chroot "
+              f"(attempt {attempt + 1}); running it again", flush=True)  # fmt: skip
     if done.returncode != 0:
         raise DebianError(
             f"mmdebstrap ({arch.name}) exited {done.returncode}:\n{done.stderr.strip()[-3000:]}"

@@ -149,7 +149,7 @@ class Driver:
     def unprepare(self, ref: claims.ClaimRef) -> Result:
         """Undo a prepare; unknown claims succeed (the claim object may be long gone)."""
         try:
-            self._book.release(ref.uid)
+            self._book.release(ref.uid, namespace=ref.namespace, name=ref.name)
         except Exception as exc:  # one claim's failure is its own result, whatever it is
             self.stats.error("unprepare", kube_client.error_reason(exc))
             log.exception("unprepare of %s/%s failed", ref.namespace, ref.name)

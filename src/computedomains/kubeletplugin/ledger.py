@@ -56,6 +56,10 @@ def decide_commit(
     return Commit.COMPLETE
 
 
+class Unprepared(Exception):
+    """The kubelet unprepared the claim after this prepare read it: it must not start it."""
+
+
 class Ledger:
     """The node's claims for this boot, and their checkpoint file and CDI specs."""
 
@@ -101,8 +105,18 @@ class Ledger:
                     )
         return counts
 
-    def start(self, entry: checkpoint.ClaimEntry) -> str | None:
+    def now(self) -> float:
+        """The ledger's clock: what a prepare notes as the time it read its claim."""
+        return self._clock()
+
+    def start(self, entry: checkpoint.ClaimEntry, *, read_at: float) -> str | None:
         """Record a prepare as started; returns the other domain holding the node instead.
+
+        ``read_at`` is when the prepare read the claim (:meth:`now`): an unprepare since then
+        (an aborted entry, or the mark :meth:`release` leaves for a claim it did not know)
+        raises :class:`Unprepared`, so that a prepare already on its way cannot bring back what
+        the kubelet has let go. A prepare that read the claim after the unprepare (a new pod of
+        the same claim) starts it anew.
 
         Saved only when the claim makes the node join its domain, the one change that is
         visible outside (the slices show the holder); anything else a crash leaves (a CDI spec
@@ -110,6 +124,13 @@ class Ledger:
         """
         with self._lock:
             claims = self._checkpoint.claims
+            aborted = claims.get(entry.uid)
+            if (
+                aborted is not None
+                and aborted.state is ClaimState.ABORTED
+                and (aborted.aborted_at is None or aborted.aborted_at >= read_at)
+            ):
+                raise Unprepared(entry.uid)
             other = validate.other_holder(entry, claims.values())
             if other is not None:
                 return other
@@ -157,17 +178,28 @@ class Ledger:
                 self._save()
             return outcome, claims.get(uid)
 
-    def release(self, uid: str) -> checkpoint.ClaimEntry | None:
+    def release(
+        self, uid: str, *, namespace: str = "", name: str = ""
+    ) -> checkpoint.ClaimEntry | None:
         """Unprepare: remove the spec and the entry; returns the entry that was released.
 
-        A claim still being prepared is marked aborted instead (with the time), so that a
-        late retry of the same allocation does not take the devices again.
+        A claim still being prepared, or not known yet (its prepare may have read it and not
+        recorded its start), is marked aborted instead (with the time), so that a prepare
+        already on its way does not take the devices again (:meth:`start`). The mark expires
+        with the collection's TTL of aborted entries.
         """
         with self._lock:
             claims = self._checkpoint.claims
             entry = claims.get(uid)
             cdi.remove(self._cdi_root, uid)  # also for unknown claims: a crash may have left it
-            if entry is None or entry.state is ClaimState.ABORTED:
+            if entry is None:
+                claims[uid] = checkpoint.ClaimEntry(
+                    uid, namespace, name, ClaimState.ABORTED, "", "", "",
+                    aborted_at=self._clock(),
+                )  # fmt: skip
+                self._save()
+                return None
+            if entry.state is ClaimState.ABORTED:
                 return None
             if entry.state is ClaimState.STARTED:
                 claims[uid] = dataclasses.replace(

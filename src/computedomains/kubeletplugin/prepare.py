@@ -81,8 +81,9 @@ class Preparer:
             done = self._book.entry(ref.uid)
             if done is not None and done.state is checkpoint.ClaimState.COMPLETED:
                 return done.devices  # the kubelet re-sends after its own restart
+            read_at = self._book.now()
             view = self._read_claim(ref)
-            return self._prepare(view, deadline=deadline)
+            return self._prepare(view, deadline=deadline, read_at=read_at)
         except errors.PrepareError as exc:
             exc.pods = view.reserved_for if view is not None else ()
             raise
@@ -99,7 +100,7 @@ class Preparer:
             raise failure from exc
 
     def _prepare(
-        self, view: claims.ClaimView, *, deadline: float
+        self, view: claims.ClaimView, *, deadline: float, read_at: float
     ) -> tuple[checkpoint.PreparedDevice, ...]:
         fabric = self._fabric()
         domain_of = self._domains.in_namespace(view.namespace)
@@ -117,7 +118,10 @@ class Preparer:
         )
         recorded = self._recorded() if plan.device_type is devices.DeviceType.CHANNEL else ""
         other = recorded if recorded and recorded != plan.domain_uid else None
-        other = other or self._book.start(started)
+        try:
+            other = other or self._book.start(started, read_at=read_at)
+        except ledger.Unprepared:
+            raise _abandoned(view, gone=False) from None
         if other is not None:
             raise validate.node_busy(plan, other, domain_of=self._for_messages(view.namespace))
         node, claim = self._cfg.node_name, view.uid
