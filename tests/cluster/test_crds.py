@@ -219,8 +219,9 @@ def test_valid_compute_domain_gets_the_defaults(
             "spec.channel.resourceClaimTemplate.name",
             "Required value",
         ),
+        (lambda s: s.update(numNodes=3), "spec.numNodes", "a v1beta1 field"),
     ],
-    ids=["allocationMode", "no-channel", "placement", "no-template-name"],
+    ids=["allocationMode", "no-channel", "placement", "no-template-name", "numNodes"],
 )
 def test_invalid_compute_domains_are_rejected_naming_the_field(
     crds: list[dict[str, Any]],
@@ -303,6 +304,15 @@ def test_spec_is_immutable_but_metadata_is_not(
     created["metadata"]["labels"] = {"team": "a"}
     updated = objects.replace_namespaced_custom_object(G, V, namespace, CD_PLURAL, "fixed", created)
     assert updated["metadata"]["labels"] == {"team": "a"}
+
+    # `kubectl patch ... -p '{"spec":{"numNodes":3}}'` speaks v1beta2, which has no numNodes:
+    # refused naming the field, not pruned into "patched (no change)".
+    message = rejection(
+        lambda: objects.patch_namespaced_custom_object(
+            G, V, namespace, CD_PLURAL, "fixed", {"spec": {"numNodes": 3}}
+        )
+    )
+    assert "spec.numNodes: " in message and "numNodes is a v1beta1 field" in message, message
 
 
 def write_status(

@@ -131,7 +131,8 @@ def check_model(cls: type[schema.Model], object_schema: Mapping[str, Any], path:
         assert prop.get("minLength") == (fmt.min_length if fmt else info.min_length), where
         assert prop.get("maxLength") == (fmt.max_length if fmt else None), where
         rules = [r["rule"] for r in prop.get("x-kubernetes-validations", [])]
-        wanted = ["self == oldSelf"] if info.immutable else []
+        wanted = ["false"] if info.refused else []
+        wanted += ["self == oldSelf"] if info.immutable else []
         assert rules == wanted + ([fmt.cel_rule()] if fmt else []), where
         item = typing.get_args(tp)[0] if typing.get_origin(tp) is tuple else tp
         if typing.get_origin(tp) is tuple:
@@ -264,7 +265,10 @@ def test_compute_domain_printer_columns(version: str) -> None:
 
 def test_v1beta2_drops_num_nodes_and_adds_placement_and_conditions() -> None:
     root = root_schema(crds.COMPUTE_DOMAIN, V2)
-    assert set(at(root, "spec")["properties"]) == {"channel", "placement"}
+    assert set(at(root, "spec")["properties"]) == {"channel", "placement", "numNodes"}
+    # numNodes is named only to refuse it: a v1beta2 write that sets it fails, naming it.
+    refused = at(root, "spec.numNodes")["x-kubernetes-validations"]
+    assert refused == [{"rule": "false", "message": models.NUM_NODES_REFUSED}]
     assert at(root, "spec.channel") == at(root_schema(crds.COMPUTE_DOMAIN), "spec.channel")
     clique = at(root, "spec.placement.clique")
     assert (clique["enum"], clique["default"]) == (["Required", "Preferred", "None"], "None")

@@ -258,10 +258,23 @@ class Placement(Model):
     )
 
 
+NUM_NODES_REFUSED = (
+    "numNodes is a v1beta1 field: v1beta2 keeps a v1beta1 object's value in the annotation "
+    f"{constants.NUM_NODES_ANNOTATION}, and a ComputeDomain's spec cannot change once created"
+)
+
+
 class ComputeDomainSpecV1Beta2(Model):
     """What a ComputeDomain asks for; fixed once the object exists."""
 
     channel: ChannelSpec = field("channel", "The IMEX channel workload pods claim.")
+    num_nodes: int | None = field(
+        "numNodes",
+        "Not part of v1beta2 (any value is refused): the v1beta1 field, named here so that a "
+        "write that sets it through v1beta2 is refused instead of dropped.",
+        default=None,
+        refused=NUM_NODES_REFUSED,
+    )
     placement: Placement | None = field(
         "placement", "Where the domain's pods are placed; absent means clique None.", default=None
     )

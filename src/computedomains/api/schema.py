@@ -93,6 +93,10 @@ class FieldInfo:
     list_map_keys: tuple[str, ...] = ()
     immutable: str | None = None
     """Message of a ``self == oldSelf`` CEL rule, for fields fixed after creation."""
+    refused: str | None = None
+    """Message refusing any value: a field another API version has, declared here only so that
+    a write naming it is refused (by a CEL rule, and by :meth:`Model.from_dict`) instead of
+    silently pruned."""
 
 
 @overload
@@ -107,6 +111,7 @@ def field(
     string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
+    refused: str | None = None,
 ) -> T: ...
 @overload
 def field(
@@ -119,6 +124,7 @@ def field(
     string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
+    refused: str | None = None,
 ) -> T: ...
 @overload
 def field(
@@ -130,6 +136,7 @@ def field(
     string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
+    refused: str | None = None,
 ) -> Any: ...
 def field(
     json: str,
@@ -143,6 +150,7 @@ def field(
     string_format: StringFormat | None = None,
     list_map_keys: tuple[str, ...] = (),
     immutable: str | None = None,
+    refused: str | None = None,
 ) -> Any:
     """Declare a model field.
 
@@ -160,6 +168,7 @@ def field(
         string_format=string_format,
         list_map_keys=list_map_keys,
         immutable=immutable,
+        refused=refused,
     )
     mutable = default_factory is not dataclasses.MISSING
     return dataclasses.field(
@@ -307,6 +316,8 @@ def _parse_model(cls: type[T], data: object, path: str, strict: bool) -> T:
             if not has_default(f):
                 raise ValidationError(sub, "required field missing")
             continue
+        if info.refused is not None:
+            raise ValidationError(sub, info.refused)
         kwargs[f.name] = _parse_value(unwrap_optional(tp), info, data[info.json], sub, strict)
     return cls(**kwargs)
 
@@ -425,6 +436,8 @@ def openapi(cls: type[Model]) -> dict[str, Any]:
 def _cel_rules(info: FieldInfo) -> list[dict[str, str]]:
     """The field's ``x-kubernetes-validations``: immutability, then its string format."""
     rules = []
+    if info.refused is not None:
+        rules.append({"rule": "false", "message": info.refused})
     if info.immutable:
         rules.append({"rule": "self == oldSelf", "message": info.immutable})
     if info.string_format is not None:
