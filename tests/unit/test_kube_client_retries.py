@@ -2,83 +2,32 @@
 
 from __future__ import annotations
 
-import contextlib
-import http.server
-import json
 import logging
 import pathlib
 import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from cdsim import kubeconfig
-from computedomains.kube import client, credentials, retry
+from computedomains.api import resources
+from computedomains.kube import client, credentials, nodes, retry, writes
+from tests.support.answering import Server, serving
 
 
-class _Server(http.server.ThreadingHTTPServer):
-    answers: list[tuple[int, dict[str, str]]]
-    """(status, extra headers) per request in turn; the last repeats."""
-    seen: list[str]
-    auth: list[str]
-    """The Authorization header of each request."""
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    server: _Server
-
-    def _answer(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        self.rfile.read(length)
-        self.server.seen.append(self.command)
-        self.server.auth.append(self.headers.get("Authorization", ""))
-        answers = self.server.answers
-        status, headers = answers[min(len(self.server.seen), len(answers)) - 1]
-        document: dict[str, object]
-        if status >= 400:
-            document = {"kind": "Status", "reason": "Refused", "message": f"answer {status}"}
-        else:
-            document = {"kind": "ConfigMap", "metadata": {"name": "x"}}
-        body = json.dumps(document).encode()
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_GET = do_POST = _answer
-
-    def log_message(self, format: str, *args: object) -> None:
-        return
-
-
-@contextlib.contextmanager
-def _serving(*answers: tuple[int, dict[str, str]]) -> Iterator[_Server]:
-    server = _Server(("127.0.0.1", 0), _Handler)
-    server.answers, server.seen, server.auth = list(answers), [], []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _client(server: _Server) -> client.Client:
+def _client(server: Server) -> client.Client:
     host, port = server.server_address[:2]
-    fast = retry.Policy(attempts=3, backoff_initial=0.01, backoff_cap=0.02)
+    # No spread: a Retry-After is waited exactly, so the log names it and no test waits more.
+    fast = retry.Policy(attempts=3, backoff_initial=0.01, backoff_cap=0.02, jitter=0.0)
     return client.Client(f"http://{host!s}:{port}", policy=fast)
 
 
 def test_a_429_with_retry_after_then_200_succeeds_without_an_error_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.DEBUG), _serving((429, {"Retry-After": "1"}), (200, {})) as server:
+    with caplog.at_level(logging.DEBUG), serving((429, {"Retry-After": "1"}), (200, {})) as server:
         api = _client(server)
         seen: list[int] = []
         api.observer = lambda method, path, status: seen.append(status)
@@ -92,19 +41,19 @@ def test_a_429_with_retry_after_then_200_succeeds_without_an_error_logged(
 
 
 def test_a_write_that_failed_on_the_server_is_not_sent_twice() -> None:
-    with _serving((500, {})) as server, pytest.raises(client.ApiError) as raised:
+    with serving((500, {})) as server, pytest.raises(client.ApiError) as raised:
         _client(server).create("/api/v1/namespaces/default/configmaps", {})
     assert raised.value.status == 500 and server.seen == ["POST"]
 
 
 def test_a_read_is_tried_the_policys_count_then_the_last_error_is_raised() -> None:
-    with _serving((503, {})) as server, pytest.raises(client.ApiError) as raised:
+    with serving((503, {})) as server, pytest.raises(client.ApiError) as raised:
         _client(server).get("/api/v1/namespaces/default/configmaps/x")
     assert raised.value.status == 503 and server.seen == ["GET"] * 3
 
 
 def test_a_refused_connection_is_tried_again_even_for_a_write() -> None:
-    with _serving((200, {})) as server:
+    with serving((200, {})) as server:
         address = server.server_address
     api = client.Client(f"http://{address[0]!s}:{address[1]}",
                         policy=retry.Policy(attempts=2, backoff_initial=0.01))  # fmt: skip
@@ -117,7 +66,7 @@ def test_a_refused_connection_is_tried_again_even_for_a_write() -> None:
 
 def test_no_wait_reaches_past_the_requests_timeout() -> None:
     # The leader's Lease renewal passes the time left before its deadline as the timeout.
-    with _serving((429, {"Retry-After": "5"})) as server:
+    with serving((429, {"Retry-After": "5"})) as server:
         started = time.monotonic()
         with pytest.raises(client.ApiError) as raised:
             _client(server).get("/apis/coordination.k8s.io/v1/leases", timeout=1)
@@ -135,12 +84,44 @@ def test_a_guard_that_refuses_stops_the_retry_of_a_write() -> None:
         if not leading[0]:
             raise RuntimeError("no longer leading")
 
-    with _serving((429, {"Retry-After": "0"}), (200, {})) as server:
+    with serving((429, {"Retry-After": "0"}), (200, {})) as server:
         api = _client(server)
         api.observer = lambda method, path, status: leading.__setitem__(0, False)
         with pytest.raises(RuntimeError, match="no longer leading"):
             api.create("/api/v1/namespaces/default/configmaps", {}, guard=fence)
     assert server.seen == ["POST"]
+
+
+_LEADER_WRITES = [
+    # The controller's writes of a clique, a domain's status and a node's label copy.
+    pytest.param("POST", lambda api: api.create(resources.CLIQUES.path(namespace="drv"), {}),
+                 id="clique"),
+    pytest.param("PUT", lambda api: writes.write_planned(
+        api, resources.COMPUTE_DOMAINS.path("d", namespace="ns"), lambda obj: obj,
+        current={"metadata": {"resourceVersion": "7"}}, subresource="status",
+    ), id="status"),
+    pytest.param("PATCH", lambda api: nodes.set_label_if(
+        api, "node-1", "label", expected="", value="d", resource_version="7",
+    ), id="node-label"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "write"), _LEADER_WRITES)
+def test_a_leaders_write_waiting_for_its_retry_is_not_sent_once_the_lease_is_lost(
+    method: str, write: Callable[[client.Client], Any]
+) -> None:
+    leading = [True]
+    with serving((429, {"Retry-After": "0"}), (200, {})) as server:
+        api = _client(server)
+        # The fence closes while the refused write waits to be sent again.
+        api.observer = lambda method, path, status: leading.__setitem__(0, False)
+        leader = writes.fenced(api, lambda: leading[0])
+        with pytest.raises(writes.Fenced):
+            write(leader)
+        assert server.seen == [method]
+        # Reads change nothing: they still go out.
+        assert leader.get(resources.NODES.path("node-1"))["metadata"]["name"] == "x"
+    assert server.seen == [method, "GET"]
 
 
 _PLUGIN = """\
@@ -158,7 +139,7 @@ def test_a_kubeconfig_exec_plugin_supplies_the_token_and_runs_again_after_a_401(
     tmp_path: pathlib.Path,
 ) -> None:
     (tmp_path / "plugin.py").write_text(_PLUGIN)
-    with _serving((401, {}), (200, {})) as server:
+    with serving((401, {}), (200, {})) as server:
         host, port = server.server_address[:2]
         exec_entry = {
             "apiVersion": "client.authentication.k8s.io/v1",

@@ -80,9 +80,19 @@ def test_a_bucket_without_qps_never_waits() -> None:
     assert [bucket.take() for _ in range(100)] == [0.0] * 100 and clock.slept == []
 
 
-def test_a_backoff_is_stretched_by_the_draw_up_to_the_jitter_but_retry_after_is_not() -> None:
+def test_a_backoff_is_stretched_by_the_draw_up_to_the_jitter() -> None:
     policy = retry.Policy(backoff_initial=1.0, backoff_cap=8.0, jitter=0.5)
     assert [policy.backoff(2, d) for d in (0.0, 0.5, 0.999)] == [4.0, 5.0, 4.0 * 1.4995]
     assert retry.after_failure(policy, "GET", sent=True, attempt=0, draw=1.0) == 1.5
-    assert retry.after_answer(policy, "GET", 503, "2", 0, draw=0.9) == 2.0  # asked: as asked
     assert retry.after_answer(policy, "GET", 500, None, 1, draw=0.5) == 2.5
+
+
+def test_a_retry_after_is_spread_above_what_was_asked_up_to_the_jitter_and_the_cap() -> None:
+    # 2,000 node clients told "429 Retry-After: 5" together must not come back together.
+    policy = retry.Policy(jitter=0.5, retry_after_cap=30)
+    waits = {retry.after_answer(policy, "PATCH", 429, "5", 0, draw=n / 2000) or 0.0
+             for n in range(2000)}  # fmt: skip
+    assert len(waits) == 2000  # no two of them at once
+    assert min(waits) == 5.0 and max(waits) < 7.5  # never sooner than asked, at most half again
+    assert retry.after_answer(policy, "GET", 503, "2", 0, draw=0.9) == pytest.approx(2.9)
+    assert retry.after_answer(policy, "POST", 429, "25", 0, draw=0.9) == 30.0  # still capped

@@ -7,9 +7,12 @@ no watch event announced; an idle domain costs a read of the caches, no write). 
 Lease ends the process (the pod restarts as a standby), as the incumbent does: a replica
 that may have missed writes should start from fresh caches.
 
-Every write of the workers is fenced by :meth:`Controller.may_write`, the elector's own view
-of its lease, checked before each write: a replica that was paused or cut off past its
-renew deadline writes nothing more, even before its elector has noticed and stopped it.
+Every write of the leader (the workers', the binder's, the turn keeper's, the collector's and
+its Events) goes through one client, :attr:`Controller.writer`, fenced by
+:meth:`Controller.may_write`, the elector's own view of its lease, checked before every try
+of every write: a replica that was paused or cut off past its renew deadline writes nothing
+more, even before its elector has noticed and stopped it, and a write waiting in the
+client's retries (a 429, a back-off) is not sent once the fence has closed.
 """
 
 from __future__ import annotations
@@ -145,20 +148,22 @@ class Controller:
         self.api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
         self.stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
         self.stats.api_requests.attach(self.api)
+        self.writer = writes.fenced(self.api, self.may_write)
+        """The client of every leader-only write; the caches and the elector use :attr:`api`."""
         self.queue = workqueue.WorkQueue()
         self.caches = Caches(
             self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted
         )
         self.turns = turnkeeper.TurnKeeper(
-            self.api, self.caches, enabled=cfg.placement_turns, may_write=self.may_write
+            self.writer, self.caches, enabled=cfg.placement_turns, may_write=self.may_write
         )
         # Off the reconcile path: a formation never waits for an Event's API call.
         self.recorder = events.BackgroundRecorder(
-            events.Recorder(self.api, component=COMPONENT, host=cfg.pod_name),
+            events.Recorder(self.writer, component=COMPONENT, host=cfg.pod_name),
             may_write=self.may_write,
         )
         self.binder = binder.Binder(
-            self.api, self.caches, recorder=self.recorder, may_write=self.may_write,
+            self.writer, self.caches, recorder=self.recorder, may_write=self.may_write,
             observe=self.stats.observe_placement, settling=self.turns.settling,
         )  # fmt: skip
         # The binder and the turn keeper read the caches and hear their placement news.
@@ -168,7 +173,7 @@ class Controller:
             on_claim=self.binder.claim_changed,
         )
         reconciler = Reconciler(
-            self.api, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
+            self.writer, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
             formation=metrics.FormationClock(self.stats), may_write=self.may_write,
         )  # fmt: skip
         self.workers = Workers(
@@ -188,9 +193,14 @@ class Controller:
         return not self.cfg.leader_elect or self.elector.holds_lease()
 
     def _collect(self) -> None:
-        # Checked once per collection; each removal carries preconditions besides.
-        if self.may_write():
-            collector.collect(self.api, self.caches)
+        # Checked once per collection, and by the writer before each removal, which carries
+        # preconditions besides.
+        if not self.may_write():
+            return
+        try:
+            collector.collect(self.writer, self.caches)
+        except writes.Fenced as exc:
+            log.info("collection stopped: %s", exc)
 
     def _changed(self, uid: str) -> None:
         self.queue.add_after(uid, BATCH_SECONDS)

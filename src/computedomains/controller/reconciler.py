@@ -11,11 +11,13 @@ backoff, and the next round recomputes everything from the caches.
 
 Writes are fenced twice. Before each one, ``may_write`` (the elector's own view of its
 lease) must still say yes, or :class:`writes.Fenced` aborts the round: a replica whose lease
-may have expired writes nothing more. And a clique or status write is planned from a
-snapshot, so a conflict means the snapshot was old (another leader wrote meanwhile): the
-round ends with :class:`writes.Stale` and the next one plans again; the old plan is never
-applied on top of the newer object. Only the finalizer, a change computed from the object
-itself, is retried on a fresh copy.
+may have expired writes nothing more. The controller's client for them
+(:func:`writes.fenced`) asks again before every try, so a write held up in the client's
+retries (a 429, a back-off) is not sent once the lease may be gone. And a clique or status
+write is planned from a snapshot, so a conflict means the snapshot was old (another leader
+wrote meanwhile): the round ends with :class:`writes.Stale` and the next one plans again;
+the old plan is never applied on top of the newer object. Only the finalizer, a change
+computed from the object itself, is retried on a fresh copy.
 """
 
 from __future__ import annotations

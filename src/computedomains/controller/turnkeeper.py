@@ -136,7 +136,7 @@ class TurnKeeper:
         return turn
 
     def _fence(self) -> None:
-        """Raise unless this replica may still write (checked before every try of a write)."""
+        """Raise unless this replica may still write (the leader's client checks every try)."""
         if not self._may_write():
             raise writes.Fenced("not writing the turn: this replica may no longer lead")
 
@@ -148,12 +148,12 @@ class TurnKeeper:
             turn, namespace=namespace, now=datetime.datetime.now(datetime.UTC)
         )
         try:
-            # No resourceVersion: the turn is overwritten whole, so only the fence keeps a
-            # deposed leader's retried write from replacing its successor's.
-            self._api.replace(path, body, guard=self._fence)
+            # No resourceVersion: the turn is overwritten whole, so only the fence of the
+            # leader's client keeps a deposed leader's retried write from replacing its
+            # successor's.
+            self._api.replace(path, body)
         except client.ApiError as exc:
             if exc.failure is not client.Failure.NOT_FOUND:
                 raise
-            self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body,
-                             guard=self._fence)  # fmt: skip
+            self._api.create(resources.CONFIG_MAPS.path(namespace=namespace), body)
         self._written, self._written_at = turn, self._clock()

@@ -34,7 +34,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from computedomains import rfc3339
 from computedomains.api import resources
-from computedomains.kube import client
+from computedomains.kube import client, writes
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +400,8 @@ class BackgroundRecorder:
     Events do not. Events are best effort: with ``capacity`` waiting, more are dropped (and
     counted in the log), as client-go's broadcaster drops them too. Each keeps the time it was
     emitted. ``may_write`` is asked before each write: a replica that lost its lease writes
-    none of what it queued before.
+    none of what it queued before (a recorder with a fenced client, :func:`writes.fenced`,
+    also sends no retry of an Event after that).
     """
 
     def __init__(
@@ -472,6 +473,9 @@ class BackgroundRecorder:
             try:
                 self._recorder.emit(item.ref, reason=item.reason, message=item.message,
                                     warning=item.warning, at=item.at)  # fmt: skip
+            except writes.Fenced:  # the lease went while the Event waited (a retry, the budget)
+                log.debug("event %s on %s %s not written: this replica may no longer write",
+                          item.reason, item.ref.kind, item.ref.name)  # fmt: skip
             except Exception:  # one bad Event must not end the writer
                 log.exception(
                     "writing event %s on %s %s", item.reason, item.ref.kind, item.ref.name

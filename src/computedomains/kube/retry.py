@@ -11,9 +11,11 @@ The rules of client-go, which every Kubernetes component shares:
   read is sent again (a write's outcome is the caller's to find out);
 - **the connection not made at all**: nothing was sent, so any request is sent again.
 
-Waits double from :attr:`Policy.backoff_initial` up to :attr:`Policy.backoff_cap`, each
-stretched by up to :attr:`Policy.jitter` at random (``draw``), so clients refused together do
-not come back together; a ``Retry-After`` is honoured as given, up to
+Waits double from :attr:`Policy.backoff_initial` up to :attr:`Policy.backoff_cap`. Every wait,
+a ``Retry-After`` included, is stretched by up to :attr:`Policy.jitter` at random (``draw``),
+so clients refused together do not come back together: a server that tells 2,000 nodes
+``Retry-After: 5`` sees them back over 5 to 7.5 s, not all at 5 s. A ``Retry-After`` is a
+floor (never sent sooner than asked), and the wait it makes is capped at
 :attr:`Policy.retry_after_cap`.
 """
 
@@ -38,7 +40,7 @@ class Policy:
     backoff_cap: float = 4.0
     retry_after_cap: float = 30.0
     jitter: float = 0.5
-    """A back-off is stretched by up to this fraction of itself (client-go's ``Jitter``)."""
+    """A wait is stretched by up to this fraction of itself (client-go's ``Jitter``)."""
 
     def backoff(self, attempt: int, draw: float = 0.0) -> float:
         """Seconds before try ``attempt + 1`` (0-based ``attempt``) when the server named none.
@@ -46,7 +48,11 @@ class Policy:
         ``draw`` in [0, 1) picks the stretch (the caller's random number; 0: none).
         """
         base = min(self.backoff_cap, self.backoff_initial * 2.0 ** min(attempt, 30))
-        return base * (1.0 + self.jitter * draw)
+        return self.spread(base, draw)
+
+    def spread(self, wait: float, draw: float = 0.0) -> float:
+        """``wait`` stretched by ``draw`` (in [0, 1)) times :attr:`jitter` of itself; never less."""
+        return wait * (1.0 + self.jitter * draw)
 
 
 def retry_after(value: str | None, *, now: float | None = None) -> float | None:
@@ -78,13 +84,16 @@ def after_answer(
 ) -> float | None:
     """Seconds to wait before sending again after an HTTP answer of ``status``; None: do not.
 
-    ``attempt`` counts from 0 (the first try); ``draw`` as for :meth:`Policy.backoff`.
+    ``attempt`` counts from 0 (the first try); ``draw`` as for :meth:`Policy.backoff`, and it
+    spreads a ``Retry-After`` too: between what was asked and :attr:`Policy.jitter` more,
+    at most :attr:`Policy.retry_after_cap`.
     """
     if attempt + 1 >= policy.attempts:
         return None
     asked = retry_after(retry_after_header)
     if status == TOO_MANY_REQUESTS or (status >= 500 and asked is not None):
-        waited = policy.backoff(attempt, draw) if asked is None else asked
+        # The same wait for every client refused at once brings them all back at once.
+        waited = policy.backoff(attempt, draw) if asked is None else policy.spread(asked, draw)
         return min(policy.retry_after_cap, waited)
     if status >= 500 and method.upper() in READS:
         return policy.backoff(attempt, draw)

@@ -12,7 +12,10 @@ happens then depends on where the change came from:
   old plan on the newer object is exactly the overwrite the resourceVersion exists to stop.
 
 :class:`Fenced` is what a writer raises instead of writing when it may have lost the right
-to write at all (a leader whose lease may have expired).
+to write at all (a leader whose lease may have expired). :func:`fenced` gives a leader one
+client for all its writes that checks its fence before every try of every write: a write
+waiting in the client's retry loop (a 429's ``Retry-After``, a back-off after a 5xx) is not
+sent by a replica that lost the lease meanwhile.
 
 A controller computes its writes from an informer cache, which trails the API server by a
 watch event. Without help, the write after our own write would start from the older cached
@@ -26,10 +29,10 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from computedomains.kube import client
+from computedomains.kube import client, retry
 
 DEFAULT_ATTEMPTS = 5
 """Read-modify-write rounds before a conflict is given up (to the caller's retry)."""
@@ -51,6 +54,96 @@ class Stale(client.ApiError):
 
 class Fenced(Exception):
     """A write was not sent: this writer may no longer hold the right to write (its lease)."""
+
+
+class FencedClient(client.Client):
+    """A view of a client that runs a fence before every try of every write it sends.
+
+    Reads go out unfenced: they change nothing. The connection, request budget, credential,
+    retry policy and request metrics stay those of the wrapped client (set them there).
+    """
+
+    def __init__(self, api: client.Client, may_write: Callable[[], bool]) -> None:
+        # Not client.Client.__init__: a view of ``api`` shares its connections, opens none.
+        self._api = api
+        self._may_write = may_write
+
+    def __getattr__(self, name: str) -> Any:
+        """The wrapped client's attributes (``server``, ``policy``, ``limiter``, ``observer``)."""
+        if name in ("_api", "_may_write"):
+            raise AttributeError(name)  # not set up (yet): no endless lookup through _api
+        return getattr(self._api, name)
+
+    def fence(self) -> None:
+        """Raise :class:`Fenced` unless this replica may still write."""
+        if not self._may_write():
+            raise Fenced("not sent: this replica may no longer hold the leader lease")
+
+    def _guard(self, guard: Callable[[], None] | None) -> Callable[[], None]:
+        """The fence, then the caller's own guard, if any."""
+        if guard is None:
+            return self.fence
+
+        def both() -> None:
+            self.fence()
+            guard()
+
+        return both
+
+    def request(
+        self, method: str, path: str, *, guard: Callable[[], None] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """As :meth:`client.Client.request`; a write is fenced before every try."""
+        if method.upper() not in retry.READS:
+            guard = self._guard(guard)
+        return self._api.request(method, path, guard=guard, **kwargs)
+
+    # Each call goes to the wrapped client's own method, which may be a test's stand-in.
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        """GET ``path`` (unfenced)."""
+        return self._api.get(path, **kwargs)
+
+    def find(self, path: str, **kwargs: Any) -> dict[str, Any] | None:
+        """GET ``path`` (unfenced); None when there is no such object."""
+        return self._api.find(path, **kwargs)
+
+    def create(
+        self, path: str, body: Any, *, guard: Callable[[], None] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """POST ``body`` to ``path``, fenced."""
+        return self._api.create(path, body, guard=self._guard(guard), **kwargs)
+
+    def replace(
+        self, path: str, body: Any, *, guard: Callable[[], None] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """PUT ``body`` to ``path``, fenced."""
+        return self._api.replace(path, body, guard=self._guard(guard), **kwargs)
+
+    def patch(
+        self, path: str, body: Any, *, guard: Callable[[], None] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Patch ``path`` with ``body``, fenced."""
+        return self._api.patch(path, body, guard=self._guard(guard), **kwargs)
+
+    def delete(
+        self, path: str, *, guard: Callable[[], None] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """DELETE ``path``, fenced."""
+        return self._api.delete(path, guard=self._guard(guard), **kwargs)
+
+    def stream(
+        self, path: str, *, query: Mapping[str, str], timeout: float
+    ) -> Iterator[dict[str, Any]]:
+        """Watch ``path`` (unfenced)."""
+        return self._api.stream(path, query=query, timeout=timeout)
+
+
+def fenced(api: client.Client, may_write: Callable[[], bool]) -> FencedClient:
+    """``api`` for a leader's writes: each try of each one first asks ``may_write``.
+
+    A refusal raises :class:`Fenced` in place of the try, the first one included.
+    """
+    return FencedClient(api, may_write)
 
 
 def read_modify_write(
