@@ -148,25 +148,75 @@ def node_cleanup(node: NodeState) -> NodeCleanup:
 ARGO_TRACKING = ("argocd.argoproj.io/tracking-id", "argocd.argoproj.io/instance")
 """What Argo CD sets on every object it applies (annotation tracking; the label variant)."""
 
+HELM_UNINSTALLING = "uninstalling"
+"""The status Helm gives the release's latest record before it runs the pre-delete hooks."""
 
-def uninstalling(*, helm_record: bool, argo_tracked: bool, required: bool) -> Finding:
+
+@dataclasses.dataclass(frozen=True)
+class ReleaseRecord:
+    """Helm's record of one revision (Secret or ConfigMap ``sh.helm.release.v1.<name>.v<n>``).
+
+    Helm labels it ``owner=helm``, ``name=<release>``, ``status=<the revision's status>``.
+    """
+
+    name: str
+    labels: Mapping[str, str]
+
+    def of(self, release: str) -> bool:
+        """Whether Helm keeps it, for ``release`` (not an object that merely has the name)."""
+        return self.labels.get("owner") == "helm" and self.labels.get("name") == release
+
+    @property
+    def status(self) -> str:
+        """The revision's status as Helm labelled it ("" when unlabelled)."""
+        return self.labels.get("status", "")
+
+
+def uninstalling(
+    *, release: str, record: ReleaseRecord | None, argo_tracked: bool, required: bool
+) -> Finding:
     """Whether the hook runs because its release is being uninstalled; nothing else may run it.
 
-    Helm runs the pre-delete hook only from the release's record (which exists for the
-    revision the hook was rendered in); Argo CD runs PreDelete hooks only while deleting the
-    Application, and marks what it creates as its own. A Job of a rendered chart applied as
-    plain objects (``helm template | kubectl apply``, kustomize's helmCharts) has neither:
-    it must change nothing. ``required`` False (value uninstall.requireOwner) skips the check.
+    Helm marks the release's latest record ``uninstalling`` before it runs the pre-delete
+    hooks. A record that merely exists proves nothing: ``helm template`` renders revision 1, so
+    a render applied beside a Helm release of the same name names that release's record. A
+    record of the release in another status refuses (exit 1, nothing changed) instead of
+    passing quietly: Helm itself meets one when the current revision is a rollback (it runs the
+    hooks of the revision rolled back to), and going on there would leave our finalizers
+    behind. Argo CD runs PreDelete hooks only while deleting the Application, and marks what it
+    creates as its own. A Job of a rendered chart applied as plain objects (``helm template |
+    kubectl apply``, kustomize's helmCharts) has neither: it changes nothing. ``required``
+    False (value uninstall.requireOwner) skips the check.
     """
     if not required:
         return Finding(
             Severity.INFO,
             "not checking who runs this (run by hand, or uninstall.requireOwner=false)",
         )
-    if helm_record:
-        return Finding(Severity.OK, "Helm is uninstalling the release (its record is here)")
+    ours = record if record is not None and record.of(release) else None
+    if ours is not None and ours.status == HELM_UNINSTALLING:
+        return Finding(
+            Severity.OK, f"Helm is uninstalling release {release} (its record {ours.name} says so)"
+        )
     if argo_tracked:
         return Finding(Severity.OK, "Argo CD is deleting the Application (it created this Job)")
+    if ours is not None:
+        return Finding(
+            Severity.FAIL,
+            f"not an uninstall of release {release}: Helm's record {ours.name} says "
+            f"{ours.status or 'no status'!r}, not {HELM_UNINSTALLING!r}; either a render of the "
+            "chart was applied beside a live Helm release of the same name, or Helm is "
+            "uninstalling a release whose current revision is a rollback (it runs the hooks of "
+            "the revision rolled back to); nothing was changed",
+            fix=(
+                "a render applied as plain objects: render without hooks (--set "
+                "hooks.enabled=false, or helm template --no-hooks). A helm uninstall after a "
+                f"rollback: `helm rollback {release} <its latest revision>` (same manifests), "
+                f"`helm upgrade {release} <chart> --reuse-values` (hooks of a new revision), "
+                f"then `helm uninstall {release}` again; or uninstall.requireOwner=false "
+                "(docs/upgrade.md)"
+            ),
+        )
     return Finding(
         Severity.WARN,
         "not an uninstall: no Helm release record of this revision, and this Job was not "

@@ -1,13 +1,14 @@
 """``computedomains hooks uninstall``: leave the cluster clean before Helm deletes the release.
 
 Helm runs it before ``helm uninstall`` (Argo CD: PreDelete). It first makes sure that is what
-runs it (:func:`cleanup.uninstalling`): a chart rendered with its hooks and applied as plain
-objects starts this Job at once, and then it changes nothing. It refuses while ComputeDomains
-have running workload pods, unless ``--force``. Then it stops the components that would put
-back what it removes (the controller re-adds its finalizer, node-init its condition and label),
-removes our finalizer from every ComputeDomain, our labels, condition and taint from every
-node and the controller's placement turn, and keeps the CRDs, printing the command that
-deletes them. Running it twice is harmless.
+runs it (:func:`cleanup.uninstalling`: Helm's record of its revision says ``uninstalling``, or
+Argo CD marked its Job): a chart rendered with its hooks and applied as plain objects starts
+this Job at once, and then it changes nothing. It refuses while ComputeDomains have running
+workload pods, unless ``--force``. Then it stops the components that would put back what it
+removes (the controller re-adds its finalizer, node-init its condition and label), removes our
+finalizer from every ComputeDomain, our labels, condition and taint from every node and the
+controller's placement turn, and keeps the CRDs, printing the command that deletes them.
+Running it twice is harmless.
 """
 
 from __future__ import annotations
@@ -84,12 +85,15 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     # Only the chart names the record and the Job; run by hand, without them, it acts.
     required = args.require_owner and bool(args.release_record or args.job)
     owner = cleanup.uninstalling(
-        helm_record=_helm_record(api, args), argo_tracked=_argo_tracked(api, args),
-        required=required,
+        release=args.release, record=_release_record(api, args),
+        argo_tracked=_argo_tracked(api, args), required=required,
     )  # fmt: skip
     report.finding(owner)
     if owner.severity is Severity.WARN:
         return 0
+    if owner.severity is Severity.FAIL:
+        report.step("refused: nothing was changed")
+        return 1
     collection = _domains_path(api)
     domains = [domainview.Domain.peek(o) for o in api.list_items(collection)] if collection else []
     pods = [_pod(p) for p in api.list_items(resources.PODS.path())] if domains else []
@@ -142,14 +146,15 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     return 0
 
 
-def _helm_record(api: kubeio.Api, args: argparse.Namespace) -> bool:
-    """Whether Helm's record of this hook's revision exists (storage driver secret or configmap)."""
+def _release_record(api: kubeio.Api, args: argparse.Namespace) -> cleanup.ReleaseRecord | None:
+    """Helm's record of this hook's revision (storage driver secret or configmap), if any."""
     if not args.release_record:
-        return False
-    return any(
-        api.get_or_none(resource.path(args.release_record, namespace=args.namespace)) is not None
-        for resource in (resources.SECRETS, resources.CONFIG_MAPS)
-    )
+        return None
+    for resource in (resources.SECRETS, resources.CONFIG_MAPS):
+        obj = api.get_or_none(resource.path(args.release_record, namespace=args.namespace))
+        if obj is not None:
+            return cleanup.ReleaseRecord(args.release_record, kubeio.labels(obj))
+    return None
 
 
 def _argo_tracked(api: kubeio.Api, args: argparse.Namespace) -> bool:

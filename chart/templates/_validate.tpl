@@ -68,6 +68,18 @@ compute-domains.validate
 {{- if and .Values.hooks.enabled .Values.verify.enabled (ge (float64 .Values.verify.timeoutSeconds) (float64 .Values.hooks.activeDeadlineSeconds)) -}}
 {{- $errors = append $errors (printf "verify.timeoutSeconds=%v is not below hooks.activeDeadlineSeconds=%v: Kubernetes would stop the verify hook before it reports what it waited for; raise hooks.activeDeadlineSeconds (e.g. to %v) or lower verify.timeoutSeconds, and give helm a --timeout longer than both" .Values.verify.timeoutSeconds .Values.hooks.activeDeadlineSeconds (add (int .Values.verify.timeoutSeconds) 300)) -}}
 {{- end -}}
+{{- /* A webhook replica serves a rotated Secret only at its next check, up to resyncInterval
+later; each rotation step waits rotationGrace, which must outlast that and a round (60 s, the
+webhook's own check: tlspolicy.ROUND_MARGIN). */ -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) -}}
+{{- $grace := toString .Values.webhook.tls.rotationGrace -}}
+{{- $unit := regexFind "[smhd]$" $grace -}}
+{{- $graceSeconds := mulf (float64 (trimSuffix $unit $grace)) (index (dict "s" 1 "m" 60 "h" 3600 "d" 86400) $unit) -}}
+{{- $least := addf (float64 .Values.webhook.resyncInterval) 60 -}}
+{{- if le $graceSeconds $least -}}
+{{- $errors = append $errors (printf "webhook.tls.rotationGrace=%s does not exceed webhook.resyncInterval=%v by more than 60 seconds: a webhook replica serves a rotated certificate (and puts a missing CA back into the caBundles) only at its next check of the Secret, up to resyncInterval later, so a CA rotation step could serve a certificate some API server does not trust yet, or drop a CA still in use; raise webhook.tls.rotationGrace above %vs or lower webhook.resyncInterval" $grace .Values.webhook.resyncInterval $least) -}}
+{{- end -}}
+{{- end -}}
 {{- if hasKey (.Values.webhook.podDisruptionBudget | default dict) "minAvailable" -}}
 {{- $errors = append $errors "webhook.podDisruptionBudget.minAvailable is retired: with one replica it blocked every drain; set webhook.podDisruptionBudget.maxUnavailable (default 1) instead" -}}
 {{- end -}}

@@ -237,6 +237,14 @@ def test_a_malformed_duration_is_rejected(h4: helm.Helm) -> None:
     assert "/webhook/tls/certValidity" in r.rejected(h4, "--set", "webhook.tls.certValidity=7days")
 
 
+def test_a_rotation_grace_within_a_resync_is_rejected(h4: helm.Helm) -> None:
+    message = r.rejected(h4, "--set", "webhook.resyncInterval=300")
+    assert "webhook.tls.rotationGrace=5m does not exceed webhook.resyncInterval=300" in message
+    assert "raise webhook.tls.rotationGrace above 360s" in message
+    # cert-manager rotates the Secret itself: the webhook gets no grace.
+    r.rendered(h4, **{"webhook.resyncInterval": "300", "webhook.certManager.enabled": "true"})
+
+
 def test_tls_values_become_flags(h4: helm.Helm) -> None:
     c = _container(r.rendered(h4, **{"webhook.tls.certValidity": "1d"}))
     assert r.flag(c, "cert-validity") == "1d"

@@ -140,6 +140,31 @@ def test_a_combination_the_config_refuses_ends_the_program_with_its_reason() -> 
         flags.parse(WebhookConfig, [*WEBHOOK, "--ca-validity=10d", "--ca-renew-before=20d"])
 
 
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        # A replica serves a rotated Secret up to one resync later: the grace must cover that
+        # and a round's margin (60 s).
+        (["--rotation-grace=75s", "--resync-interval=15"], True),
+        (["--rotation-grace=76s", "--resync-interval=15"], False),
+        (["--rotation-grace=5m", "--resync-interval=300"], True),
+        (["--rotation-grace=10m", "--resync-interval=300"], False),
+        ([], False),  # the defaults: 5m and 15 s
+        # cert-manager rotates the Secret itself: no rotation steps, no grace to check.
+        (["--cert-manager", "--rotation-grace=5m", "--resync-interval=300"], False),
+    ],
+)
+def test_the_rotation_grace_must_outlast_a_resync(argv: list[str], refused: bool) -> None:
+    if not refused:
+        flags.parse(WebhookConfig, [*WEBHOOK, *argv])
+        return
+    with pytest.raises(SystemExit) as refusal:
+        flags.parse(WebhookConfig, [*WEBHOOK, *argv])
+    message = str(refusal.value)
+    assert message.startswith("computedomains: --rotation-grace and --resync-interval: ")
+    assert "must exceed the resync interval" in message and "by more than 60s" in message
+
+
 def test_each_component_has_its_request_budget_default() -> None:
     assert flags.parse(ControllerConfig, []).api_budget == flaggroups.ApiBudget(50, 100)
     assert flags.parse(AgentConfig, AGENT).api_budget == flaggroups.ApiBudget(20, 40)

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import io
+from collections.abc import Iterator
 from typing import Any
 
-from computedomains.api import constants
+import pytest
+
+from computedomains.api import constants, resources
 from computedomains.api.domainview import Domain, DomainUID
-from computedomains.hooks import cleanup
+from computedomains.hooks import cleanup, uninstall
 from computedomains.hooks.compat import GFD_LABEL
-from computedomains.hooks.report import Severity
+from computedomains.hooks.report import Report, Severity
 
 
 def _domain(namespace: str, name: str, template: str, finalizers: tuple[str, ...]) -> Domain:
@@ -69,15 +75,91 @@ def test_node_cleanup_removes_ours_and_leaves_gfds_clique_label() -> None:
     assert never_judged.empty
 
 
-def test_uninstall_acts_only_when_helm_or_argo_cd_runs_it() -> None:
-    helm = cleanup.uninstalling(helm_record=True, argo_tracked=False, required=True)
-    argo = cleanup.uninstalling(helm_record=False, argo_tracked=True, required=True)
-    assert helm.severity is argo.severity is Severity.OK
-    rendered = cleanup.uninstalling(helm_record=False, argo_tracked=False, required=True)
-    assert rendered.severity is Severity.WARN and rendered.message.startswith("not an uninstall")
-    assert "hooks.enabled=false" in rendered.fix
-    unchecked = cleanup.uninstalling(helm_record=False, argo_tracked=False, required=False)
-    assert unchecked.severity is Severity.INFO
+RECORD = "sh.helm.release.v1.cd.v1"
+
+
+def _record(status: str, *, name: str = "cd", owner: str = "helm") -> cleanup.ReleaseRecord:
+    """Helm's record of revision 1 of release ``name``, labelled as Helm labels it."""
+    return cleanup.ReleaseRecord(RECORD, {"owner": owner, "name": name, "status": status})
+
+
+@pytest.mark.parametrize(
+    ("record", "argo_tracked", "required", "severity"),
+    [
+        # Helm runs the pre-delete hook only after it marked the release uninstalling.
+        (_record("uninstalling"), False, True, Severity.OK),
+        # A render applied beside a live Helm release of the same name: its record is there
+        # (helm template renders revision 1) but the release is not going away.
+        (_record("deployed"), False, True, Severity.FAIL),
+        (_record("superseded"), False, True, Severity.FAIL),
+        (_record("failed"), False, True, Severity.FAIL),
+        # Not Helm's record of this release: as if there were none.
+        (_record("uninstalling", name="other"), False, True, Severity.WARN),
+        (_record("uninstalling", owner=""), False, True, Severity.WARN),
+        (None, False, True, Severity.WARN),
+        # Argo CD deleting its Application, with or without a Helm record of the same name.
+        (None, True, True, Severity.OK),
+        (_record("deployed"), True, True, Severity.OK),
+        # uninstall.requireOwner=false, or run by hand.
+        (_record("deployed"), False, False, Severity.INFO),
+        (None, False, False, Severity.INFO),
+    ],
+)
+def test_uninstall_acts_only_while_its_own_release_is_going_away(
+    record: cleanup.ReleaseRecord | None, argo_tracked: bool, required: bool, severity: Severity
+) -> None:
+    f = cleanup.uninstalling(
+        release="cd", record=record, argo_tracked=argo_tracked, required=required
+    )
+    assert f.severity is severity, f.message
+
+
+def test_each_refusal_says_why_and_what_to_do() -> None:
+    live = cleanup.uninstalling(
+        release="cd", record=_record("deployed"), argo_tracked=False, required=True
+    )
+    assert f"record {RECORD} says 'deployed', not 'uninstalling'" in live.message
+    assert "hooks.enabled=false" in live.fix and "`helm upgrade cd <chart> --reuse-values`" in (
+        live.fix
+    )
+    rendered = cleanup.uninstalling(release="cd", record=None, argo_tracked=False, required=True)
+    assert rendered.message.startswith("not an uninstall") and "hooks.enabled=false" in (
+        rendered.fix
+    )
+
+
+@dataclasses.dataclass
+class _Api:
+    """The objects the uninstall hook may read, by path; every write is recorded."""
+
+    objects: dict[str, dict[str, Any]]
+    writes: list[str] = dataclasses.field(default_factory=list)
+
+    def get_or_none(self, path: str) -> dict[str, Any] | None:
+        return self.objects.get(path)
+
+    def list_items(self, path: str, *, label_selector: str = "") -> Iterator[dict[str, Any]]:
+        return iter(())
+
+    def delete(self, path: str, *, propagation: str = "Background") -> bool:
+        self.writes.append(f"DELETE {path}")
+        return True
+
+
+def test_a_render_beside_a_live_helm_release_of_its_name_changes_nothing() -> None:
+    """The Job names the record of revision 1, which the live release has: not its uninstall."""
+    labels = {"owner": "helm", "name": "cd", "status": "deployed", "version": "1"}
+    secret = {"metadata": {"name": RECORD, "labels": labels}}
+    api = _Api({resources.SECRETS.path(RECORD, namespace="cd-system"): secret})
+    args = argparse.Namespace(
+        release="cd", namespace="cd-system", release_record=RECORD,
+        job="cd-compute-domains-hook-uninstall", require_owner=True, force=False,
+        hook_jobs=["cd-compute-domains-hook-migrate"], timeout_seconds=1.0,
+    )  # fmt: skip
+    out = io.StringIO()
+    code = uninstall._uninstall(api, args, Report("uninstall", out))
+    assert code == 1 and api.writes == [], out.getvalue()
+    assert "says 'deployed'" in out.getvalue()
 
 
 def test_pods_a_stop_left_are_named_with_their_node_and_state() -> None:

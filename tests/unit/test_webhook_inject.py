@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import datetime
+from typing import Any, cast
 
-from computedomains.webhook import inject
+from computedomains import flags
+from computedomains.api import crds, resources
+from computedomains.kube import client
+from computedomains.webhook import certs, config, inject, service, tlspolicy
+from tests.support.fakeapi import FakeApi
 
 BUNDLE = inject.encoded(b"-----BEGIN CERTIFICATE-----\n...\n")
 
@@ -77,3 +83,72 @@ def test_a_crd_already_pointing_here_needs_no_patch() -> None:
     crd = _crd(ca_bundle=BUNDLE)
     crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] = ours.client_config()
     assert inject.crd_patch(crd, BUNDLE, ours) is None
+
+
+# -- a round that read the Secret before another replica rotated it -----------------------------
+
+NAMESPACE, SECRET = "cd-system", "cd-cd-webhook-tls"
+CRD_PATH = resources.CRDS.path(crds.COMPUTE_DOMAIN.name)
+SECRET_PATH = resources.SECRETS.path(SECRET, namespace=NAMESPACE)
+T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+VALIDITY = tlspolicy.Validity(
+    ca=datetime.timedelta(days=365), ca_renew_before=datetime.timedelta(days=30),
+    cert=datetime.timedelta(days=7), cert_renew_before=datetime.timedelta(days=2),
+    grace=datetime.timedelta(minutes=5),
+)  # fmt: skip
+NAMES = tlspolicy.service_names("cd-cd-webhook", NAMESPACE, "cluster.local")
+
+
+def _step(bundle: certs.Bundle | None, now: datetime.datetime) -> certs.Bundle:
+    decision = certs.plan(bundle, now=now, names=NAMES, validity=VALIDITY)
+    return certs.carry_out(decision, bundle, now=now, names=NAMES, validity=VALIDITY)
+
+
+@dataclasses.dataclass
+class _RotatedMeanwhile(FakeApi):
+    """Another replica rotates the Secret and injects its bundle just as this round reads the
+    CRD, after this round read the Secret."""
+
+    rotated: certs.Bundle | None = None
+
+    def get(self, path: str, **kwargs: Any) -> dict[str, Any]:
+        if path == CRD_PATH and self.rotated is not None:
+            self.objects[SECRET_PATH]["data"] = self.rotated.secret_data()
+            _set_bundle(self.objects[CRD_PATH], self.rotated.ca_pem)
+            self.rotated = None
+        return super().get(path, **kwargs)
+
+
+def _set_bundle(crd: dict[str, Any], ca_pem: bytes) -> None:
+    crd["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] = inject.encoded(ca_pem)
+
+
+def _injected(api: FakeApi) -> str:
+    return str(api.objects[CRD_PATH]["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"])
+
+
+def test_a_round_never_puts_back_the_bundle_another_replica_just_replaced() -> None:
+    old = _step(None, T0)
+    rotated = _step(old, T0 + VALIDITY.ca - VALIDITY.ca_renew_before)  # the new CA joins
+    assert rotated.cas[1:] == old.cas
+    crd = {"metadata": {"name": crds.COMPUTE_DOMAIN.name, "resourceVersion": "1"},
+           **_crd(ca_bundle=inject.encoded(old.ca_pem))}  # fmt: skip
+    secret = {"metadata": {"name": SECRET, "namespace": NAMESPACE, "resourceVersion": "2"},
+              "data": old.secret_data()}  # fmt: skip
+    api = _RotatedMeanwhile(objects={CRD_PATH: crd, SECRET_PATH: secret}, rotated=rotated)
+    cfg = flags.parse(config.WebhookConfig, [
+        f"--namespace={NAMESPACE}", "--service-name=cd-cd-webhook", f"--tls-secret={SECRET}",
+        "--cert-manager",  # the round only reads the Secret: no clock
+    ])  # fmt: skip
+    webhook = service.Webhook(cfg, api=cast(client.Client, api))
+
+    webhook.tls_round()  # read the old bundle; the CRD holds the rotated one by now
+    assert _injected(api) == inject.encoded(rotated.ca_pem)
+    assert api.writes() == []
+    webhook.tls_round()  # reads the rotated bundle: already injected
+    assert api.writes() == []
+    # A Secret deliberately set back to an older CA (restored, say) is injected all the same.
+    api.objects[SECRET_PATH]["data"] = old.secret_data()
+    webhook.tls_round()
+    assert _injected(api) == inject.encoded(old.ca_pem)
+    assert api.writes() == [("PATCH", CRD_PATH)]

@@ -116,7 +116,7 @@ class WebhookConfig:
         default="5m",
         type=duration,
         help="least time between the steps of a CA rotation (new CA trusted, new certificate "
-        "served, old CA dropped)",
+        "served, old CA dropped); more than --resync-interval plus 60s",
     )
     resync_interval: float = flags.option(
         "--resync-interval",
@@ -145,6 +145,11 @@ class WebhookConfig:
     def __post_init__(self) -> None:
         if problems := self.validity.problems():
             raise ValueError("certificate settings: " + "; ".join(problems))
+        # cert-manager rotates the Secret itself: this webhook then takes no rotation steps.
+        resync = datetime.timedelta(seconds=self.resync_interval)
+        problem = "" if self.cert_manager else tlspolicy.grace_problem(self.rotation_grace, resync)
+        if problem:
+            raise ValueError(f"--rotation-grace and --resync-interval: {problem}")
 
     @property
     def validity(self) -> tlspolicy.Validity:

@@ -6,6 +6,10 @@ strategic merge patch keyed by webhook name for the configurations) under its ow
 manager. A CRD re-applied by Helm or Argo CD keeps the field or, where a client-side apply
 replaces the whole conversion block, loses it until the next check puts it back.
 
+Every replica injects, every round, the bundle it read from the Secret at the start of the
+round. A replica that read it just before another replica rotated it must not put the older
+bundle back over the newer one: it writes only while the Secret still holds its bundle.
+
 :func:`crd_patch` and :func:`webhooks_patch` decide (pure); :class:`Injector` reads and patches.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from computedomains.api import constants, resources
@@ -108,6 +112,10 @@ def targets(*, crd: str, validating: str, mutating: str) -> tuple[Target, ...]:
     return tuple(Target(resource, name) for resource, name in named if name)
 
 
+SecretCA = Callable[[], bytes | None]
+"""Reads the Secret's ``ca.crt`` now (None: no usable Secret)."""
+
+
 class Injector:
     """Puts the caBundle into its targets wherever it is missing or stale."""
 
@@ -116,10 +124,13 @@ class Injector:
         api: client.Client,
         targets: tuple[Target, ...],
         service: ConversionService | None = None,
+        *,
+        secret_ca: SecretCA,
     ) -> None:
         self._api = api
         self._targets = targets
         self._service = service
+        self._secret_ca = secret_ca
         self._missing: set[str] = set()
 
     def sync(self, ca_pem: bytes) -> list[str]:
@@ -128,12 +139,11 @@ class Injector:
         A missing target is skipped (logged once); any other failure is raised after the
         remaining targets were tried.
         """
-        bundle = encoded(ca_pem)
         patched: list[str] = []
         failures: list[Exception] = []
         for target in self._targets:
             try:
-                if self._sync_one(target, bundle):
+                if self._sync_one(target, ca_pem):
                     patched.append(target.label)
             except client.API_ERRORS as exc:
                 failures.append(exc)
@@ -141,7 +151,8 @@ class Injector:
             raise failures[0]
         return patched
 
-    def _sync_one(self, target: Target, bundle: str) -> bool:
+    def _sync_one(self, target: Target, ca_pem: bytes) -> bool:
+        bundle = encoded(ca_pem)
         path = target.resource.path(target.name)
         obj = self._api.find(path)
         if obj is None:
@@ -153,6 +164,16 @@ class Injector:
         is_crd = target.resource == resources.CRDS
         patch = crd_patch(obj, bundle, self._service) if is_crd else webhooks_patch(obj, bundle)
         if patch is None:
+            return False
+        # Only while the Secret, read after the target, still holds this bundle: a round that
+        # read it before another replica rotated it (or cert-manager renewed it) would put the
+        # older bundle back over the newer one that replica injected, for up to a resync.
+        # Asking the Secret rather than comparing the CAs' ages still lets a deliberately
+        # older CA in (a restored Secret, a switch to cert-manager's CA). A rotation after this
+        # read either makes the patch below a 409 or is injected after it.
+        if self._secret_ca() != ca_pem:
+            log.info("%s: the Secret changed since this round read it; the next round injects "
+                     "what it holds now", target.label)  # fmt: skip
             return False
         # Planned from what was just read: a change in between is a 409, tried again next round.
         patch["metadata"] = {"resourceVersion": obj["metadata"]["resourceVersion"]}

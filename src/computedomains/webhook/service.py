@@ -15,6 +15,7 @@ to ready pods.
 
 from __future__ import annotations
 
+import functools
 import http.server
 import logging
 import signal
@@ -91,7 +92,7 @@ class Webhook:
         )
         self.injector = inject.Injector(api, inject.targets(
             crd=cfg.crd_name, validating=cfg.validating_webhook, mutating=cfg.mutating_webhook,
-        ), conversion)  # fmt: skip
+        ), conversion, secret_ca=functools.partial(tlssecret.current_ca, self.store))  # fmt: skip
         self.https: http.server.ThreadingHTTPServer | None = None
         self._round = threading.Thread(target=self._rounds, name="tls-round", daemon=True)
 

@@ -84,6 +84,20 @@ def read_bundle(store: Store) -> certs.Bundle:
         raise NotYet(f"Secret {store.namespace}/{store.name} is not usable yet: {exc}") from None
 
 
+def current_ca(store: Store) -> bytes | None:
+    """``ca.crt`` as the Secret holds it now (as :attr:`certs.Bundle.ca_pem` writes it).
+
+    None when there is no Secret or it is unusable: then no bundle is current.
+    """
+    secret = store.read()
+    if secret is None:
+        return None
+    try:
+        return certs.from_secret_data(secret.get("data") or {}, need_ca_key=False).ca_pem
+    except certs.Invalid:
+        return None
+
+
 def ensure(
     store: Store, *, names: Sequence[str], validity: tlspolicy.Validity, clock: Clock = utcnow
 ) -> certs.Bundle:
