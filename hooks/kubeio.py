@@ -176,6 +176,11 @@ def name(obj: Obj) -> str:
     return str(obj["metadata"]["name"])
 
 
+def namespace(obj: Obj) -> str:
+    """``metadata.namespace`` ("" for a cluster-scoped object)."""
+    return str(obj["metadata"].get("namespace") or "")
+
+
 def labels(obj: Obj) -> dict[str, str]:
     """``metadata.labels`` (empty when there are none)."""
     return dict(obj["metadata"].get("labels") or {})

@@ -17,7 +17,7 @@ from typing import Any
 from computedomains import flags
 from computedomains.api import constants, resources
 
-from . import client, compat, crdversions, kubeio, nodeprereqs
+from . import client, compat, crdversions, helmwait, kubeio, nodeprereqs
 from .report import Finding, Report, Severity
 
 HOOK = "preflight"
@@ -73,6 +73,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=False,
         help="warn, not refuse, when the upgrade stores a version the CRDs do not serve yet",
     )
+    flags.add(parser, "--helm-version", default="", help="the Helm that renders (.Capabilities)")
+    flags.add(
+        parser,
+        "--helm4-wait",
+        default="watcher",
+        choices=helmwait.WAITS,
+        help="the --wait strategy Helm 4 runs with (value preflight.helm4Wait)",
+    )
+    flags.add(
+        parser,
+        "--agent-daemonset",
+        default="",
+        help="the IMEX agent DaemonSet of this release (its name)",
+    )
+    flags.add(
+        parser,
+        "--agent-update-strategy",
+        default="OnDelete",
+        help="value imexAgent.updateStrategy.type",
+    )
     flags.add_switch(
         parser,
         "--binding-conditions",
@@ -125,8 +145,22 @@ def _checks(
     findings += _owned(api, args, release, report)
     if args.crds_enabled:
         findings += _crd_versions(api, args, release)
-    workloads = [_workload(o, kind) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
-    findings += compat.check_workloads(workloads, release, adopt=args.adopt)
+    listed = [(kind, o) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
+    findings += compat.check_workloads([_workload(o, k) for k, o in listed], release,
+                                       adopt=args.adopt)  # fmt: skip
+    agents = next(
+        (
+            int((o.get("status") or {}).get("currentNumberScheduled") or 0)
+            for kind, o in listed
+            if kind == "DaemonSet"
+            and (kubeio.name(o), kubeio.namespace(o)) == (args.agent_daemonset, release.namespace)
+        ),
+        0,
+    )
+    findings += helmwait.check(
+        helm_version=args.helm_version, upgrade=args.upgrade,
+        strategy=args.agent_update_strategy, wait=args.helm4_wait, agents=agents,
+    )  # fmt: skip
     found = list(api.list_items(resources.NODES.path(), label_selector=args.gpu_node_selector))
     nodes = [
         compat.GpuNode(

@@ -219,6 +219,8 @@ def test_agent_command_line_follows_the_contract(h: helm.Helm) -> None:
         f"--imex-dir={IMEX_DIR}",
         "--hosts-file=/etc/hosts",
         f"--fabric-verdict-file={constants.FABRIC_VERDICT_FILE}",
+        "--fault-grace-checks=3",
+        "--fault-grace-seconds=180",
         "--max-nodes-per-clique=18",
         "--heartbeat-interval=5",
         "--http-bind=$(POD_IP):8082",

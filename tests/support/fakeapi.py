@@ -79,6 +79,23 @@ class FakeApi:
         self.objects[path] = self._bump(_merge(copy.deepcopy(self.objects[path]), body))
         return copy.deepcopy(self.objects[path])
 
+    def apply(self, path: str, body: Any, *, field_manager: str, **_: Any) -> dict[str, Any]:
+        """A server-side apply, merged like a merge patch; records the manager's ownership of
+        the top-level keys of ``spec`` it names (enough for the code that reads it)."""
+        self.calls.append(("APPLY", path))
+        if path not in self.objects:
+            raise client.ApiError(404, "NotFound", path)
+        self._check_version(path, body)
+        content = {k: v for k, v in body.items() if k not in ("apiVersion", "kind", "metadata")}
+        merged = _merge(copy.deepcopy(self.objects[path]), content)
+        spec: dict[str, Any] = content.get("spec", {})
+        owned: dict[str, Any] = {f"f:{k}": {f"f:{sub}": {} for sub in v} for k, v in spec.items()}
+        entry = {"manager": field_manager, "operation": "Apply",
+                 "fieldsV1": {"f:spec": owned}}  # fmt: skip
+        merged["metadata"].setdefault("managedFields", []).append(entry)
+        self.objects[path] = self._bump(merged)
+        return copy.deepcopy(self.objects[path])
+
     def delete(self, path: str, **_: Any) -> dict[str, Any]:
         self.calls.append(("DELETE", path))
         if self.objects.pop(path, None) is None:

@@ -128,9 +128,10 @@ class Release:
         """Install and wait (hooks included) up to 8 minutes."""
         return self.run("install", chart, *args, "--wait", "--timeout", "8m")
 
-    def upgrade(self, chart: str, *args: str) -> str:
-        """Upgrade and wait (hooks included) up to 8 minutes."""
-        return self.run("upgrade", chart, *args, "--wait", "--timeout", "8m")
+    def upgrade(self, chart: str, *args: str, wait: str = "--wait") -> str:
+        """Upgrade and wait (hooks included) up to 8 minutes; ``wait`` as Helm takes it (Helm 4
+        with OnDelete agents: ``--wait=legacy``, docs/upgrade.md)."""
+        return self.run("upgrade", chart, *args, wait, "--timeout", "8m")
 
 
 @dataclasses.dataclass
@@ -186,11 +187,13 @@ def previous_values(old: Any) -> list[str]:
 
 
 def install_previous(
-    releases: Releases, sim: Any, api: client.ApiClient, old: Any, prefix: str
-) -> Release:
+    releases: Releases, sim: Any, api: client.ApiClient, old: Any, prefix: str,
+    major: str = "helm3",
+) -> Release:  # fmt: skip
     """A previous release (``tests.support.previous``) installed with its production profile
-    (:func:`previous_values`), every plugin publishing. Call inside ``previous.running_in``."""
-    release = releases.new(prefix)
+    (:func:`previous_values`) by Helm ``major``, every plugin publishing. Call inside
+    ``previous.running_in``."""
+    release = releases.new(prefix, major)
     release.install(*releases.cluster.chart_from(old.chart), *previous_values(old))
     wait_plugins(api, {n.name for n in sim.nodes})
     return release

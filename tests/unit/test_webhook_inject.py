@@ -13,6 +13,12 @@ from computedomains.webhook import certs, config, inject, service, tlspolicy
 from tests.support.fakeapi import FakeApi
 
 BUNDLE = inject.encoded(b"-----BEGIN CERTIFICATE-----\n...\n")
+OWNED = {
+    "manager": inject.FIELD_MANAGER,
+    "operation": "Apply",
+    "fieldsV1": {"f:spec": {"f:conversion": {"f:strategy": {}, "f:webhook": {}}}},
+}
+"""The managed-fields entry of a conversion block this webhook co-owns already."""
 
 
 def _crd(strategy: str = "Webhook", ca_bundle: str | None = None) -> dict[str, Any]:
@@ -85,6 +91,39 @@ def test_a_crd_already_pointing_here_needs_no_patch() -> None:
     assert inject.crd_patch(crd, BUNDLE, ours) is None
 
 
+def test_the_webhook_co_owns_the_conversion_block_so_a_server_side_rollback_keeps_it_whole() -> (
+    None
+):
+    """Helm 4 rolls back server-side: were the strategy Helm's alone and the caBundle this
+    webhook's, dropping the block would leave a clientConfig without a strategy, which the API
+    server refuses. Co-owned as it stands, once."""
+    crd = {"metadata": {"name": "computedomains.resource.nvidia.com"}, **_crd(ca_bundle=BUNDLE)}
+    body = inject.conversion_apply(crd)
+    assert body is not None
+    assert body["spec"] == crd["spec"]  # the values as they stand: nothing to conflict with
+    assert body["metadata"] == {"name": "computedomains.resource.nvidia.com"}
+    crd["metadata"]["managedFields"] = [OWNED]
+    assert inject.owns_conversion(crd) and inject.conversion_apply(crd) is None
+    assert inject.conversion_apply({"spec": {"conversion": {"strategy": "None"}}}) is None
+
+
+def test_a_round_co_owns_the_conversion_of_a_crd_that_already_has_its_bundle() -> None:
+    api = FakeApi()
+    crd = {"metadata": {"name": crds.COMPUTE_DOMAIN.name, "resourceVersion": "1"},
+           **_crd(ca_bundle=BUNDLE)}  # fmt: skip
+    api.objects[CRD_PATH] = crd
+    pem = b"-----BEGIN CERTIFICATE-----\n...\n"
+    injector = inject.Injector(
+        cast(client.Client, api), inject.targets(crd=crds.COMPUTE_DOMAIN.name, validating="",
+                                                 mutating=""),
+        secret_ca=lambda: pem,
+    )  # fmt: skip
+    injector.sync(pem)
+    assert api.writes() == [("APPLY", CRD_PATH)]
+    injector.sync(pem)
+    assert api.writes() == [("APPLY", CRD_PATH)]  # once
+
+
 # -- a round that read the Secret before another replica rotated it -----------------------------
 
 NAMESPACE, SECRET = "cd-system", "cd-cd-webhook-tls"
@@ -131,7 +170,8 @@ def test_a_round_never_puts_back_the_bundle_another_replica_just_replaced() -> N
     old = _step(None, T0)
     rotated = _step(old, T0 + VALIDITY.ca - VALIDITY.ca_renew_before)  # the new CA joins
     assert rotated.cas[1:] == old.cas
-    crd = {"metadata": {"name": crds.COMPUTE_DOMAIN.name, "resourceVersion": "1"},
+    crd = {"metadata": {"name": crds.COMPUTE_DOMAIN.name, "resourceVersion": "1",
+                        "managedFields": [OWNED]},
            **_crd(ca_bundle=inject.encoded(old.ca_pem))}  # fmt: skip
     secret = {"metadata": {"name": SECRET, "namespace": NAMESPACE, "resourceVersion": "2"},
               "data": old.secret_data()}  # fmt: skip

@@ -363,6 +363,16 @@ class Client:
             "PATCH", path, body=body, content_type=f"application/{kind}+json", **kwargs
         )
 
+    def apply(
+        self, path: str, body: Any, *, field_manager: str, force: bool = True, **kwargs: Any
+    ) -> dict[str, Any]:
+        """Server-side apply ``body`` to ``path`` as ``field_manager`` (owning what it names)."""
+        query = {"fieldManager": field_manager, "force": "true" if force else "false"}
+        return self.request(
+            "PATCH", path, body=body, content_type="application/apply-patch+yaml", query=query,
+            **kwargs,
+        )  # fmt: skip
+
     def delete(self, path: str, **kwargs: Any) -> dict[str, Any]:
         """DELETE ``path``."""
         return self.request("DELETE", path, **kwargs)

@@ -77,6 +77,51 @@ def crd_patch(
     return {"spec": {"conversion": {"webhook": {"clientConfig": config}}}}
 
 
+def owns_conversion(crd: Mapping[str, Any]) -> bool:
+    """Whether this webhook co-owns the CRD's conversion block by server-side apply."""
+    for entry in (crd.get("metadata") or {}).get("managedFields") or []:
+        if entry.get("manager") == FIELD_MANAGER and entry.get("operation") == "Apply":
+            conversion = ((entry.get("fieldsV1") or {}).get("f:spec") or {}).get("f:conversion")
+            if conversion and "f:strategy" in conversion:
+                return True
+    return False
+
+
+def conversion_apply(crd: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The server-side apply by which this webhook co-owns the CRD's conversion as it stands.
+
+    None when there is nothing to own (no webhook conversion) or it owns it already. Why own
+    what Helm already sets: Helm 4 applies server-side, and its rollback to a chart whose CRD
+    has no conversion (0.1.x) drops what Helm alone owns. Before, that was the strategy and the
+    service while this webhook owned the caBundle inside the same block, which the API server
+    refuses ("strategy: Required value ... webhookClientConfig: should not be set"), leaving the
+    release failed half-way. Co-owned with the same values, the block stays whole (and unused:
+    one version needs no conversion); a client-side apply (Helm 3, Argo CD without
+    server-side apply) still replaces the block as before. The chart must never change these
+    values without this webhook giving them up first, or Helm 4's apply would conflict.
+    """
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    if conversion.get("strategy") != "Webhook" or owns_conversion(crd):
+        return None
+    webhook = conversion.get("webhook") or {}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": (crd.get("metadata") or {}).get("name", "")},
+        "spec": {
+            "conversion": {
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": dict(webhook.get("clientConfig") or {}),
+                    "conversionReviewVersions": list(
+                        webhook.get("conversionReviewVersions") or ["v1"]
+                    ),
+                },
+            }
+        },
+    }
+
+
 def webhooks_patch(configuration: Mapping[str, Any], ca_bundle: str) -> dict[str, Any] | None:
     """The strategic merge patch that sets every webhook's caBundle, or None when all have it."""
     stale = [
@@ -164,6 +209,8 @@ class Injector:
         is_crd = target.resource == resources.CRDS
         patch = crd_patch(obj, bundle, self._service) if is_crd else webhooks_patch(obj, bundle)
         if patch is None:
+            if is_crd:
+                self._own_conversion(path, obj)
             return False
         # Only while the Secret, read after the target, still holds this bundle: a round that
         # read it before another replica rotated it (or cert-manager renewed it) would put the
@@ -178,6 +225,18 @@ class Injector:
         # Planned from what was just read: a change in between is a 409, tried again next round.
         patch["metadata"] = {"resourceVersion": obj["metadata"]["resourceVersion"]}
         query = {"fieldManager": FIELD_MANAGER}
-        self._api.patch(path, patch, strategic=not is_crd, query=query)
+        patched = self._api.patch(path, patch, strategic=not is_crd, query=query)
         log.info("injected the caBundle into %s", target.label)
+        if is_crd:
+            self._own_conversion(path, patched)
         return True
+
+    def _own_conversion(self, path: str, crd: dict[str, Any]) -> None:
+        """Co-own the CRD's conversion block (:func:`conversion_apply`), once."""
+        body = conversion_apply(crd)
+        if body is None:
+            return
+        body["metadata"]["resourceVersion"] = crd["metadata"]["resourceVersion"]
+        self._api.apply(path, body, field_manager=FIELD_MANAGER)
+        log.info("%s: co-owning its conversion block (kept whole by a server-side rollback)",
+                 path)  # fmt: skip
