@@ -25,11 +25,12 @@ NOW = "2025-01-01T00:00:00Z"
 def domain(
     *, deleting: bool = False, finalized: bool = True, num_nodes: int = 0,
     status: models.ComputeDomainStatusV1Beta2 | None = None,
+    clique: models.CliquePlacement = models.CliquePlacement.NONE,
 ) -> Domain:  # fmt: skip
     return Domain(
         uid=UID, name="cd", namespace="ns", template="cd-channel",
         allocation_mode=models.AllocationMode.SINGLE, num_nodes=num_nodes, deleting=deleting,
-        finalizers=(constants.FINALIZER,) if finalized else (), status=status,
+        finalizers=(constants.FINALIZER,) if finalized else (), status=status, clique=clique,
     )  # fmt: skip
 
 

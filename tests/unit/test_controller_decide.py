@@ -127,7 +127,13 @@ def ready_status(ip: str) -> models.ComputeDomainStatusV1Beta2:
         nodes=nodes,
         nodes_ready="1/1",
         conditions=conditions.compute(
-            nodes, num_nodes=0, generation=0, previous=None, existing_nodes={"a"}, now=NOW
+            nodes,
+            num_nodes=0,
+            placement=models.CliquePlacement.NONE,
+            generation=0,
+            previous=None,
+            existing_nodes={"a"},
+            now=NOW,
         ),
         cliques=(models.CliqueSummary(id=C1, nodes=1, ready_nodes=1),),
     )

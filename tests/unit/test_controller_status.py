@@ -10,10 +10,12 @@ import pytest
 from computedomains.api import imex, models
 from computedomains.controller import decide, membership, status
 from computedomains.controller.views import Agent, CliqueID, NodeInfo, Snapshot
-from tests.support.snapshots import C1, agent, daemon, domain, node, snapshot
+from tests.support.snapshots import C1, C2, agent, daemon, domain, node, snapshot
 
 R = imex.Reason
 READY, NOT_READY = models.Status.READY, models.Status.NOT_READY
+REQUIRED, PREFERRED = models.CliquePlacement.REQUIRED, models.CliquePlacement.PREFERRED
+NO_PLACEMENT = models.CliquePlacement.NONE
 
 
 def aggregate(snap: Snapshot, limit: int = 18) -> models.ComputeDomainStatusV1Beta2:
@@ -237,3 +239,101 @@ def test_a_member_the_stored_list_leaves_out_is_still_seen_to_be_lost() -> None:
     # unchanged, so the same state announces nothing.
     rounds.remembered = None
     assert rounds.step(nodes, failing) == []
+
+
+def degraded(result: models.ComputeDomainStatusV1Beta2) -> models.Condition:
+    """The Degraded condition of ``result``."""
+    return next(c for c in result.conditions if c.type == "Degraded")
+
+
+SPREAD = [node("a"), node("b"), node("c", clique=C2)]
+"""Two members in C1, one in C2 (admitted while the webhook was down)."""
+
+
+@pytest.mark.parametrize(
+    ("placement", "nodes", "agents", "told"),
+    [
+        pytest.param(REQUIRED, SPREAD, [agent("a"), agent("b"), agent("c")],
+                     ("True", "SpansCliques", True), id="Required, spread, formed"),
+        pytest.param(REQUIRED, SPREAD, [agent("a"), agent("b"), agent("c", R.STARTING)],
+                     ("True", "SpansCliques", True), id="Required, spread, forming"),
+        pytest.param(PREFERRED, SPREAD, [agent("a"), agent("b"), agent("c")],
+                     ("False", "NotDegraded", False), id="Preferred may spread"),
+        pytest.param(NO_PLACEMENT, SPREAD, [agent("a"), agent("b"), agent("c")],
+                     ("False", "NotDegraded", False), id="None asks for nothing"),
+        pytest.param(REQUIRED, [node("a"), node("b")], [agent("a"), agent("b")],
+                     ("False", "NotDegraded", False), id="Required, one clique"),
+        pytest.param(REQUIRED, [node("a"), node("z", clique="")], [agent("a")],
+                     ("False", "NotDegraded", False), id="a member without a fabric is in none"),
+        pytest.param(REQUIRED, [], [], ("False", "NoMembers", False), id="Required, no members"),
+    ],
+)  # fmt: skip
+def test_a_required_domain_spanning_cliques_is_degraded_and_warned_of(
+    placement: models.CliquePlacement,
+    nodes: list[NodeInfo],
+    agents: list[Agent],
+    told: tuple[str, str, bool],
+) -> None:
+    snap = snapshot(dom=domain(clique=placement), nodes=nodes, agents=agents)
+    plan = decide.plan(snap, limit=18, reported=frozenset())
+    assert plan.status is not None
+    condition = degraded(plan.status)
+    warnings = [e for e in plan.status_events if e.reason == "SpansCliques"]
+    assert (condition.status.value, condition.reason, bool(warnings)) == told
+    if told[2]:
+        assert [w.warning for w in warnings] == [True]
+        assert warnings[0].message == condition.message
+
+
+def test_the_spread_message_names_the_cliques_their_members_and_the_likely_cause() -> None:
+    snap = snapshot(dom=domain(clique=REQUIRED), nodes=SPREAD,
+                    agents=[agent("a"), agent("b"), agent("c")])  # fmt: skip
+    assert degraded(aggregate(snap)).message == (
+        "members span 2 cliques though spec.placement.clique is Required: rack-1.32766 "
+        "(2 nodes), rack-2.32766 (1 node); the pods on the members outside rack-1.32766 (the "
+        "clique most members share), c, were most likely admitted while the admission webhook "
+        "was down, so they got no clique affinity"
+    )
+
+
+def message(rounds: Rounds) -> str:
+    """The Degraded condition's message the domain shows after the last round."""
+    stored = rounds.snap.domain.status
+    assert isinstance(stored, models.ComputeDomainStatusV1Beta2)
+    return degraded(stored).message
+
+
+def test_spanning_story_of_a_required_domain() -> None:
+    rounds = Rounds()
+    rounds.snap = dataclasses.replace(rounds.snap, domain=domain(clique=REQUIRED))
+    a, b, c, d = node("a"), node("b"), node("c", clique=C2), node("d", clique=C2)
+    ready = {n: agent(n) for n in "abcd"}
+    assert "SpansCliques" not in rounds.step([a, b], [ready["a"], ready["b"]])
+    assert shown(rounds)["Degraded"] == ("False", "NotDegraded")
+    # c's pod was admitted while the webhook was down: it landed in C2.
+    assert "SpansCliques" in rounds.step([a, b, c], [ready["a"], ready["b"], ready["c"]])
+    assert shown(rounds)["Degraded"] == ("True", "SpansCliques")
+    assert shown(rounds)["Ready"] == ("True", "AllNodesReady")
+    assert rounds.step([a, b, c], [ready["a"], ready["b"], ready["c"]]) == []  # told once
+    # Another in the same clique: the condition counts it, the Warning is not repeated.
+    assert "SpansCliques" not in rounds.step([a, b, c, d], list(ready.values()))
+    assert "rack-2.32766 (2 nodes)" in message(rounds)
+    # A member lost while spread: MembersLost wins the reason, the message tells both.
+    failing = [ready["a"], agent("b", R.FAILED), ready["c"], ready["d"]]
+    rounds.step([a, b, c, d], failing)
+    assert shown(rounds)["Degraded"] == ("True", "MembersLost")
+    assert message(rounds).startswith("IMEX no longer ready on b; members span 2 cliques")
+    # d leaves while b is still lost: MembersLost is kept, the spread told as it is now, once.
+    gone_d = node("d", clique=C2, domain="")
+    rounds.step([a, b, c, gone_d], [ready["a"], agent("b", R.FAILED), ready["c"]])
+    assert shown(rounds)["Degraded"] == ("True", "MembersLost")
+    assert message(rounds).startswith("IMEX no longer ready on b; members span 2 cliques")
+    assert "rack-2.32766 (1 node)" in message(rounds)
+    assert message(rounds).count("members span") == 1
+    rounds.step([a, b, c], [ready["a"], ready["b"], ready["c"]])  # Formed again
+    assert shown(rounds)["Degraded"] == ("True", "SpansCliques")
+    gone_c = node("c", clique=C2, domain="")
+    rounds.step([a, b, gone_c], [ready["a"], ready["b"], agent("c", R.STOPPED)])  # c left
+    assert shown(rounds)["Degraded"] == ("False", "NotDegraded")
+    # Spread again later: told again.
+    assert "SpansCliques" in rounds.step([a, b, c], [ready["a"], ready["b"], ready["c"]])

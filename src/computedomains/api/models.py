@@ -322,7 +322,8 @@ class ComputeDomainStatusV1Beta2(ComputeDomainStatus):
     conditions: tuple[Condition, ...] = field(
         "conditions",
         "Ready (every member ready, at least one member and spec.numNodes of them), Formed "
-        "(every member's IMEX daemon ready) and Degraded (members that were ready are not).",
+        "(every member's IMEX daemon ready) and Degraded (members that were ready are not, or a "
+        "domain with placement clique Required has members in several cliques).",
         default=(),
         list_map_keys=("type",),
     )

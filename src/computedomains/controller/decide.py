@@ -11,7 +11,14 @@ import dataclasses
 from collections.abc import Mapping
 
 from computedomains.api import models
-from computedomains.controller import eventplan, frozencliques, membership, nodelabels, status
+from computedomains.controller import (
+    cliquespan,
+    eventplan,
+    frozencliques,
+    membership,
+    nodelabels,
+    status,
+)
 from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
 READY = models.Status.READY
@@ -88,6 +95,13 @@ def plan(
     status_events, keep = eventplan.plan(
         snapshot, cliques, desired, previous=before, limit=limit, reported=reported
     )
+    # With the status Events, as the condition telling the same goes with that write; planned
+    # here because cliquespan words it with eventplan's helpers.
+    spread, spread_key = cliquespan.event(
+        cliquespan.of(desired.nodes, domain.clique), reported=reported
+    )
+    status_events += spread
+    keep |= spread_key
     # A node leaves with its last claim, so with its last pod.
     holding = tuple(n.name for n in snapshot.members()) if domain.deleting else ()
     events = eventplan.freed(cliques)

@@ -4,9 +4,10 @@ One Event per reason and status write, naming every node concerned: a burst of 1
 one ``MemberJoined``, not eighteen. Most reasons describe the step from the stored status to
 the one being written, so they survive a controller restart without repeats and are never
 lost when a status write is postponed. Warnings about a lasting condition (a full clique, a
-failing IMEX, a frozen clique) are remembered in ``reported`` keys instead, so they are
-recorded once per occurrence rather than per reconcile. ``SlotFreed`` goes with the clique
-write that frees.
+failing IMEX, a frozen clique, a ``Required`` domain spanning cliques: :mod:`cliquespan`,
+planned by :mod:`decide`) are remembered in ``reported`` keys instead, so they are recorded
+once per occurrence rather than per reconcile. ``SlotFreed`` goes with the clique write that
+frees.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Reason(enum.StrEnum):
     CLIQUE_FROZEN = "CliqueFrozen"
     LABEL_WITHOUT_CLAIM = "NodeLabelWithoutClaim"
     DELETION_WAITING = "DeletionWaiting"
+    SPANS_CLIQUES = "SpansCliques"
+    """A ``clique: Required`` domain's members are in several cliques (:mod:`cliquespan`)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,7 +77,7 @@ def aggregate(
     total = max(len(nodes), domain.num_nodes)
     before = previous(domain.status, nodes, remembered=remembered)
     computed = conditions.compute(
-        nodes, num_nodes=domain.num_nodes, generation=domain.generation,
+        nodes, num_nodes=domain.num_nodes, placement=domain.clique, generation=domain.generation,
         previous=before, existing_nodes=snapshot.nodes.keys(), now=snapshot.now,
     )  # fmt: skip
     verdict = next(c for c in computed if c.type == conditions.Type.READY)
