@@ -22,7 +22,7 @@ from tests.support import clusters, lifecycle, previous
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n06", "gb200-r1-n07"]
+NODES = ["gb200-r0-n02", "gb200-r0-n03"]
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 FAILING_HOOK = """\
 apiVersion: batch/v1
