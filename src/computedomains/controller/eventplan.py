@@ -42,6 +42,7 @@ class Reason(enum.StrEnum):
     TEMPLATE_REJECTED = "ResourceClaimTemplateRejected"
     CLIQUE_FROZEN = "CliqueFrozen"
     LABEL_WITHOUT_CLAIM = "NodeLabelWithoutClaim"
+    LABEL_REFUSED = "NodeLabelRefused"
     DELETION_WAITING = "DeletionWaiting"
 
 
