@@ -254,10 +254,28 @@ def recorded_holder(
     release before it, after a rollback; the incumbent's): there, and only there, the node's
     label ``legacy_label`` says, as it did then.
     """
-    if cliques and all(models.clique_members(obj) is None for obj in cliques.values()):
+    if _keeps_no_record(cliques):
         return legacy_label
     found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
     return found[0] if len(found) == 1 else ""
+
+
+def recorded_member(
+    node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, legacy_label: str = ""
+) -> bool:
+    """Whether the membership record puts ``node_name`` in some domain, whichever.
+
+    :func:`recorded_holder`'s rule, arguments and fallback, except that two objects naming the
+    node count: it is in one of them either way (it is moving from one domain to the other).
+    """
+    if _keeps_no_record(cliques):
+        return bool(legacy_label)
+    return any(node_name in (models.clique_members(obj) or ()) for obj in cliques.values())
+
+
+def _keeps_no_record(cliques: Mapping[str, Mapping[str, Any]]) -> bool:
+    """The objects name no members at all: a controller that keeps no record wrote them."""
+    return bool(cliques) and all(models.clique_members(obj) is None for obj in cliques.values())
 
 
 def holder(*, recorded: str, allocations: Iterable[ChannelAllocation]) -> str:
