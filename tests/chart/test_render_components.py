@@ -219,6 +219,7 @@ def test_agent_command_line_follows_the_contract(h: helm.Helm) -> None:
         f"--imex-dir={IMEX_DIR}",
         "--hosts-file=/etc/hosts",
         f"--fabric-verdict-file={constants.FABRIC_VERDICT_FILE}",
+        "--daemonset=cd-compute-domains-imex-agent",
         "--fault-grace-checks=3",
         "--fault-grace-seconds=180",
         "--max-nodes-per-clique=18",
@@ -644,6 +645,7 @@ AGENT_NAMESPACED_RULES = {
     ("resource.nvidia.com", "computedomaincliques"): {"get", "list", "watch"},
     ("", "pods"): {"get"},
     ("", "pods/status"): {"patch"},
+    ("apps", "daemonsets"): {"get"},  # its own (resourceNames): which release runs now
 }
 
 

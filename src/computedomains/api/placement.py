@@ -238,8 +238,26 @@ def tolerates_own_hold(claim: Mapping[str, Any], domain_uid: str) -> bool:
     )
 
 
+RECORD_SINCE = (0, 2)
+"""The first release line whose controller keeps the membership record (0.1.x keeps none)."""
+
+
+def keeps_record(version: str) -> bool:
+    """Whether a release of ``version`` (``app.kubernetes.io/version``) keeps the record.
+
+    Only a version that reads as one before :data:`RECORD_SINCE` keeps none: anything else (a
+    later or unreadable version, or none) is taken to keep it, as before this question existed.
+    """
+    found = re.match(r"v?(\d+)\.(\d+)", version.strip())
+    return found is None or (int(found.group(1)), int(found.group(2))) >= RECORD_SINCE
+
+
 def recorded_holder(
-    node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, legacy_label: str = ""
+    node_name: str,
+    cliques: Mapping[str, Mapping[str, Any]],
+    *,
+    legacy_label: str = "",
+    record_kept: bool = True,
 ) -> str:
     """The domain the membership record names for ``node_name`` ("" none, or unclear).
 
@@ -252,9 +270,11 @@ def recorded_holder(
 
     Objects that name no members at all were written by a controller that keeps no record (a
     release before it, after a rollback; the incumbent's): there, and only there, the node's
-    label ``legacy_label`` says, as it did then.
+    label ``legacy_label`` says, as it did then. ``record_kept`` False says the controller
+    running now keeps none (a rollback to 0.1.x left this release's OnDelete agents running,
+    :func:`keeps_record`): what objects name went stale with it, and the label says.
     """
-    if _keeps_no_record(cliques):
+    if not record_kept or _keeps_no_record(cliques):
         return legacy_label
     found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
     return found[0] if len(found) == 1 else ""

@@ -15,12 +15,15 @@ from kubernetes import client
 from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
+from computedomains.hooks import compat
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
 NODES = ["gb200-r1-n00", "gb200-r1-n01", "gb200-r1-n02"]
+LATE_NODE = "gb200-r1-n03"
+"""Idle during the upgrade (its agent rolled), in the clique of the domain's nodes."""
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 
 
@@ -121,3 +124,20 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         assert rolled["spec"]["numNodes"] == 3
         assert "computedomains.io/num-nodes" not in (rolled["metadata"].get("annotations") or {})
         assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
+
+        # The agents of the nodes that were idle run this release still (OnDelete) beside the
+        # previous controller, which keeps no membership record: they follow the node labels
+        # again, as its own agents do, with no step by hand (docs/upgrade.md, To 0.1.x). A new
+        # domain on such a node, in the clique whose object still names the first domain's
+        # members, forms.
+        ours = {
+            p.spec.node_name
+            for p in client.CoreV1Api(api)
+            .list_namespaced_pod(ns, label_selector=f"{constants.COMPONENT_LABEL}=imex-agent")
+            .items
+            if p.metadata.labels.get(compat.VERSION_LABEL) == cluster.version()
+        }
+        assert LATE_NODE in ours, ours
+        late = domains.create_domain(api, namespace, version=V1, num_nodes=1)
+        late_pods = domains.workers(api, namespace, late, [LATE_NODE])
+        domains.wait_ready(api, namespace, late, late_pods, version=V1)

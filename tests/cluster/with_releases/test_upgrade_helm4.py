@@ -33,6 +33,7 @@ metadata:
     helm.sh/hook: post-upgrade
     helm.sh/hook-weight: "-10"
     helm.sh/hook-delete-policy: before-hook-creation
+    helm.sh/hook-output-log-policy: hook-failed
 spec:
   backoffLimit: 0
   template:
