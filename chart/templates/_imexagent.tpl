@@ -65,7 +65,6 @@ spec:
         - --imex-dir={{ $p.imexDir }}
         - --hosts-file={{ .Values.imexAgent.hostsFile }}
         - --fabric-verdict-file={{ $p.verdictFile }}
-        - --daemonset={{ $name }}
         # An unreadable verdict file keeps IMEX as it is for as long as the plugin holds it.
         - --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}
         - --fault-grace-seconds={{ .Values.nodeInit.faultGrace.seconds }}

@@ -219,7 +219,6 @@ def test_agent_command_line_follows_the_contract(h: helm.Helm) -> None:
         f"--imex-dir={IMEX_DIR}",
         "--hosts-file=/etc/hosts",
         f"--fabric-verdict-file={constants.FABRIC_VERDICT_FILE}",
-        "--daemonset=cd-compute-domains-imex-agent",
         "--fault-grace-checks=3",
         "--fault-grace-seconds=180",
         "--max-nodes-per-clique=18",
@@ -645,7 +644,6 @@ AGENT_NAMESPACED_RULES = {
     ("resource.nvidia.com", "computedomaincliques"): {"get", "list", "watch"},
     ("", "pods"): {"get"},
     ("", "pods/status"): {"patch"},
-    ("apps", "daemonsets"): {"get"},  # its own (resourceNames): which release runs now
 }
 
 

@@ -238,26 +238,8 @@ def tolerates_own_hold(claim: Mapping[str, Any], domain_uid: str) -> bool:
     )
 
 
-RECORD_SINCE = (0, 2)
-"""The first release line whose controller keeps the membership record (0.1.x keeps none)."""
-
-
-def keeps_record(version: str) -> bool:
-    """Whether a release of ``version`` (``app.kubernetes.io/version``) keeps the record.
-
-    Only a version that reads as one before :data:`RECORD_SINCE` keeps none: anything else (a
-    later or unreadable version, or none) is taken to keep it, as before this question existed.
-    """
-    found = re.match(r"v?(\d+)\.(\d+)", version.strip())
-    return found is None or (int(found.group(1)), int(found.group(2))) >= RECORD_SINCE
-
-
 def recorded_holder(
-    node_name: str,
-    cliques: Mapping[str, Mapping[str, Any]],
-    *,
-    legacy_label: str = "",
-    record_kept: bool = True,
+    node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, legacy_label: str = ""
 ) -> str:
     """The domain the membership record names for ``node_name`` ("" none, or unclear).
 
@@ -270,11 +252,12 @@ def recorded_holder(
 
     Objects that name no members at all were written by a controller that keeps no record (a
     release before it, after a rollback; the incumbent's): there, and only there, the node's
-    label ``legacy_label`` says, as it did then. ``record_kept`` False says the controller
-    running now keeps none (a rollback to 0.1.x left this release's OnDelete agents running,
-    :func:`keeps_record`): what objects name went stale with it, and the label says.
+    label ``legacy_label`` says, as it did then. So it does where the label's own domain has
+    such an object, whatever other objects name: a rollback to 0.1.x leaves this release's
+    OnDelete agents running beside a controller that keeps no record, and the members that
+    objects written before still name are stale from then on.
     """
-    if not record_kept or _keeps_no_record(cliques):
+    if _label_says(cliques, legacy_label):
         return legacy_label
     found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
     return found[0] if len(found) == 1 else ""
@@ -288,14 +271,22 @@ def recorded_member(
     :func:`recorded_holder`'s rule, arguments and fallback, except that two objects naming the
     node count: it is in one of them either way (it is moving from one domain to the other).
     """
-    if _keeps_no_record(cliques):
+    if _label_says(cliques, legacy_label):
         return bool(legacy_label)
     return any(node_name in (models.clique_members(obj) or ()) for obj in cliques.values())
 
 
-def _keeps_no_record(cliques: Mapping[str, Mapping[str, Any]]) -> bool:
-    """The objects name no members at all: a controller that keeps no record wrote them."""
-    return bool(cliques) and all(models.clique_members(obj) is None for obj in cliques.values())
+def _label_says(cliques: Mapping[str, Mapping[str, Any]], label: str) -> bool:
+    """Whether the node's label, not the record, says (:func:`recorded_holder`).
+
+    The objects name no members at all, or the label's domain has one that names none: a
+    controller that keeps no record wrote them, and membership is the label's, as it was then.
+    """
+    unnamed = [models.clique_members(obj) is None for obj in cliques.values()]
+    if cliques and all(unnamed):
+        return True
+    own = cliques.get(label) if label else None
+    return own is not None and models.clique_members(own) is None
 
 
 def holder(*, recorded: str, allocations: Iterable[ChannelAllocation]) -> str:

@@ -28,8 +28,6 @@ from computedomains.kube import cliquewatch
 from computedomains.kube.informer import Informer
 
 log = logging.getLogger(__name__)
-RECORD_RECHECK = 60.0
-"""Seconds between reads of the agent's own DaemonSet (``_release_keeps_record``)."""
 FABRIC_REREAD = 10.0
 """Seconds between reads of the fabric verdict (node-init rewrites it when the fabric changes)."""
 MAX_SLEEP = 30.0
@@ -93,9 +91,6 @@ class Agent:
         )
         self._fabric = ("", "")
         self._fabric_due = -math.inf
-        self._record_kept = True
-        """Whether the release running now keeps the membership record (its DaemonSet says)."""
-        self._record_due = -math.inf
         self._trace = trace.Tracer("imex-agent")
         self._member: tuple[str, int] | None = None
         """The (domain, slot) last traced as seen."""
@@ -151,9 +146,6 @@ class Agent:
             fabric = self._verdict.read()
             self._fabric = fabric.clique, fabric.why_no_clique
             self._fabric_due = now + FABRIC_REREAD
-        if now >= self._record_due:
-            self._record_kept = self._release_keeps_record()
-            self._record_due = now + RECORD_RECHECK
         self._cliques.follow(self._fabric[0])
         if not self._listed():
             return min(now + 0.5, self._fabric_due)
@@ -239,9 +231,7 @@ class Agent:
         label = node.get("metadata", {}).get("labels", {}).get(constants.COMPUTE_DOMAIN_LABEL)
         clique_id, note = self._fabric
         objects = self._cliques.by_domain()
-        domain = placement.recorded_holder(
-            cfg.node_name, objects, legacy_label=str(label or ""), record_kept=self._record_kept
-        )
+        domain = placement.recorded_holder(cfg.node_name, objects, legacy_label=str(label or ""))
         obj = objects.get(domain) if domain else None
         daemons = daemons_of(obj) if obj is not None else None
         return decide.Snapshot(
@@ -253,32 +243,6 @@ class Agent:
             domain_uid=domain,
             daemons=daemons,
         )
-
-    def _release_keeps_record(self) -> bool:
-        """Whether the release of this agent's DaemonSet keeps the membership record.
-
-        As last known when the DaemonSet cannot be read. A rollback to 0.1.x leaves this
-        OnDelete pod running under a release that keeps none.
-        """
-        if not self._cfg.daemonset:
-            return True
-        path = resources.DAEMON_SETS.path(self._cfg.daemonset, namespace=self._cfg.namespace)
-        try:
-            found = self._api.find(path)
-        except kube_client.API_ERRORS as exc:
-            log.warning("cannot read DaemonSet %s (%s); keeping what it said before",
-                        self._cfg.daemonset, exc)  # fmt: skip
-            return self._record_kept
-        labels = ((found or {}).get("spec", {}).get("template", {}).get("metadata") or {}).get(
-            "labels"
-        ) or {}
-        kept = placement.keeps_record(str(labels.get(constants.VERSION_LABEL, "")))
-        if kept != self._record_kept:
-            follows = "the membership record" if kept else "the node label (no record kept)"
-            version = labels.get(constants.VERSION_LABEL, "an unknown version")
-            log.info("DaemonSet %s now runs %s: following %s", self._cfg.daemonset, version,
-                     follows)  # fmt: skip
-        return kept
 
     def _state(self) -> str:
         current = self._reporter.current

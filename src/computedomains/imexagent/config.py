@@ -32,11 +32,6 @@ class AgentConfig:
     """Where the driver is installed: ``usr/bin/nvidia-imex`` and ``nvidia-imex-ctl`` below it."""
     imex_dir: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--imex-dir"])
     fabric_verdict_file: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--fabric-verdict-file"])
-    daemonset: str = flags.option(
-        "--daemonset", default="", help="the DaemonSet this agent's pod belongs to (its name)"
-    )
-    """Whose pod template says which release runs now: after a rollback to one whose controller
-    keeps no membership record (0.1.x), the agent follows node labels (``keeps_record``)."""
     fault_grace: fabricverdict.Grace = flags.group(fabricverdict.Grace)
     """How long the last usable verdict outlives an unreadable one (as in the kubelet plugin):
     a verdict file torn for a moment must not stop IMEX under running pods."""
