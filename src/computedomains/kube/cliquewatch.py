@@ -47,6 +47,9 @@ class CliqueWatch:
                 self._informer = Informer(
                     self._api,
                     path=resources.CLIQUES.path(namespace=self._namespace),
+                    # A rollback to 0.1.x serves v1beta1 only; an OnDelete agent of this
+                    # release may still run there.
+                    fallback_paths=(resources.CLIQUES_V1BETA1.path(namespace=self._namespace),),
                     label_selector=f"{constants.CLIQUE_ID_LABEL}={clique_id}",
                     on_change=lambda kind, obj: self._on_change(),
                     on_relist=self._on_change,
