@@ -41,9 +41,12 @@ def replaced_agents(daemonset: Mapping[str, Any], *, pod_template: str) -> int:
     ``--reuse-values`` upgrade that changes no value of the agents).
     """
     annotations = (daemonset.get("metadata") or {}).get("annotations") or {}
+    status = daemonset.get("status") or {}
     if pod_template and annotations.get(POD_TEMPLATE_ANNOTATION) == pod_template:
-        return 0
-    return int((daemonset.get("status") or {}).get("currentNumberScheduled") or 0)
+        # Kstatus still counts the agents an earlier upgrade left on their old template.
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        return max(0, desired - int(status.get("updatedNumberScheduled") or 0))
+    return int(status.get("currentNumberScheduled") or 0)
 
 
 def check(

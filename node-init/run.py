@@ -184,16 +184,24 @@ class Publisher:
         """Whether the node is in a domain: the plugin's claims, else the record (one list)."""
         held = self._held()
         clique = self._clique
-        cliques = (
-            cliquewatch.read(self._api, namespace=self._settings.namespace, clique_id=clique)
-            if clique and not held
-            else {}
-        )
+        label = node.labels.get(constants.COMPUTE_DOMAIN_LABEL, "")
+        try:
+            cliques = (
+                cliquewatch.read(self._api, namespace=self._settings.namespace, clique_id=clique)
+                if clique and not held
+                else {}
+            )
+        except kube_client.API_ERRORS as exc:
+            # The record unreadable (an API outage, a CRD rolled back): the label, its copy,
+            # is the next best fact; the fault must still be judged and published.
+            self._log(f"{self._settings.node_name}: cannot read the membership record ({exc}); "
+                      "the node label says")  # fmt: skip
+            return bool(label) or held
         return hold.in_domain(
             self._settings.node_name,
             clique=clique,
             cliques=cliques,
-            label=node.labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
+            label=label,
             held=held,
         )
 

@@ -47,6 +47,9 @@ def test_only_an_upgrade_that_changes_the_agents_pod_template_leaves_agents_behi
         "status": {"currentNumberScheduled": 8},
     }
     assert helmwait.replaced_agents(live, pod_template="abc") == 0  # --reuse-values alone
+    # ... unless an earlier upgrade left agents on their old template: Helm 4 counts them.
+    live["status"] |= {"desiredNumberScheduled": 8, "updatedNumberScheduled": 6}
+    assert helmwait.replaced_agents(live, pod_template="abc") == 2
     assert helmwait.replaced_agents(live, pod_template="def") == 8
     del live["metadata"]["annotations"]  # a release from before the digest
     assert helmwait.replaced_agents(live, pod_template="abc") == 8

@@ -150,19 +150,27 @@ def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, 
     return {}
 
 
-def domain_of(claim: Mapping[str, Any]) -> str:
-    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+def opaque_configs(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The opaque configs of this driver in ``claim``: its allocation's, then its spec's.
 
-    "" when it has none or an unreadable one. Read from the allocation and from the spec, so
-    a claim not allocated yet has it too.
+    From the spec too, so that a claim not allocated yet has them.
     """
     allocation = (claim.get("status") or {}).get("allocation") or {}
     configs = list((allocation.get("devices") or {}).get("config") or [])
     configs += list(((claim.get("spec") or {}).get("devices") or {}).get("config") or [])
-    for config in configs:
-        opaque = config.get("opaque") or {}
-        if opaque.get("driver") != constants.DRIVER_NAME:
-            continue
+    return [
+        c["opaque"]
+        for c in configs
+        if (c.get("opaque") or {}).get("driver") == constants.DRIVER_NAME
+    ]
+
+
+def domain_of(claim: Mapping[str, Any]) -> str:
+    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+
+    "" when it has none or an unreadable one (:func:`opaque_configs`).
+    """
+    for opaque in opaque_configs(claim):
         try:
             parsed = models.parse_opaque_config(opaque.get("parameters") or {})
         except ValidationError:

@@ -139,11 +139,13 @@ class Informer:
                 backoff = 0.2
             except Exception as exc:  # noqa: BLE001 - the cache must outlive any bad answer
                 if client.failure(exc) is client.Failure.NOT_FOUND and len(self._paths) > 1:
-                    # The version is not served: the next one may be (a rolled-back CRD).
+                    # The version is not served: the next one may be (a rolled-back CRD). Once
+                    # every one was tried (no CRD at all yet), wait as after any failure.
                     following = self._paths[(self._paths.index(self._path) + 1) % len(self._paths)]
                     log.warning("%s is not served; listing %s", self._path, following)
                     self._path = following
-                    continue
+                    if following != self._paths[0]:
+                        continue
                 log.warning(
                     "watch of %s failed (%s); listing again in %.1fs", self._path, exc, backoff
                 )
