@@ -37,6 +37,8 @@ def check(claim: Mapping[str, Any], *, namespace_of: Callable[[str], str | None]
     where = f"claim {namespace}/{meta.get('name', '')}"
     ours = placement.opaque_configs(claim)
     if not ours:
+        if not (claim.get("status") or {}).get("allocation"):
+            return None  # its allocation may still bring one (a DeviceClass's config, say)
         return Problem(claimrefusals.MISSING_CONFIG, claimrefusals.missing_config(where))
     for opaque in ours:
         try:
