@@ -119,6 +119,7 @@ class Release:
     helm: helm.Helm
     name: str
     namespace: str
+    major: str = "helm3"
 
     def run(self, verb: str, *args: str, timeout: float = 600) -> str:
         """``helm <verb> <release> args... --namespace <ns>``."""
@@ -132,6 +133,15 @@ class Release:
         """Upgrade and wait (hooks included) up to 8 minutes; ``wait`` as Helm takes it (Helm 4
         with OnDelete agents: ``--wait=legacy``, docs/upgrade.md)."""
         return self.run("upgrade", chart, *args, wait, "--timeout", "8m")
+
+    def upgrade_as_documented(self, chart: str, *args: str) -> str:
+        """Upgrade as docs/upgrade.md says with OnDelete agents, rolled back if it fails: Helm 3
+        ``--wait --atomic``; Helm 4 ``--wait=legacy --rollback-on-failure``, preflight told so
+        (its default wait would never see the OnDelete agents updated)."""
+        if self.major == "helm4":
+            legacy = ("--set", "preflight.helm4Wait=legacy", "--rollback-on-failure")
+            return self.upgrade(chart, *args, *legacy, wait="--wait=legacy")
+        return self.upgrade(chart, *args, "--atomic")
 
 
 @dataclasses.dataclass
@@ -148,7 +158,7 @@ class Releases:
         client.CoreV1Api(self.cluster.api()).create_namespace({"metadata": {"name": namespace}})
         kube.wait_for_default_service_account(self.cluster.api(), namespace)
         h = rendering.helm_for(major, self.home / namespace, kubeconfig=self.cluster.kubeconfig)
-        release = Release(h, prefix, namespace)
+        release = Release(h, prefix, namespace, major)
         self.made.append(release)
         return release
 

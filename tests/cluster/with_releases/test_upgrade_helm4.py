@@ -104,15 +104,10 @@ def test_the_documented_upgrade_from_0_1_0_completes_on_helm_4_and_a_failure_rol
         assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
 
         # The documented commands: both steps complete; the domain and its pods stay.
-        legacy = ["--rollback-on-failure"]
-        release.upgrade(
-            *cluster.chart(), *step1, "--set", "preflight.helm4Wait=legacy", *legacy,
-            wait="--wait=legacy",
-        )  # fmt: skip
+        release.upgrade_as_documented(*cluster.chart(), *step1)
         _crds_at(api, [V1, V2], [V1])
-        release.upgrade(
-            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2", *legacy,
-            wait="--wait=legacy",
-        )  # fmt: skip
+        release.upgrade_as_documented(
+            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2"
+        )
         _crds_at(api, [V1, V2], [V2])
         assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before

@@ -1,10 +1,12 @@
-"""An upgrade with the production profile's OnDelete IMEX agents, from an early 0.1.0 build.
+"""An upgrade with the production profile's OnDelete IMEX agents, from an early 0.1.0 build,
+by either Helm major.
 
 The early build's agents write no heartbeat and no report annotations (tests/support/previous.py
-EARLY_0_1_0). ``helm upgrade --wait --atomic`` must succeed with a live domain whose jobs keep
-their IMEX daemons: its nodes keep their old agents, which the new controller and kubelet plugin
-must still work with; the post-upgrade hook replaces the agents of idle nodes only; verify
-passes and names the nodes still on 0.1.0. Once the jobs end, the next upgrade rolls the rest.
+EARLY_0_1_0). The documented upgrade (Helm 3: ``--wait --atomic``; Helm 4: ``--wait=legacy
+--rollback-on-failure``) must succeed with a live domain whose jobs keep their IMEX daemons: its
+nodes keep their old agents, which the new controller and kubelet plugin must still work with;
+the post-upgrade hook replaces the agents of idle nodes only; verify passes and names the nodes
+still on 0.1.0. Once the jobs end, the next upgrade rolls the rest.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def _cold_start_webhook(api: client.ApiClient, namespace: str) -> None:
                   timeout=30, interval=0.5)  # fmt: skip
 
 
+@pytest.mark.parametrize("major", rendering.MAJORS)
 def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_nodes(
+    major: str,
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
     api: client.ApiClient,
@@ -64,7 +68,7 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
 ) -> None:
     old = previous.build(previous.EARLY_0_1_0)
     with previous.running_in(sim, old):
-        release = lifecycle.install_previous(releases, sim, api, old, "cd-od")
+        release = lifecycle.install_previous(releases, sim, api, old, "cd-od", major)
         ns = release.namespace
         domain, pods = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
         before = lifecycle.observe(api, namespace, ns, domain, version=V1)
@@ -74,10 +78,9 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
 
         # The first of the two steps from 0.1.x: v1beta2 served, v1beta1 still stored, so the
         # previous revision stays reachable (preflight refuses the one-step way: test_upgrade).
-        release.upgrade(
-            *cluster.chart(), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1",
-            "--atomic",
-        )  # fmt: skip
+        release.upgrade_as_documented(
+            *cluster.chart(), *rendering.sim_values(), "--set", "crds.storageVersion=v1beta1"
+        )
 
         # A cold start of the webhook while every object is still stored at v1beta1: Ready
         # within 30 s with its probes executed, and every v1beta2 read served through it.
@@ -125,10 +128,9 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
         # The second step (v1beta2 stored) with the jobs still running: they keep their agents,
         # and the new controller, now able to store its conditions, counts the old agents'
         # reports: the domain is Ready.
-        release.upgrade(
-            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2",
-            "--atomic",
-        )  # fmt: skip
+        release.upgrade_as_documented(
+            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2"
+        )
         now = _agents(api, ns)
         assert {n: now[n].metadata.uid for n in NODES} == {n: agents[n] for n in NODES}
         assert {node: domains.imex_pid(sim, node) for node in NODES} == imex
@@ -149,6 +151,6 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
 
         # The old agents say Stopped once the plugin took the label away: only then the slots go.
         waiting.until("the domain's slots on its nodes to be freed", released, timeout=120)
-        release.upgrade(*cluster.chart(), "--reuse-values", "--atomic")
+        release.upgrade_as_documented(*cluster.chart(), "--reuse-values")
         versions = {p.metadata.labels[compat.VERSION_LABEL] for p in _agents(api, ns).values()}
         assert versions == {cluster.version()}
