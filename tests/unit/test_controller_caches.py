@@ -151,3 +151,36 @@ def test_placement_news_reach_the_listeners_set_after_construction() -> None:
     assert sorted(nodes) == ["a", "a", "b"]
     caches._domain_changed("ADDED", _domain("d2"))
     assert placements == [True]
+
+
+def test_a_claim_of_another_namespace_counts_for_a_domain_not_even_once_it_is_deleted() -> None:
+    """Review found: a deleted domain left the cache and with it its namespace, so a claim of
+    another namespace naming it counted again (and could keep its leftovers)."""
+    caches = _caches()
+    caches._domain_changed("ADDED", _domain("d1"))
+    assert caches.counts("d1", "ns") and not caches.counts("d1", "elsewhere")
+    caches.domains._put("d1", None)
+    caches._domain_changed("DELETED", _domain("d1"))
+    assert caches.counts("d1", "ns") and not caches.counts("d1", "elsewhere")
+    assert caches.namespace_of("d1") is None  # to the binder it is gone
+    # Seen only in a listing (deleted while the watch was down), it is remembered as well.
+    caches.domains._put("d2", {**_domain("d2"), "metadata": {**_domain("d2")["metadata"],
+                                                               "namespace": "ns2"}})  # fmt: skip
+    caches._domains_relisted()
+    caches.domains._put("d2", None)
+    assert not caches.counts("d2", "ns") and caches.counts("d2", "ns2")
+    # A domain never seen keeps its claims (the binder refuses them as naming no domain).
+    assert caches.counts("unknown", "anywhere")
+
+
+def test_a_relist_tells_the_binder_of_foreign_claims_waiting_on_a_node_too() -> None:
+    """A claim of another namespace is refused by the binder: after a relist, as when it is
+    made, its node is news (review found a relist counted only the domain's own claims)."""
+    caches = _caches()
+    nodes: list[str] = []
+    caches.listen(on_node=nodes.append, on_placement=lambda: None)
+    foreign = channel_claim("c9", "d1", node="b")
+    foreign["metadata"]["namespace"] = "elsewhere"
+    caches.claims._put("c9", foreign)
+    caches._claims_relisted()
+    assert nodes == ["b"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from computedomains.api import constants, imex, models, placement, resources
@@ -65,6 +65,8 @@ def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 _KEPT_REQUEST_FIELDS = ("deviceClassName", "tolerations")
+REMEMBERED_DOMAINS = 16384
+"""How many domains' namespaces :class:`Caches` remembers (a UID and a name: a few MB at most)."""
 """What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
 
 
@@ -178,9 +180,14 @@ class Caches:
         self._landed: dict[str, tuple[str, str]] = {}
         """Claim UID → (node, allocation time) of its allocation whose node has been seen
         recorded (or labelled) for its domain since (``turns``)."""
+        self._namespaces: dict[str, str] = {}
+        """Domain UID → its namespace, of every domain seen, deleted ones included (up to
+        :data:`REMEMBERED_DOMAINS`): a claim naming a deleted domain still counts only in its
+        namespace (:meth:`counts`)."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
-        self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(), on_relist=on_relist,
+        self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(),
+                                on_relist=self._domains_relisted,
                                 on_change=self._domain_changed)  # fmt: skip
         self._on_relist = on_relist
         # Indexed: one reconcile reads its domain's nodes, agents, cliques and claims, not the
@@ -254,8 +261,21 @@ class Caches:
             self._on_key(uid)
 
     def _domain_changed(self, kind: str, domain: dict[str, Any]) -> None:
+        self._remember([domain])
         self._key(domain["metadata"]["uid"])
         self._on_placement()
+
+    def _domains_relisted(self) -> None:
+        self._remember(self.domains.items())
+        self._on_relist()
+
+    def _remember(self, domains: Iterable[dict[str, Any]]) -> None:
+        with self._lock:
+            for domain in domains:
+                meta = domain["metadata"]
+                self._namespaces[str(meta["uid"])] = str(meta.get("namespace", ""))
+            while len(self._namespaces) > REMEMBERED_DOMAINS:  # the oldest first
+                del self._namespaces[next(iter(self._namespaces))]
 
     def _node_changed(self, kind: str, node: dict[str, Any]) -> None:
         name = str(node["metadata"].get("name", ""))
@@ -324,7 +344,10 @@ class Caches:
             self._recorded_changed(node)
 
     def _claims_relisted(self) -> None:
-        placed = {a.uid: _placement_key(a) for a in self.allocations()}
+        # Foreign claims too, as _claim_changed tracks them: the binder must answer (refuse)
+        # those waiting after a relist as well.
+        every = [*self.allocations(), *self.allocations(foreign=True)]
+        placed = {a.uid: _placement_key(a) for a in every}
         with self._lock:
             self._placed = placed
         for node in {key[1] for key in placed.values()}:
@@ -398,9 +421,14 @@ class Caches:
         The incumbent's rule for channel claims. A claim in another namespace that names a
         domain's UID (written by hand, the UID read off a node label) holds no node and no
         slot of it and never delays its deletion: to the binder it names a domain that does
-        not exist. A domain not in the cache yet keeps its claims (the binder refuses them).
+        not exist. So does a claim naming a deleted domain: it must not keep the domain's
+        leftovers (labels, cliques) from going. A domain never seen yet keeps its claims (the
+        binder refuses them).
         """
         known = self.namespace_of(domain_uid)
+        if known is None:
+            with self._lock:
+                known = self._namespaces.get(domain_uid)
         return known is None or known == namespace
 
     def placement_activity(self) -> tuple[dict[str, turns.Activity], frozenset[str]]:
