@@ -142,13 +142,16 @@ def test_the_ledger_never_lets_a_prepare_finish_after_an_unprepare(tmp_path: pat
     assert book.held_domain() is None
 
 
-@pytest.mark.parametrize("prepared_before", [False, True], ids=["not started", "started"])
+@pytest.mark.parametrize("before", ["", "started", "completed"], ids=["not started", "started",
+                                                                      "completed"])  # fmt: skip
 def test_a_prepare_that_read_the_claim_before_an_unprepare_never_starts_it(
-    tmp_path: pathlib.Path, prepared_before: bool
+    tmp_path: pathlib.Path, before: str
 ) -> None:
     """The kubelet unprepares while a prepare of the same claim is on its way (it read the
-    claim before): that prepare must not bring the claim back, whether or not it had recorded
-    its start; a prepare that reads the claim after the unprepare may."""
+    claim before): that prepare must not bring the claim back, whether the claim's entry was
+    not recorded yet, started, or completed (by a prepare before it: review found that an
+    unprepare of a completed claim left no mark); a prepare that reads the claim after the
+    unprepare may."""
     now = [1.0]
     book = ledger.Ledger(
         checkpoint_file=tmp_path / "checkpoint.json", cdi_root=tmp_path / "cdi",
@@ -156,8 +159,11 @@ def test_a_prepare_that_read_the_claim_before_an_unprepare_never_starts_it(
     )  # fmt: skip
     book.load(checkpoint.Checkpoint("boot"), persist=True)
     read_at = book.now()  # the prepare reads the claim
-    if prepared_before:
+    if before:
         assert book.start(_entry("a", STARTED), read_at=read_at) is None
+    if before == "completed":
+        done = book.commit("a", allocation="alloc", devices=(), claim_present=True)
+        assert done[0] is ledger.Commit.COMPLETE
     now[0] = 2.0
     book.release("a", namespace="ns", name="claim-a")  # the unprepare
     now[0] = 3.0

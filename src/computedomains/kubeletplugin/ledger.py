@@ -181,12 +181,13 @@ class Ledger:
     def release(
         self, uid: str, *, namespace: str = "", name: str = ""
     ) -> checkpoint.ClaimEntry | None:
-        """Unprepare: remove the spec and the entry; returns the entry that was released.
+        """Unprepare: remove the spec, and the entry's devices; returns the entry released.
 
-        A claim still being prepared, or not known yet (its prepare may have read it and not
-        recorded its start), is marked aborted instead (with the time), so that a prepare
-        already on its way does not take the devices again (:meth:`start`). The mark expires
-        with the collection's TTL of aborted entries.
+        The entry stays as a mark, aborted (with the time), as does one for a claim not known
+        yet (its prepare may have read it and not recorded its start): a prepare already on
+        its way, or a retry of one that finished, does not take the devices again
+        (:meth:`start`). The mark holds no node and expires with the collection's TTL of
+        aborted entries.
         """
         with self._lock:
             claims = self._checkpoint.claims
@@ -201,12 +202,10 @@ class Ledger:
                 return None
             if entry.state is ClaimState.ABORTED:
                 return None
-            if entry.state is ClaimState.STARTED:
-                claims[uid] = dataclasses.replace(
-                    entry, state=ClaimState.ABORTED, devices=(), aborted_at=self._clock()
-                )
-            else:
-                del claims[uid]
+            # Completed ones too: a retry of its prepare may have read the claim already.
+            claims[uid] = dataclasses.replace(
+                entry, state=ClaimState.ABORTED, devices=(), aborted_at=self._clock()
+            )
             self._save()
             return entry
 
