@@ -14,7 +14,7 @@ from computedomains.controller import decide as decide_domain
 from computedomains.controller import objects
 from computedomains.controller import placement as decide
 from computedomains.controller.views import Claim, NodeInfo, NodeName
-from computedomains.kubeletplugin import devices
+from computedomains.kubeletplugin import claims, devices
 from tests.support import snapshots
 from tests.support.channelclaims import channel_claim as _claim
 
@@ -340,3 +340,17 @@ def test_a_claim_with_an_unreadable_config_is_still_a_channel_claim() -> None:
     assert placement.domain_of(by_class) == ""
     other = {"spec": {"devices": {"requests": [{"exactly": {"deviceClassName": "gpu"}}]}}}
     assert not placement.asks_for_a_channel(other)
+
+
+def test_the_controller_and_the_plugin_read_the_same_domain_from_two_configs() -> None:
+    """Review found: the controller took the first ChannelConfig, the plugin the last (DRA's
+    order: a later config overrides), so a claim naming two domains was placed for one and
+    prepared for the other. Both take the last now."""
+    claim = _claim("c1", "d1", node="n1")
+    configs = claim["status"]["allocation"]["devices"]["config"]
+    second = copy.deepcopy(configs[0])
+    second["opaque"]["parameters"]["domainID"] = "d2"
+    configs.append(second)
+    assert placement.domain_of(claim) == "d2"
+    view = claims.view(claim, expected_uid="c1")
+    assert claims.domain_uid(view) == "d2"

@@ -168,16 +168,19 @@ def opaque_configs(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def domain_of(claim: Mapping[str, Any]) -> str:
     """The domain a channel claim is for, from its ComputeDomainChannelConfig.
 
-    "" when it has none or an unreadable one (:func:`opaque_configs`).
+    The last one wins, as in the kubelet plugin (``claims.parameters_for``): DRA lists a
+    class's configs before the claim's, and a later entry overrides an earlier one. "" when it
+    has none or only unreadable ones (:func:`opaque_configs`).
     """
+    found = ""
     for opaque in opaque_configs(claim):
         try:
             parsed = models.parse_opaque_config(opaque.get("parameters") or {})
         except ValidationError:
             continue
         if isinstance(parsed, models.ChannelConfig):
-            return parsed.domain_id
-    return ""
+            found = parsed.domain_id
+    return found
 
 
 def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:
