@@ -57,10 +57,11 @@ test: lint tools image ## lint, the image, then every test: unit, packaging and 
 FALLBACK_KUBE_VERSION ?= 1.34
 
 .PHONY: test-fallback
-test-fallback: venv ## placement on Kubernetes 1.34 (no device taints, no binding conditions): docs/placement.md
+test-fallback: venv ## placement and claims by hand on Kubernetes 1.34 (no device taints, no binding conditions): docs/placement.md
 	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m cdsim tools build
 	COMPUTE_DOMAINS_KUBE_VERSION=$(FALLBACK_KUBE_VERSION) $(PY) -m pytest -p no:cacheprovider \
-	  tests/cluster/with_chart/test_placement.py $(PYTEST_ARGS)
+	  tests/cluster/with_chart/test_placement.py tests/cluster/with_chart/test_claims_by_hand.py \
+	  $(PYTEST_ARGS)
 
 MATRIX_KUBE_VERSIONS ?= 1.34 1.36 1.37
 MATRIX_TESTS ?= tests/cluster/with_chart/test_placement.py tests/cluster/with_chart/test_domains.py \
