@@ -120,6 +120,11 @@ def test_killed_mid_prepare_and_restarted_leaves_one_claim_and_no_leak(
     }
     assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
     assert _node_label(api, proc.node) is None
+    # A prepare after the unprepare (a new pod of the same claim) is one like any: the mark
+    # stops only a prepare that read the claim before it.
+    anew = proc.prepare([claim]).claims[claim["uid"]]
+    assert anew.error == "" and [d.device_name for d in anew.devices] == ["channel-0"]
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
 
 
 def test_concurrent_prepares_of_one_claim_agree(
@@ -295,7 +300,7 @@ def test_a_claim_deleted_while_its_prepare_waits_gets_nothing_and_frees_the_node
     assert proc.unprepare([taker]).claims[taker["uid"]].error == ""
 
 
-def test_a_claim_unprepared_while_its_prepare_waits_gets_nothing_even_on_retry(
+def test_a_claim_unprepared_while_its_prepare_waits_gets_nothing_and_a_new_prepare_may(
     node_plugin: tuple[plugin.PluginProcess, dict[str, Any]], api: client.ApiClient, namespace: str
 ) -> None:
     proc, domain = node_plugin
@@ -309,10 +314,12 @@ def test_a_claim_unprepared_while_its_prepare_waits_gets_nothing_even_on_retry(
     assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
     assert _checkpoint(proc)["claims"][claim["uid"]]["state"] == "PrepareAborted"
     assert _node_label(api, proc.node) is None
+    # The kubelet asks again only for a pod that needs the claim: a prepare sent after the
+    # unprepare reads the claim after it, and starts anew (Ledger.start).
     proc.write_imex(uid)
-    late = proc.prepare([claim]).claims[claim["uid"]]  # a late retry of the same allocation
-    assert "not re-taking its devices" in late.error
-    assert not cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    anew = proc.prepare([claim]).claims[claim["uid"]]
+    assert anew.error == "" and cdi.spec_path(proc.tree.cdi, claim["uid"]).exists()
+    assert proc.unprepare([claim]).claims[claim["uid"]].error == ""
 
 
 def test_node_without_fabric_prepares_channels_without_device_nodes(

@@ -71,8 +71,21 @@ def test_the_claim_its_pod_and_the_pods_it_is_reserved_for_are_told() -> None:
 
 
 def test_a_config_in_the_allocation_alone_is_the_claims_config() -> None:
-    """As placement reads it (``placement.opaque_configs``): the allocation's copy counts."""
+    """As placement reads it (``placement.channel_config``): the allocation's copy counts."""
     claim = _claim(None)
     opaque = {"driver": constants.DRIVER_NAME, "parameters": _channel()}
     claim["status"] = {"allocation": {"devices": {"config": [{"opaque": opaque}]}}}
     assert _check(claim) is None
+
+
+def test_only_the_config_the_plugin_will_use_is_judged() -> None:
+    """A config a later one overrides is never used: review found a claim told its domain did
+    not exist for a config the plugin would never read."""
+    claim = _claim(_channel(domain="uid-z"))
+    later = {"requests": ["channel"],
+             "opaque": {"driver": constants.DRIVER_NAME, "parameters": _channel()}}  # fmt: skip
+    claim["spec"]["devices"]["config"].append(later)
+    assert _check(claim) is None
+    later["opaque"]["parameters"] = _channel(domain="uid-b")
+    problem = _check(claim)
+    assert problem is not None and problem.reason == "ComputeDomainNotFound"

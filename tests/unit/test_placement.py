@@ -354,3 +354,12 @@ def test_the_controller_and_the_plugin_read_the_same_domain_from_two_configs() -
     assert placement.domain_of(claim) == "d2"
     view = claims.view(claim, expected_uid="c1")
     assert claims.domain_uid(view) == "d2"
+    # A last config for another request applies to neither; an unreadable last one makes
+    # both find no domain (the plugin refuses the claim).
+    second["requests"] = ["other"]
+    assert placement.domain_of(claim) == claims.domain_uid(claims.view(claim, expected_uid="c1"))
+    assert placement.domain_of(claim) == "d1"
+    second["requests"] = ["channel"]
+    second["opaque"]["parameters"]["bogus"] = True
+    assert placement.domain_of(claim) == claims.domain_uid(claims.view(claim, expected_uid="c1"))
+    assert placement.domain_of(claim) == ""

@@ -138,3 +138,44 @@ def test_reserved_annotations_the_other_version_reads_are_allowed(
     obj = _object("fine", "own", version)
     obj["metadata"]["annotations"] = {annotation: value}
     assert validation.validate(_create(obj), KNOWN).allowed
+
+
+def _update(obj: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    return {"uid": "r", "operation": "UPDATE", "namespace": NS, "object": obj, "oldObject": old}
+
+
+@pytest.mark.parametrize(
+    ("version", "annotation", "before", "after"),
+    [
+        (constants.API_VERSION_V1BETA2, constants.NUM_NODES_ANNOTATION, None, "4"),
+        (constants.API_VERSION_V1BETA2, constants.NUM_NODES_ANNOTATION, "2", "3"),
+        (constants.API_VERSION, constants.PLACEMENT_ANNOTATION, None, '{"clique":"Required"}'),
+    ],
+)
+def test_an_annotation_change_that_changes_the_other_versions_spec_is_refused(
+    version: str, annotation: str, before: str | None, after: str
+) -> None:
+    """Review found: the CRD's immutability rule sees the spec at the request's version only,
+    so a reserved annotation changed the spec at the other one."""
+    old = _object("fine", "own", version)
+    if before is not None:
+        old["metadata"]["annotations"] = {annotation: before}
+    new = _object("fine", "own", version)
+    new["metadata"]["annotations"] = {annotation: after, "unrelated": "x"}
+    verdict = validation.validate(_update(new, old), KNOWN)
+    assert not verdict.allowed
+    assert f"metadata.annotations[{annotation}]" in verdict.message
+    assert "A computeDomain.spec is immutable" in verdict.message
+
+
+def test_annotation_changes_that_leave_every_versions_spec_alone_are_allowed() -> None:
+    old = _object("fine", "own", constants.API_VERSION)
+    new = _object("fine", "own", constants.API_VERSION)
+    # v1beta1 reads numNodes from its spec: a num-nodes annotation there is dropped.
+    new["metadata"]["annotations"] = {constants.NUM_NODES_ANNOTATION: "9", "team": "x"}
+    assert validation.validate(_update(new, old), KNOWN).allowed
+    # An old object the other version cannot read may be mended.
+    broken = _object("fine", "own", constants.API_VERSION_V1BETA2)
+    broken["metadata"]["annotations"] = {constants.NUM_NODES_ANNOTATION: "x"}
+    mended = _object("fine", "own", constants.API_VERSION_V1BETA2)
+    assert validation.validate(_update(mended, broken), KNOWN).allowed

@@ -34,6 +34,8 @@ from computedomains.api.schema import ValidationError
 VERSIONS = (constants.API_VERSION, constants.API_VERSION_V1BETA2)
 """The apiVersions :func:`convert` reads and writes."""
 KINDS = (constants.COMPUTE_DOMAIN_KIND, constants.CLIQUE_KIND)
+RESERVED_ANNOTATIONS = (constants.NUM_NODES_ANNOTATION, constants.PLACEMENT_ANNOTATION)
+"""The annotations conversion reads and writes: what one version keeps of the other's spec."""
 _NUM_NODES = f"metadata.annotations[{constants.NUM_NODES_ANNOTATION}]"
 _PLACEMENT = f"metadata.annotations[{constants.PLACEMENT_ANNOTATION}]"
 

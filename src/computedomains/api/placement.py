@@ -150,37 +150,58 @@ def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, 
     return {}
 
 
-def opaque_configs(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The opaque configs of this driver in ``claim``: its allocation's, then its spec's.
+def _channel_request(claim: Mapping[str, Any]) -> str:
+    """The request of the claim's channel ("" when none is known).
 
-    From the spec too, so that a claim not allocated yet has them.
+    Of its first device of this driver once allocated (what the kubelet plugin reads), before
+    that its first request of the channel DeviceClass.
     """
     allocation = (claim.get("status") or {}).get("allocation") or {}
-    configs = list((allocation.get("devices") or {}).get("config") or [])
-    configs += list(((claim.get("spec") or {}).get("devices") or {}).get("config") or [])
-    return [
-        c["opaque"]
-        for c in configs
-        if (c.get("opaque") or {}).get("driver") == constants.DRIVER_NAME
-    ]
+    for result in (allocation.get("devices") or {}).get("results") or []:
+        if result.get("driver") == constants.DRIVER_NAME:
+            return str(result.get("request", ""))
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        if (request.get("exactly") or {}).get("deviceClassName") == constants.CHANNEL_DEVICE_CLASS:
+            return str(request.get("name", ""))
+    return ""
+
+
+def channel_config(claim: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The opaque config of this driver that applies to the claim's channel; None: none does.
+
+    Picked as the kubelet plugin picks it (``claims.parameters_for``): the last entry naming
+    the channel's request, or no request (DRA lists a class's configs before the claim's, and
+    a later entry overrides). From the allocation once allocated, from the spec before (a claim
+    not allocated yet has only those).
+    """
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    holder = allocation if allocation else (claim.get("spec") or {})
+    request = _channel_request(claim)
+    chosen = None
+    for entry in (holder.get("devices") or {}).get("config") or []:
+        opaque = entry.get("opaque") or {}
+        names = entry.get("requests") or []
+        if opaque.get("driver") == constants.DRIVER_NAME and (
+            not names or not request or request in names
+        ):
+            chosen = opaque
+    return chosen
 
 
 def domain_of(claim: Mapping[str, Any]) -> str:
-    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+    """The domain a channel claim is for: the one its :func:`channel_config` names.
 
-    The last one wins, as in the kubelet plugin (``claims.parameters_for``): DRA lists a
-    class's configs before the claim's, and a later entry overrides an earlier one. "" when it
-    has none or only unreadable ones (:func:`opaque_configs`).
+    "" when no config applies, or the one that does is unreadable or no ChannelConfig (the
+    plugin refuses such a claim).
     """
-    found = ""
-    for opaque in opaque_configs(claim):
-        try:
-            parsed = models.parse_opaque_config(opaque.get("parameters") or {})
-        except ValidationError:
-            continue
-        if isinstance(parsed, models.ChannelConfig):
-            found = parsed.domain_id
-    return found
+    opaque = channel_config(claim)
+    if opaque is None:
+        return ""
+    try:
+        parsed = models.parse_opaque_config(opaque.get("parameters") or {})
+    except ValidationError:
+        return ""
+    return parsed.domain_id if isinstance(parsed, models.ChannelConfig) else ""
 
 
 def parse_claim(claim: Mapping[str, Any]) -> ChannelAllocation | None:

@@ -35,21 +35,20 @@ def check(claim: Mapping[str, Any], *, namespace_of: Callable[[str], str | None]
     meta = claim.get("metadata") or {}
     namespace = str(meta.get("namespace", ""))
     where = f"claim {namespace}/{meta.get('name', '')}"
-    ours = placement.opaque_configs(claim)
-    if not ours:
+    opaque = placement.channel_config(claim)  # the one the plugin will judge
+    if opaque is None:
         if not (claim.get("status") or {}).get("allocation"):
             return None  # its allocation may still bring one (a DeviceClass's config, say)
         return Problem(claimrefusals.MISSING_CONFIG, claimrefusals.missing_config(where))
-    for opaque in ours:
-        try:
-            parsed = models.parse_opaque_config(opaque.get("parameters") or {})
-        except ValidationError as exc:
-            return Problem(claimrefusals.INVALID_CONFIG, claimrefusals.invalid_config(where, exc))
-        if isinstance(parsed, models.ChannelConfig) and namespace_of(parsed.domain_id) != namespace:
-            return Problem(
-                claimrefusals.DOMAIN_NOT_FOUND,
-                claimrefusals.domain_not_found(where, parsed.domain_id, namespace),
-            )
+    try:
+        parsed = models.parse_opaque_config(opaque.get("parameters") or {})
+    except ValidationError as exc:
+        return Problem(claimrefusals.INVALID_CONFIG, claimrefusals.invalid_config(where, exc))
+    if isinstance(parsed, models.ChannelConfig) and namespace_of(parsed.domain_id) != namespace:
+        return Problem(
+            claimrefusals.DOMAIN_NOT_FOUND,
+            claimrefusals.domain_not_found(where, parsed.domain_id, namespace),
+        )
     return None
 
 

@@ -61,7 +61,7 @@ class ClaimEntry:
     """The ComputeDomain the claim belongs to ("" for an IMEX-agent claim without one)."""
     device_type: str
     allocation: str
-    """Digest of the claim's allocation: identifies a stale retry of an aborted prepare."""
+    """Digest of the claim's allocation: a prepare finishes only the allocation it started."""
     devices: tuple[PreparedDevice, ...] = ()
     aborted_at: float | None = None
 

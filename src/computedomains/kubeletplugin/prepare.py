@@ -172,19 +172,9 @@ class Preparer:
                 f"ResourceClaim {ref.namespace}/{ref.name} does not exist "
                 "(deleted before it was prepared?)",
             )
-        view = claims.view(claim, expected_uid=ref.uid)
-        entry = self._book.entry(ref.uid)
-        if (
-            entry is not None
-            and entry.state is checkpoint.ClaimState.ABORTED
-            and entry.allocation == view.allocation_digest
-        ):
-            raise errors.Permanent(
-                "StalePrepare",
-                f"claim {ref.namespace}/{ref.name} was unprepared while it was being prepared; "
-                "not re-taking its devices",
-            )
-        return view
+        # An unprepare since the claim was read is the ledger's to catch (Ledger.start, by
+        # time): a new pod's prepare of the same allocation after it is a prepare like any.
+        return claims.view(claim, expected_uid=ref.uid)
 
     def _wait_check(self, view: claims.ClaimView, plan: validate.Plan) -> Callable[[], None]:
         """Run by the IMEX wait before each poll: stop waiting for a claim nobody wants now.

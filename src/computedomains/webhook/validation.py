@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from computedomains.api import conversion, domainview
+from computedomains.api import conversion, domainview, models
 from computedomains.webhook import review
 
 
@@ -29,15 +29,15 @@ def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> rev
     namespace = str(request.get("namespace") or meta.get("namespace") or "")
     name = str(meta.get("name") or request.get("name") or "")
     shown = name or f"{meta.get('generateName', '')}*"
-    unreadable = _conversion_problem(obj)
-    if unreadable:
+    old = request.get("oldObject") or {}
+    problem = _conversion_problem(obj) or _hidden_spec_change(obj, old)
+    if problem:
         return review.Verdict(
-            allowed=False, message=f"ComputeDomain {namespace}/{shown}: {unreadable}"
+            allowed=False, message=f"ComputeDomain {namespace}/{shown}: {problem}"
         )
     template = domainview.template_of(obj)
     if not template:
         return review.Verdict()  # the schema requires it; nothing for us to compare
-    old = request.get("oldObject") or {}
     if old and domainview.template_of(old) == template:
         return review.Verdict()  # unchanged: a clash that exists already is not made worse
     clashes = [
@@ -59,17 +59,48 @@ def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> rev
     )
 
 
-def _conversion_problem(obj: dict[str, Any]) -> str:
-    """Why ``obj`` cannot be read at the other served version ("" when it can)."""
+def _other_version(obj: dict[str, Any]) -> str:
+    """The served version ``obj`` is not at ("" when it is at none: not ours to judge)."""
     source = obj.get("apiVersion")
     others = [v for v in conversion.VERSIONS if v != source]
-    if source not in conversion.VERSIONS or not others:
-        return ""  # not ours to judge: the API server matched the request to a served version
+    return others[0] if source in conversion.VERSIONS and len(others) == 1 else ""
+
+
+def _conversion_problem(obj: dict[str, Any]) -> str:
+    """Why ``obj`` cannot be read at the other served version ("" when it can)."""
+    other = _other_version(obj)
+    if not other:
+        return ""
     try:
-        conversion.convert(obj, others[0])
+        conversion.convert(obj, other)
     except conversion.ConversionError as exc:
         return (
-            f"{exc} (it could not be read at {others[0]}; the annotation is reserved for "
+            f"{exc} (it could not be read at {other}; the annotation is reserved for "
             "conversion between the served versions)"
         )
     return ""
+
+
+def _hidden_spec_change(obj: dict[str, Any], old: dict[str, Any]) -> str:
+    """How an update changes the spec as the other version reads it ("" when it does not).
+
+    The CRD's immutability rule sees the spec at the request's version only; a reserved
+    annotation holds what the other version reads as spec (numNodes, placement).
+    """
+    other = _other_version(obj)
+    if not other or not old or old.get("apiVersion") != obj.get("apiVersion"):
+        return ""
+    try:
+        now, before = conversion.convert(obj, other), conversion.convert(old, other)
+    except conversion.ConversionError:
+        return ""  # an old object the other version cannot read: let it be mended
+    if now.get("spec") == before.get("spec"):
+        return ""
+    ours = (obj.get("metadata") or {}).get("annotations") or {}
+    theirs = (old.get("metadata") or {}).get("annotations") or {}
+    named = [k for k in conversion.RESERVED_ANNOTATIONS if ours.get(k) != theirs.get(k)]
+    field = f"metadata.annotations[{named[0]}]" if named else "spec"
+    return (
+        f"{field}: this change would change the spec as {other} reads it. "
+        f"{models.IMMUTABLE_SPEC_MESSAGE}"
+    )

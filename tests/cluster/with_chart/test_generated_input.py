@@ -299,12 +299,12 @@ def test_compute_domain_specs_are_accepted_and_readable_or_refused_naming_the_fi
     finish(api, chart, bystander, namespace, tally, budget)
 
 
-def test_a_reserved_annotation_patched_in_unreadable_is_refused_naming_it(
+def test_a_reserved_annotation_patched_in_is_refused_naming_it(
     api: client.ApiClient, namespace: str
 ) -> None:
     """Admission sees annotation changes too, not only spec changes: a merge patch that makes
-    a live domain's num-nodes annotation unreadable at v1beta1 is refused, and the domain still
-    reads at both versions."""
+    a live domain's num-nodes annotation unreadable at v1beta1, or changes numNodes there, is
+    refused naming it, and the domain still reads at both versions."""
     domain = domains.create_domain(api, namespace)
     name = domain["metadata"]["name"]
     custom = client.CustomObjectsApi(api)
@@ -315,6 +315,13 @@ def test_a_reserved_annotation_patched_in_unreadable_is_refused_naming_it(
         )
     assert refused.value.status in (400, 403, 422), refused.value.body
     assert f"metadata.annotations[{constants.NUM_NODES_ANNOTATION}]" in str(refused.value.body)
+    # A readable one would change numNodes at v1beta1: refused as the spec change it is.
+    patch = {"metadata": {"annotations": {constants.NUM_NODES_ANNOTATION: "3"}}}
+    with pytest.raises(ApiException) as refused:
+        custom.patch_namespaced_custom_object(
+            constants.GROUP, V2, namespace, constants.COMPUTE_DOMAIN_PLURAL, name, patch
+        )
+    assert "A computeDomain.spec is immutable" in str(refused.value.body), refused.value.body
     for version in (V1, V2):
         custom.get_namespaced_custom_object(
             constants.GROUP, version, namespace, constants.COMPUTE_DOMAIN_PLURAL, name
