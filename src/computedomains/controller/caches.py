@@ -65,9 +65,9 @@ def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 _KEPT_REQUEST_FIELDS = ("deviceClassName", "tolerations")
+"""What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
 REMEMBERED_DOMAINS = 16384
 """How many domains' namespaces :class:`Caches` remembers (a UID and a name: a few MB at most)."""
-"""What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
 
 
 def _generated(claim: dict[str, Any]) -> bool:
@@ -273,8 +273,10 @@ class Caches:
         with self._lock:
             for domain in domains:
                 meta = domain["metadata"]
-                self._namespaces[str(meta["uid"])] = str(meta.get("namespace", ""))
-            while len(self._namespaces) > REMEMBERED_DOMAINS:  # the oldest first
+                uid = str(meta["uid"])
+                self._namespaces.pop(uid, None)  # to the end: the least recently seen go first
+                self._namespaces[uid] = str(meta.get("namespace", ""))
+            while len(self._namespaces) > REMEMBERED_DOMAINS:
                 del self._namespaces[next(iter(self._namespaces))]
 
     def _node_changed(self, kind: str, node: dict[str, Any]) -> None:
