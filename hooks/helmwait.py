@@ -15,8 +15,14 @@ not affected.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 from .report import Finding, Severity
+
+POD_TEMPLATE_ANNOTATION = "computedomains.io/pod-template"
+"""On the agent DaemonSet: a digest of its pod template as rendered (the chart sets both it and
+preflight's ``--agent-pod-template``)."""
 
 WAITS = ("watcher", "legacy", "hookOnly")
 """Helm 4's ``--wait`` strategies (``--wait`` alone: watcher; no ``--wait``: hookOnly)."""
@@ -26,6 +32,21 @@ def helm_major(version: str) -> int | None:
     """The major version of ``.Capabilities.HelmVersion.Version`` (``v4.3.2`` → 4)."""
     found = re.fullmatch(r"v?(\d+)\..*", version.strip())
     return int(found.group(1)) if found else None
+
+
+def replaced_agents(daemonset: Mapping[str, Any], *, pod_template: str) -> int:
+    """The agent pods an upgrade to ``pod_template`` leaves on their old template.
+
+    Every pod the live DaemonSet runs, unless its pod template stays the same (a
+    ``--reuse-values`` upgrade that changes no value of the agents).
+    """
+    annotations = (daemonset.get("metadata") or {}).get("annotations") or {}
+    status = daemonset.get("status") or {}
+    if pod_template and annotations.get(POD_TEMPLATE_ANNOTATION) == pod_template:
+        # Kstatus still counts the agents an earlier upgrade left on their old template.
+        desired = int(status.get("desiredNumberScheduled") or 0)
+        return max(0, desired - int(status.get("updatedNumberScheduled") or 0))
+    return int(status.get("currentNumberScheduled") or 0)
 
 
 def check(

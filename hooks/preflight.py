@@ -89,6 +89,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     flags.add(
         parser,
+        "--agent-pod-template",
+        default="",
+        help="digest of the IMEX agent pod template this release renders",
+    )
+    flags.add(
+        parser,
         "--agent-update-strategy",
         default="OnDelete",
         help="value imexAgent.updateStrategy.type",
@@ -150,7 +156,7 @@ def _checks(
                                        adopt=args.adopt)  # fmt: skip
     agents = next(
         (
-            int((o.get("status") or {}).get("currentNumberScheduled") or 0)
+            helmwait.replaced_agents(o, pod_template=args.agent_pod_template)
             for kind, o in listed
             if kind == "DaemonSet"
             and (kubeio.name(o), kubeio.namespace(o)) == (args.agent_daemonset, release.namespace)

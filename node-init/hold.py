@@ -6,14 +6,20 @@ registration that is briefly in progress again says little about the fabric, so 
 is in a domain the last usable verdict is held through such faults for the fault grace
 (``fabricverdict.Grace``). Faults that waiting cannot fix (a failed registration, an old
 driver, GPUs that disagree) are published at once, as is everything on a node no job uses.
+
+Whether the node is in a domain is asked of the membership record (:func:`in_domain`), not of
+the node's domain label: that is only the controller's copy of the record, which a refused or
+late label write leaves behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Mapping
+from typing import Any
 
-from computedomains.api import fabricverdict
+from computedomains.api import fabricverdict, placement
 from computedomains.fabric.model import Reason, Verdict
 
 
@@ -78,6 +84,38 @@ def passing(verdict: Verdict) -> bool:
     )
 
 
+def asks_membership(verdict: Verdict, *, published_usable: bool) -> bool:
+    """Whether :func:`decide` turns on ``in_domain``: a passing fault over a usable verdict.
+
+    Only then is the record read (an API call), not on every check.
+    """
+    return published_usable and not verdict.usable and passing(verdict)
+
+
+def in_domain(
+    node_name: str,
+    *,
+    clique: str,
+    cliques: Mapping[str, Mapping[str, Any]],
+    label: str,
+    held: bool,
+) -> bool:
+    """Whether the node is in a ComputeDomain, for the grace.
+
+    ``held``: the kubelet plugin's prepared claims hold the node for a domain (False outside
+    the plugin). Else the membership record says (``placement.recorded_member``): ``cliques``
+    are the clique objects of ``clique``, the clique of the published verdict, by domain UID.
+    The node's domain label ``label`` counts only where the record cannot say: objects from a
+    controller that keeps no record, or a node in no clique (a member without a fabric), of
+    which no clique object speaks.
+    """
+    if held:
+        return True
+    if not clique:
+        return bool(label)
+    return placement.recorded_member(node_name, cliques, legacy_label=label)
+
+
 def decide(
     verdict: Verdict,
     *,
@@ -90,7 +128,8 @@ def decide(
     """The decision for a check that found ``verdict``.
 
     ``published_usable``: the verdict now published is usable; ``in_domain``: the node is in
-    a ComputeDomain (it carries the domain label); ``spell``: the fault in progress, if any.
+    a ComputeDomain (:func:`in_domain`; read only where :func:`asks_membership`); ``spell``:
+    the fault in progress, if any.
     """
     if verdict.usable or not published_usable:
         passed = f"the fault passed after {spell.failures} failed check(s)" if spell else ""

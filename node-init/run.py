@@ -3,6 +3,8 @@
 Publishing writes the FabricVerdict file, then makes the Node match it (label, condition,
 taint); on a node in a ComputeDomain a usable verdict is held through a fault that may pass
 (``hold.py``), and a usable verdict given up is reported by a Warning Event on the Node.
+Whether the node is in a domain is read, during such a fault only, from the membership record:
+the clique objects of its clique (and, in the kubelet plugin, from its prepared claims).
 A fabric problem is a verdict, never a failure of node-init: the init container exits 0
 whatever the fabric looks like, so a bad fabric cannot crash-loop anything.
 """
@@ -17,7 +19,7 @@ from computedomains import nodefiles
 from computedomains.api import constants, fabricverdict
 from computedomains.fabric import discovery, verdictfile
 from computedomains.kube import client as kube_client
-from computedomains.kube import events
+from computedomains.kube import cliquewatch, events
 from computedomains.kube import nodes as kube_nodes
 
 from . import hold
@@ -25,6 +27,8 @@ from . import plan as node_plan
 from .settings import Settings
 
 Log = Callable[[str], None]
+Held = Callable[[], bool]
+"""Whether the kubelet plugin's prepared claims hold the node for a domain."""
 COMPONENT = "compute-domains-node-init"
 """``source.component`` of node-init's Events."""
 
@@ -40,11 +44,13 @@ def run(
     log: Log = _print,
     warn: Log | None = None,
     api: kube_client.Client | None = None,
+    held: Held | None = None,
 ) -> int:
     """Check once (waiting out a registration in progress), publish; with ``watch``, repeat.
 
     ``warn`` takes the lines about failed re-checks (``log`` when not given); ``api`` is the
-    client to use (the plugin's, so one process has one request budget), else its own.
+    client to use (the plugin's, so one process has one request budget), else its own;
+    ``held`` is given by the plugin (its ledger): nothing else on the node knows its claims.
     """
     api = api or kube_client.connect(settings.kubeconfig, settings.api_budget)
     observer = discovery.Observer(
@@ -58,6 +64,7 @@ def run(
         recorder=events.Recorder(api, component=COMPONENT, host=settings.node_name),
         log=log,
         clock=time.monotonic,
+        held=held or (lambda: False),
     )
     observation = settle(observer, interval=settings.poll_interval, stop=stop, log=log)
     log(_summary(observation))
@@ -76,15 +83,17 @@ def watch(
     log: Log,
     warn: Log,
     api: kube_client.Client | None = None,
+    held: Held | None = None,
 ) -> None:
     """Check and re-check until ``stop`` is set, starting over after a failure.
 
     What the kubelet plugin runs in a thread of its own with its own client ``api`` (the
-    re-check needs no process of its own); ``warn`` takes the failures.
+    re-check needs no process of its own) and its ledger's ``held``; ``warn`` takes the
+    failures.
     """
     while not stop.is_set():
         try:
-            run(settings, stop=stop, log=log, warn=warn, api=api)
+            run(settings, stop=stop, log=log, warn=warn, api=api, held=held)
             return
         except Exception as exc:  # noqa: BLE001 - the plugin's thread outlives any failure
             warn(f"check failed, starting over in {settings.recheck_interval:g}s: {exc!r}")
@@ -112,6 +121,7 @@ class Publisher:
 
     It starts from the verdict file a previous node-init left (a restarted pod on a node
     running a job must not drop that job's verdict on a fault the old pod would have held).
+    ``held`` says whether the plugin's prepared claims hold the node (:func:`hold.in_domain`).
     """
 
     def __init__(
@@ -122,13 +132,15 @@ class Publisher:
         recorder: events.Recorder,
         log: Log,
         clock: Callable[[], float],
+        held: Held = lambda: False,
     ) -> None:
         self._api = api
         self._settings = settings
         self._recorder = recorder
         self._log = log
         self._clock = clock
-        self._usable = _published_usable(settings)
+        self._held = held
+        self._usable, self._clique = _published(settings)
         self._spell: hold.Spell | None = None
 
     def check(self, observation: discovery.Observation) -> None:
@@ -136,10 +148,11 @@ class Publisher:
         settings = self._settings
         node = kube_nodes.get(self._api, settings.node_name)
         now = self._clock()
+        at_stake = hold.asks_membership(observation.verdict, published_usable=self._usable)
         decision = hold.decide(
             observation.verdict,
             published_usable=self._usable,
-            in_domain=constants.COMPUTE_DOMAIN_LABEL in node.labels,
+            in_domain=at_stake and self._in_domain(node),
             spell=self._spell,
             now=now,
             grace=settings.fault_grace,
@@ -153,7 +166,7 @@ class Publisher:
             settings.node_name, observation.verdict, observation.report, observation.observed_at
         )
         fabricverdict.write(settings.verdict_file, verdict)
-        self._usable, self._spell = verdict.usable, None
+        self._usable, self._clique, self._spell = verdict.usable, verdict.clique, None
         if decision.event is not None:
             self._log(decision.event.message)
             self._recorder.emit(
@@ -167,13 +180,41 @@ class Publisher:
         for line in todo.describe():
             self._log(f"{settings.node_name}: {line}")
 
+    def _in_domain(self, node: kube_nodes.NodeView) -> bool:
+        """Whether the node is in a domain: the plugin's claims, else the record (one list)."""
+        held = self._held()
+        clique = self._clique
+        label = node.labels.get(constants.COMPUTE_DOMAIN_LABEL, "")
+        try:
+            cliques = (
+                cliquewatch.read(self._api, namespace=self._settings.namespace, clique_id=clique)
+                if clique and not held
+                else {}
+            )
+        except kube_client.API_ERRORS as exc:
+            # The record unreadable (an API outage, a CRD rolled back): the label, its copy,
+            # is the next best fact; the fault must still be judged and published.
+            self._log(f"{self._settings.node_name}: cannot read the membership record ({exc}); "
+                      "the node label says")  # fmt: skip
+            return bool(label) or held
+        return hold.in_domain(
+            self._settings.node_name,
+            clique=clique,
+            cliques=cliques,
+            label=label,
+            held=held,
+        )
 
-def _published_usable(settings: Settings) -> bool:
+
+def _published(settings: Settings) -> tuple[bool, str]:
+    """Whether the published verdict is usable, and its clique."""
     try:
         published = fabricverdict.read(settings.verdict_file)
     except nodefiles.CorruptNodeFile:
-        return False
-    return published is not None and published.usable
+        return False, ""
+    if published is None:
+        return False, ""
+    return published.usable, published.clique
 
 
 def apply(api: kube_client.Client, node: str, todo: node_plan.Plan) -> None:

@@ -30,6 +30,9 @@ class Settings:
     """Everything node-init is told (``docs/node-side.md``)."""
 
     node_name: str = flags.field(flaggroups.NODE_NAME)
+    namespace: str = flags.field(flaggroups.NAMESPACE)
+    """The driver's namespace, where the controller writes the clique objects: the membership
+    record the fault grace asks whether the node is in a domain (``hold.in_domain``)."""
     kubeconfig: pathlib.Path | None = flags.field(flaggroups.KUBECONFIG)
     """None: the pod's ServiceAccount."""
     api_budget: flaggroups.ApiBudget = flags.group(flaggroups.ApiBudget)

@@ -468,6 +468,7 @@ compute-domains.nodeInit.args
 {{- $p := include "compute-domains.paths" . | fromYaml -}}
 - node-init
 - --node-name=$(NODE_NAME)
+- --namespace=$(NAMESPACE)
 - --proc-root={{ $p.procRoot }}
 - --fabric-verdict-file={{ $p.verdictFile }}
 - --fault-grace-checks={{ .Values.nodeInit.faultGrace.checks }}

@@ -160,8 +160,8 @@ def register(parser: argparse.ArgumentParser, spec: Flag) -> None:
         parser.add_argument(spec.name, action=action, default=value,
                             help=f"{spec.help} (env {env}; default {_shown(spec)})")  # fmt: skip
         return
-    if spec.required and not raw:
-        raw = None  # an empty variable gives no value: the flag is still required
+    if not raw:
+        raw = None  # an empty variable gives no value (KUBECONFIG= would be the folder ".")
     # A string default goes through ``type`` like a command-line value, so a bad variable is
     # reported by argparse as an invalid value of the flag.
     default: str | bool | None = raw if raw is not None else spec.default

@@ -18,11 +18,12 @@ import pytest
 from cdsim import cluster as sim_cluster
 from cdsim import topology
 from computedomains import nodefiles, waiting
-from computedomains.api import constants, fabricverdict
+from computedomains.api import constants, fabricverdict, models, resources
 from computedomains.api.fabricverdict import VerdictKind
+from computedomains.controller import objects
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
-from tests.support import clusters
+from tests.support import clusters, plugin
 
 pytestmark = pytest.mark.cluster
 
@@ -35,6 +36,9 @@ def api(cluster: clusters.TestCluster) -> kube_client.Client:
 
 # Nodes at the end of the second rack: other tests pick nodes from the front.
 HOLD_NODE = "gb200-r1-n13"
+RECORD_NAMESPACE = "default"
+"""Where the hold test writes the clique object that names its node (node-init's --namespace)."""
+RECORD_DOMAIN = "6a3c1c0e-0000-4000-8000-00000000d0d0"
 ONCE_NODE = "gb200-r1-n15"
 WATCH_NODE = "gb200-r1-n16"
 NO_FABRIC_NODE = "gb200-r1-n17"
@@ -228,6 +232,7 @@ def _published(sim: sim_cluster.SimCluster, node: str) -> tuple[str, str, str] |
 
 def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
     sim: sim_cluster.SimCluster,
+    cluster: clusters.TestCluster,
     api: kube_client.Client,
     restore: Callable[[str], None],
     tmp_path: pathlib.Path,
@@ -239,7 +244,7 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
     command = _node_init(
         sim, HOLD_NODE,
         "--fault-grace-checks", str(grace.checks), "--fault-grace-seconds", str(grace.seconds),
-        "--watch", "--recheck-interval", "0.3",
+        "--namespace", RECORD_NAMESPACE, "--watch", "--recheck-interval", "0.3",
     )  # fmt: skip
 
     def said(text: str) -> int:
@@ -253,7 +258,17 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
         assert _node_state(api, HOLD_NODE) == healthy, log_file.read_text()
         assert _published(sim, HOLD_NODE) == usable, log_file.read_text()
 
-    kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: "a-domain-uid"})
+    # The record names the node a member (the clique object, as the controller writes it);
+    # the node carries no domain label: the grace asks the record, not its copy.
+    plugin.install_crds(cluster.api())
+    record = objects.clique_object(
+        namespace=RECORD_NAMESPACE, uid=RECORD_DOMAIN, clique=clique, daemons=(),
+        members=[HOLD_NODE],
+    )  # fmt: skip
+    record_path = resources.CLIQUES.path(
+        models.clique_name(RECORD_DOMAIN, clique), namespace=RECORD_NAMESPACE
+    )
+    api.create(resources.CLIQUES.path(namespace=RECORD_NAMESPACE), record)
     log = log_file.open("w")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=_environment())
     try:
@@ -303,7 +318,8 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
         waiting.until(
             "the healthy verdict again", lambda: _node_state(api, HOLD_NODE) == healthy, timeout=30
         )
-        kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: None})
+        members = {constants.CLIQUE_MEMBERS_ANNOTATION: models.clique_members_value(())}
+        api.patch(record_path, {"metadata": {"annotations": members}})  # it left the domain
         held = said("keeping the last usable verdict")
         _break_nvml(sim, HOLD_NODE)
         waiting.until(
@@ -322,5 +338,6 @@ def test_watching_node_init_holds_a_usable_verdict_through_a_passing_fault(
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=30)
         log.close()
-        kube_nodes.patch_labels(api, HOLD_NODE, {constants.COMPUTE_DOMAIN_LABEL: None})
+        if api.find(record_path) is not None:
+            api.delete(record_path)
     assert code == 0, log_file.read_text()

@@ -71,13 +71,14 @@ class FakeApi:
         return copy.deepcopy(self.objects[target])
 
     def patch(self, path: str, body: Any, **_: Any) -> dict[str, Any]:
-        """A JSON merge patch (``None`` removes a key)."""
+        """A JSON merge patch (``None`` removes a key), of the object or its status."""
         self.calls.append(("PATCH", path))
-        if path not in self.objects:
+        target = path.removesuffix("/status")
+        if target not in self.objects:
             raise client.ApiError(404, "NotFound", path)
-        self._check_version(path, body)
-        self.objects[path] = self._bump(_merge(copy.deepcopy(self.objects[path]), body))
-        return copy.deepcopy(self.objects[path])
+        self._check_version(target, body)
+        self.objects[target] = self._bump(_merge(copy.deepcopy(self.objects[target]), body))
+        return copy.deepcopy(self.objects[target])
 
     def apply(self, path: str, body: Any, *, field_manager: str, **_: Any) -> dict[str, Any]:
         """A server-side apply, merged like a merge patch; records the manager's ownership of

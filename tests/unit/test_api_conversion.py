@@ -135,6 +135,11 @@ def test_the_input_is_not_changed() -> None:
         ({**v1(), "spec": [1]}, V2, "spec", "expected an object"),
         ({**v1(), "metadata": {"annotations": {PLACEMENT: "{"}}}, V2,
          f"metadata.annotations[{PLACEMENT}]", "not JSON"),
+        # Found by tests/cluster/with_chart/test_generated_input.py's generated annotations.
+        ({**v1(), "metadata": {"annotations": {PLACEMENT: "9" * 10_300}}}, V2,
+         f"metadata.annotations[{PLACEMENT}]", "not JSON: Exceeds the limit (4300 digits)"),
+        ({**v1(), "metadata": {"annotations": {PLACEMENT: "[" * 100_000}}}, V2,
+         f"metadata.annotations[{PLACEMENT}]", "not JSON: maximum recursion depth"),
         ({**v1(), "metadata": {"annotations": {PLACEMENT: '{"clique":"Always"}'}}}, V2,
          f"metadata.annotations[{PLACEMENT}].clique", 'unsupported value "Always"'),
         ({**v1(), "metadata": {"annotations": {PLACEMENT: '"Required"'}}}, V2,

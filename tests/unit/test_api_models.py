@@ -416,3 +416,12 @@ def test_v1beta2_reads_num_nodes_from_its_annotation(
     with pytest.raises(ValidationError) as info:
         models.ComputeDomainV1Beta2.from_dict({**obj, "spec": {**obj["spec"], "numNodes": 2}})
     assert info.value.field == "spec.numNodes"  # v1beta2 has none
+
+
+@pytest.mark.parametrize("version", [constants.API_VERSION, constants.API_VERSION_V1BETA2])
+def test_a_clique_object_reads_at_either_version(version: str) -> None:
+    """A watch that fell back to v1beta1 (a CRD rolled back to 0.1.x) reads its objects too."""
+    daemon = {"nodeName": "n1", "ipAddress": "10.0.0.1", "cliqueID": "c.1", "index": 0}
+    obj = {"apiVersion": version, "kind": constants.CLIQUE_KIND, "metadata": {"name": "x"},
+           "daemons": [daemon]}  # fmt: skip
+    assert [d.node_name for d in models.parse_clique(obj, strict=False).daemons] == ["n1"]

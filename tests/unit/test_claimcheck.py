@@ -46,7 +46,11 @@ def _check(claim: dict[str, Any]) -> claimcheck.Problem | None:
 def test_a_claim_that_can_never_be_prepared_is_told_why(
     parameters: dict[str, Any] | None, reason: str, named: str
 ) -> None:
-    problem = _check(_claim(parameters))
+    claim = _claim(parameters)
+    if parameters is None:  # judged once allocated: the allocation could have brought one
+        assert _check(claim) is None
+        claim["status"] = {"allocation": {"devices": {"results": []}}}
+    problem = _check(claim)
     assert problem is not None
     assert problem.reason == reason and named in problem.message
     assert "team-b" not in problem.message  # another tenant's domain is never named
@@ -64,3 +68,11 @@ def test_the_claim_its_pod_and_the_pods_it_is_reserved_for_are_told() -> None:
     claim["status"] = {"reservedFor": [{"resource": "pods", "name": "q", "uid": "q1"}]}
     told = [(r.kind, r.name, r.uid) for r in claimcheck.audience(claim)]
     assert told == [("ResourceClaim", "c", "c1"), ("Pod", "p", "p1"), ("Pod", "q", "q1")]
+
+
+def test_a_config_in_the_allocation_alone_is_the_claims_config() -> None:
+    """As placement reads it (``placement.opaque_configs``): the allocation's copy counts."""
+    claim = _claim(None)
+    opaque = {"driver": constants.DRIVER_NAME, "parameters": _channel()}
+    claim["status"] = {"allocation": {"devices": {"config": [{"opaque": opaque}]}}}
+    assert _check(claim) is None

@@ -5,7 +5,8 @@ listed from it."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import prometheus_client
@@ -16,7 +17,12 @@ from computedomains.api.domainview import Domain
 from computedomains.controller import metrics, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
-from computedomains.controller.reconciler import LABEL_RETRY_SECONDS, Reconciler
+from computedomains.controller.reconciler import (
+    LABEL_REFUSED_RETRY_SECONDS,
+    LABEL_RETRY_SECONDS,
+    STATUS_INTERVAL,
+    Reconciler,
+)
 from computedomains.kube import client, events, writes
 from tests.support.channelclaims import channel_claim
 from tests.support.fakeapi import FakeApi
@@ -57,6 +63,7 @@ def reconciler(
     api: Api, *, domain: dict[str, Any], cliques: Sequence[dict[str, Any]] = (),
     nodes: Sequence[dict[str, Any]] = (), template: bool = True,
     may_write: list[bool] | None = None, claims: Sequence[dict[str, Any]] = (),
+    clock: Callable[[], float] = time.monotonic,
 ) -> Reconciler:  # fmt: skip
     """A reconciler whose caches listed these objects; the API holds the same."""
     api.objects[DOMAIN_PATH] = copy.deepcopy(domain)
@@ -86,7 +93,7 @@ def reconciler(
     return Reconciler(
         cast(client.Client, api), caches, limit=18,
         recorder=events.Recorder(cast(client.Client, api), component="test"),
-        formation=metrics.FormationClock(stats), may_write=lambda: allowed[0],
+        formation=metrics.FormationClock(stats), may_write=lambda: allowed[0], clock=clock,
     )  # fmt: skip
 
 
@@ -209,9 +216,8 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     taken = api.objects[resources.NODES.path("c")]
     taken["metadata"]["labels"][constants.COMPUTE_DOMAIN_LABEL] = "another-domain"
     api._bump(taken)  # since the snapshot: c's write conflicts, reads again, leaves it alone
-    with pytest.raises(client.ApiError) as refused:
-        subject.reconcile(UID)
-    assert refused.value.status == 403  # the round is retried with backoff
+    # b's refusal is reported, not raised; c's lost write brings the round back soonest.
+    assert subject.reconcile(UID) == LABEL_RETRY_SECONDS
     assert api.objects[DOMAIN_PATH]["status"]["nodes"]  # written all the same, and first:
     status_write = api.calls.index(("PUT", f"{DOMAIN_PATH}/status"))
     node_writes = [i for i, c in enumerate(api.calls) if c[1].startswith("/api/v1/nodes/")]
@@ -222,5 +228,69 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     api.refused = frozenset()
     again = subject.reconcile(UID)  # c's lost write: planned again shortly
     assert again == LABEL_RETRY_SECONDS
+    b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
+    assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID
+
+
+def _labelled_node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"node-{name}", "resourceVersion": "1",
+                         "labels": {constants.CLIQUE_LABEL: C1}}}  # fmt: skip
+
+
+def test_a_persistently_refused_label_holds_up_neither_the_status_nor_its_own_report() -> None:
+    """A refused label copy is reported once and tried again on its own; the round neither
+    fails (its backoff would replace the come-back of a status held back) nor waits."""
+    now = [100.0]
+    api = RefusingNodes()
+    api.refused = frozenset({"b"})
+    listed = [_labelled_node(n) for n in ("a", "b")]
+    held = [channel_claim(f"c-{n}", UID, node=n, binding=False) for n in ("a", "b")]
+    subject = reconciler(api, domain=domain_object(), nodes=listed, claims=held,
+                         clock=lambda: now[0])  # fmt: skip
+    for node in [*listed, _labelled_node("c")]:
+        api.objects[resources.NODES.path(node["metadata"]["name"])] = copy.deepcopy(node)
+
+    def refusals() -> list[str]:
+        return [o["message"] for p, o in api.objects.items()
+                if p.startswith(f"{EVENTS}/") and o["reason"] == "NodeLabelRefused"]  # fmt: skip
+
+    # The status is written, b's refusal reported (once, naming the node and the API's
+    # answer), and the round ends well: it comes back for the label on its own.
+    assert subject.reconcile(UID) == LABEL_REFUSED_RETRY_SECONDS
+    shown = {n["name"] for n in api.objects[DOMAIN_PATH]["status"]["nodes"]}
+    assert shown == {"a", "b"}
+    (message,) = refusals()
+    assert "node b:" in message and "403 Forbidden: denied by a node policy" in message
+    assert constants.COMPUTE_DOMAIN_LABEL in message
+
+    # c joins within the status interval: its slot goes out now, the status is held back,
+    # and the round comes back when the status is due, not after the refusal's retry.
+    def relist_nodes() -> None:
+        """The node cache as a watch would have it: the labels written so far."""
+        api.objects[resources.NODES.path()]["items"] = [
+            copy.deepcopy(api.objects[resources.NODES.path(n)]) for n in ("a", "b", "c")
+        ]
+        subject._caches.nodes.refresh()
+
+    relist_nodes()
+    api.objects[resources.RESOURCE_CLAIMS.path()]["items"].append(
+        channel_claim("c-c", UID, node="c", binding=False)
+    )
+    subject._caches.claims.refresh()
+    now[0] += 0.5
+    assert subject.reconcile(UID) == pytest.approx(STATUS_INTERVAL - 0.5)
+    relist_nodes()
+    now[0] += STATUS_INTERVAL
+    assert subject.reconcile(UID) == LABEL_REFUSED_RETRY_SECONDS  # the status, written:
+    shown = {n["name"] for n in api.objects[DOMAIN_PATH]["status"]["nodes"]}
+    assert shown == {"a", "b", "c"}
+    assert len(refusals()) == 1  # b was refused three times, reported once
+    assert api.calls.count(("PATCH", resources.NODES.path("b"))) == 3
+
+    # The refusal ends: the label is written and nothing more is owed.
+    api.refused = frozenset()
+    relist_nodes()
+    now[0] += STATUS_INTERVAL
+    assert subject.reconcile(UID) is None
     b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
     assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from computedomains.hooks import helmwait
@@ -37,3 +39,17 @@ def test_the_helm_major_is_read_from_its_version() -> None:
     assert helmwait.helm_major("v4.3.2") == 4
     assert helmwait.helm_major("v3.22.0+g1234") == 3
     assert helmwait.helm_major("") is None
+
+
+def test_only_an_upgrade_that_changes_the_agents_pod_template_leaves_agents_behind() -> None:
+    live: dict[str, Any] = {
+        "metadata": {"annotations": {helmwait.POD_TEMPLATE_ANNOTATION: "abc"}},
+        "status": {"currentNumberScheduled": 8},
+    }
+    assert helmwait.replaced_agents(live, pod_template="abc") == 0  # --reuse-values alone
+    # ... unless an earlier upgrade left agents on their old template: Helm 4 counts them.
+    live["status"] |= {"desiredNumberScheduled": 8, "updatedNumberScheduled": 6}
+    assert helmwait.replaced_agents(live, pod_template="abc") == 2
+    assert helmwait.replaced_agents(live, pod_template="def") == 8
+    del live["metadata"]["annotations"]  # a release from before the digest
+    assert helmwait.replaced_agents(live, pod_template="abc") == 8

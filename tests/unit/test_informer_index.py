@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from computedomains.kube import client
 from computedomains.kube.informer import Informer
 
 
@@ -54,3 +55,31 @@ def test_an_index_follows_lists_changes_and_deletions() -> None:
     assert _names(informer, "d2") == {"n-a"}
     assert _names(informer, "") == set()  # an object without a key is in no bucket
     assert len(informer.items()) == 3
+
+
+class _ServedAt(FakeApi):
+    """Serves the list at one path only; every other path is a version not served (404)."""
+
+    def __init__(self, served: str, listed: list[dict[str, Any]]) -> None:
+        super().__init__(listed, [])
+        self.served = served
+        self.asked: list[str] = []
+
+    def get(self, path: str, *, query: Mapping[str, str]) -> dict[str, Any]:
+        self.asked.append(path)
+        if path != self.served:
+            raise client.ApiError(404, "NotFound", "404 page not found")
+        return super().get(path, query=query)
+
+
+def test_a_version_not_served_falls_back_to_the_next_one() -> None:
+    """A CRD rolled back to 0.1.x serves v1beta1 only: the watch of an agent of this release,
+    left running, lists its objects there instead of failing for ever."""
+    old, new = "/apis/g/v1beta1/cliques", "/apis/g/v1beta2/cliques"
+    api = _ServedAt(old, [_node("a", "d1", "1")])
+    informer = Informer(api, path=new, fallback_paths=(old,))
+    api.informer = informer
+    informer.start()
+    informer.wait_synced(10)
+    assert api.asked[:2] == [new, old]
+    assert [o["metadata"]["name"] for o in informer.items()] == ["n-a"]

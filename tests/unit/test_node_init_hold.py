@@ -1,10 +1,14 @@
-"""node-init's hold decision: a usable verdict outlives a passing fault, for a bounded grace."""
+"""node-init's hold decision: a usable verdict outlives a passing fault, for a bounded grace,
+on a node the membership record (or the plugin's prepared claims) puts in a domain."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from computedomains import flags
+from computedomains.api import constants
 from computedomains.api.fabricverdict import Grace, VerdictKind
 from computedomains.fabric.model import Reason, Verdict
 from computedomains.nodeinit import hold, settings
@@ -123,3 +127,69 @@ def test_node_init_takes_the_grace_flags() -> None:
     argv = ["--node-name=n", "--fault-grace-checks=5", "--fault-grace-seconds=30"]
     chosen = flags.parse(settings.Settings, argv)
     assert chosen.fault_grace == Grace(checks=5, seconds=30)
+
+
+def _clique_object(*members: str) -> dict[str, Any]:
+    """A clique object naming ``members`` (none given: one from a controller without a record)."""
+    annotations = {constants.CLIQUE_MEMBERS_ANNOTATION: ",".join(members)} if members else {}
+    return {"metadata": {"annotations": annotations}}
+
+
+RECORDED = {"d1": _clique_object("n1", "n2")}
+OTHERS = {"d1": _clique_object("n2", "n3")}
+NOBODY: dict[str, dict[str, Any]] = {"d1": {"metadata": {"annotations": {
+    constants.CLIQUE_MEMBERS_ANNOTATION: ""}}}}  # fmt: skip
+MOVING = {"d1": _clique_object("n1"), "d2": _clique_object("n1", "n2")}
+UNRECORDED = {"d1": _clique_object()}
+
+
+@pytest.mark.parametrize(
+    ("clique", "cliques", "label", "held", "expected"),
+    [
+        # The record names the node: in a domain, whether or not the label copy was written.
+        (CLIQUE, RECORDED, "", False, True),
+        (CLIQUE, RECORDED, "d1", False, True),
+        # Two objects name it while it moves between domains: in one of them either way.
+        (CLIQUE, MOVING, "", False, True),
+        # The record names others or nobody: a label left behind holds nothing.
+        (CLIQUE, OTHERS, "d1", False, False),
+        (CLIQUE, NOBODY, "d1", False, False),
+        (CLIQUE, {}, "d1", False, False),
+        # The kubelet plugin's prepared claims hold the node: in, whatever the record says yet.
+        (CLIQUE, {}, "", True, True),
+        (CLIQUE, OTHERS, "", True, True),
+        # Where the record cannot say, the label does: a controller that keeps no record...
+        (CLIQUE, UNRECORDED, "d1", False, True),
+        (CLIQUE, UNRECORDED, "", False, False),
+        # ... or a node in no clique (no fabric), of which no clique object speaks.
+        ("", {}, "d1", False, True),
+        ("", {}, "", False, False),
+    ],
+)
+def test_in_domain_asks_the_record_and_the_prepared_claims_before_the_label(
+    clique: str, cliques: dict[str, dict[str, Any]], label: str, held: bool, expected: bool
+) -> None:
+    found = hold.in_domain("n1", clique=clique, cliques=cliques, label=label, held=held)
+    assert found is expected
+
+
+@pytest.mark.parametrize(
+    ("verdict", "published_usable", "asks"),
+    [
+        (NVML_ERROR, True, True),
+        (REGISTERING, True, True),
+        (NVML_ERROR, False, False),  # nothing usable to hold
+        (HEALTHY, True, False),  # nothing to hold through
+        (FAILED, True, False),  # published at once, in a domain or not
+    ],
+)
+def test_membership_is_asked_only_where_the_decision_turns_on_it(
+    verdict: Verdict, published_usable: bool, asks: bool
+) -> None:
+    assert hold.asks_membership(verdict, published_usable=published_usable) is asks
+    decisions = {
+        hold.decide(verdict, published_usable=published_usable, in_domain=member, spell=None,
+                    now=NOW, grace=GRACE).action
+        for member in (True, False)
+    }  # fmt: skip
+    assert (len(decisions) == 2) is asks

@@ -220,6 +220,22 @@ def test_objects_from_a_controller_without_the_record_leave_the_label_to_say() -
     assert placement.recorded_holder("n1", {}, legacy_label=Y) == ""  # no object: no record
 
 
+def test_a_label_whose_domains_object_keeps_no_record_says_whatever_other_objects_name() -> None:
+    """A rollback to 0.1.x leaves this release's OnDelete agents running beside a controller
+    that keeps no record: objects written before still name members, stale from then on, while
+    the objects of the domains it forms name none. The label of such a domain says."""
+    stale = {X: _clique_object(X, frozenset({"n1", "n2"})), Y: _clique_object(Y, None)}
+    assert placement.recorded_holder("n3", stale, legacy_label=Y) == Y  # a new domain's node
+    assert placement.recorded_holder("n1", stale, legacy_label=Y) == Y  # one that moved
+    assert placement.recorded_holder("n1", stale, legacy_label="") == X  # no label: the record
+    assert placement.recorded_member("n3", stale, legacy_label=Y)
+    # Where the label's domain keeps a record (every object of this release), the label says
+    # nothing: a stale label, or one set by hand, admits no node.
+    kept = {X: _clique_object(X, frozenset({"n1"})), Y: _clique_object(Y, frozenset())}
+    assert placement.recorded_holder("n1", kept, legacy_label=Y) == X
+    assert placement.recorded_holder("n3", kept, legacy_label=Y) == ""
+
+
 def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:
     annotations = {}
     if members is not None:

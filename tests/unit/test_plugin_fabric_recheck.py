@@ -29,11 +29,12 @@ def test_the_re_check_judges_with_the_plugins_paths_and_grace() -> None:
     cfg = _parse(
         "--fabric-recheck-interval=30", "--driver-root=/run/nvidia/driver",
         "--proc-root=/host/proc", "--fabric-verdict-file=/run/v.json", "--fault-grace-checks=4",
-        "--transitional-grace=90", "--taint-broken",
+        "--transitional-grace=90", "--taint-broken", "--namespace=drv",
     )  # fmt: skip
     recheck = cfg.fabric_recheck
     assert recheck is not None
     assert (recheck.node_name, recheck.watch, recheck.recheck_interval) == ("n1", True, 30.0)
+    assert recheck.namespace == cfg.namespace == "drv"  # where it reads the membership record
     assert recheck.discovery.driver_root == pathlib.Path("/run/nvidia/driver")
     assert recheck.discovery.proc_root == cfg.proc_root == pathlib.Path("/host/proc")
     assert recheck.verdict_file == cfg.fabric_verdict_file == pathlib.Path("/run/v.json")

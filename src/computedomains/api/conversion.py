@@ -159,7 +159,9 @@ def _read_placement(value: object, *, field: str = _PLACEMENT) -> Any:
             raise ConversionError(field, f"expected a JSON string, got {type(value).__name__}")
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as exc:
+        # Not only malformed JSON: a number past Python's 4300 digits is a ValueError, and
+        # nesting deeper than the interpreter's stack a RecursionError.
+        except (ValueError, RecursionError) as exc:
             raise ConversionError(field, f"not JSON: {exc}") from None
     try:
         models.Placement.from_dict(value, strict=False)

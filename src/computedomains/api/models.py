@@ -222,6 +222,17 @@ class ComputeDomainCliqueV1Beta2(ComputeDomainClique):
     API_VERSION: ClassVar[str | None] = constants.API_VERSION_V1BETA2
 
 
+def parse_clique(obj: Mapping[str, Any], *, strict: bool) -> ComputeDomainClique:
+    """A clique object at either version (they share one schema).
+
+    A watch that fell back to v1beta1 (a CRD rolled back to 0.1.x, an OnDelete agent of this
+    release still running) reads it too.
+    """
+    if obj.get("apiVersion") == ComputeDomainClique.API_VERSION:
+        return ComputeDomainClique.from_dict(obj, strict=strict)
+    return ComputeDomainCliqueV1Beta2.from_dict(obj, strict=strict)
+
+
 # -- ComputeDomain v1beta2 ----------------------------------------------------------------
 
 NUM_NODES_FORMAT = re.compile(r"[0-9]{1,18}")

@@ -150,19 +150,27 @@ def _conditions(status: Mapping[str, Any], pool: str, device: str) -> dict[str, 
     return {}
 
 
-def domain_of(claim: Mapping[str, Any]) -> str:
-    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+def opaque_configs(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The opaque configs of this driver in ``claim``: its allocation's, then its spec's.
 
-    "" when it has none or an unreadable one. Read from the allocation and from the spec, so
-    a claim not allocated yet has it too.
+    From the spec too, so that a claim not allocated yet has them.
     """
     allocation = (claim.get("status") or {}).get("allocation") or {}
     configs = list((allocation.get("devices") or {}).get("config") or [])
     configs += list(((claim.get("spec") or {}).get("devices") or {}).get("config") or [])
-    for config in configs:
-        opaque = config.get("opaque") or {}
-        if opaque.get("driver") != constants.DRIVER_NAME:
-            continue
+    return [
+        c["opaque"]
+        for c in configs
+        if (c.get("opaque") or {}).get("driver") == constants.DRIVER_NAME
+    ]
+
+
+def domain_of(claim: Mapping[str, Any]) -> str:
+    """The domain a channel claim is for, from its ComputeDomainChannelConfig.
+
+    "" when it has none or an unreadable one (:func:`opaque_configs`).
+    """
+    for opaque in opaque_configs(claim):
         try:
             parsed = models.parse_opaque_config(opaque.get("parameters") or {})
         except ValidationError:
@@ -252,12 +260,41 @@ def recorded_holder(
 
     Objects that name no members at all were written by a controller that keeps no record (a
     release before it, after a rollback; the incumbent's): there, and only there, the node's
-    label ``legacy_label`` says, as it did then.
+    label ``legacy_label`` says, as it did then. So it does where the label's own domain has
+    such an object, whatever other objects name: a rollback to 0.1.x leaves this release's
+    OnDelete agents running beside a controller that keeps no record, and the members that
+    objects written before still name are stale from then on.
     """
-    if cliques and all(models.clique_members(obj) is None for obj in cliques.values()):
+    if _label_says(cliques, legacy_label):
         return legacy_label
     found = [uid for uid, obj in cliques.items() if node_name in (models.clique_members(obj) or ())]
     return found[0] if len(found) == 1 else ""
+
+
+def recorded_member(
+    node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, legacy_label: str = ""
+) -> bool:
+    """Whether the membership record puts ``node_name`` in some domain, whichever.
+
+    :func:`recorded_holder`'s rule, arguments and fallback, except that two objects naming the
+    node count: it is in one of them either way (it is moving from one domain to the other).
+    """
+    if _label_says(cliques, legacy_label):
+        return bool(legacy_label)
+    return any(node_name in (models.clique_members(obj) or ()) for obj in cliques.values())
+
+
+def _label_says(cliques: Mapping[str, Mapping[str, Any]], label: str) -> bool:
+    """Whether the node's label, not the record, says (:func:`recorded_holder`).
+
+    The objects name no members at all, or the label's domain has one that names none: a
+    controller that keeps no record wrote them, and membership is the label's, as it was then.
+    """
+    unnamed = [models.clique_members(obj) is None for obj in cliques.values()]
+    if cliques and all(unnamed):
+        return True
+    own = cliques.get(label) if label else None
+    return own is not None and models.clique_members(own) is None
 
 
 def holder(*, recorded: str, allocations: Iterable[ChannelAllocation]) -> str:

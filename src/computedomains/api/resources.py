@@ -36,6 +36,8 @@ COMPUTE_DOMAINS = Resource(
 CLIQUES = Resource(
     constants.GROUP, constants.STORAGE_VERSION, constants.CLIQUE_PLURAL, namespaced=True
 )
+CLIQUES_V1BETA1 = Resource(constants.GROUP, constants.VERSION, constants.CLIQUE_PLURAL, True)
+"""The cliques at v1beta1, the one version a CRD rolled back to 0.1.x serves (same schema)."""
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", True)
 RESOURCE_CLAIM_TEMPLATES = Resource("resource.k8s.io", "v1", "resourceclaimtemplates", True)
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", False)

@@ -164,14 +164,27 @@ class Binder:
             # and would hold this node (turns.SETTLE). The scheduler polls every 5 s anyway.
             self._queue.add_after(node, wait)
             return
+        refused: list[client.ApiError] = []
         for answer in answers:
-            self._answer(answer)
+            try:
+                self._answer(answer)
+            except client.ApiError as exc:
+                if exc.failure is not client.Failure.REFUSED:
+                    raise
+                # One claim the API will not take an answer for must not hold up the others
+                # on the node (their pods wait in PreBind): the node is tried again after.
+                claim = answer.allocation
+                log.warning("claim %s/%s on node %s: answer refused: %s", claim.namespace,
+                            claim.name, node, exc)  # fmt: skip
+                refused.append(exc)
         holder = contract.holder(recorded=recorded, allocations=allocations)
         for allocation in allocations:
             if contract.stranded(allocation, holder=holder):
                 named = self._name_for(holder, allocation.namespace)
                 for pod in allocation.pods:
                     self._unstrand(allocation, pod, holder=named)
+        if refused:
+            raise refused[0]
 
     def _name_for(self, uid: str, namespace: str) -> str:
         """How an Event in ``namespace`` names domain ``uid``: never one of another tenant."""

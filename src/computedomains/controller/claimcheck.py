@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from computedomains.api import claimrefusals, constants, models, placement
+from computedomains.api import claimrefusals, models, placement
 from computedomains.api.schema import ValidationError
 from computedomains.kube import events
 
@@ -35,13 +35,10 @@ def check(claim: Mapping[str, Any], *, namespace_of: Callable[[str], str | None]
     meta = claim.get("metadata") or {}
     namespace = str(meta.get("namespace", ""))
     where = f"claim {namespace}/{meta.get('name', '')}"
-    configs = ((claim.get("spec") or {}).get("devices") or {}).get("config") or []
-    ours = [
-        c["opaque"]
-        for c in configs
-        if (c.get("opaque") or {}).get("driver") == constants.DRIVER_NAME
-    ]
+    ours = placement.opaque_configs(claim)
     if not ours:
+        if not (claim.get("status") or {}).get("allocation"):
+            return None  # its allocation may still bring one (a DeviceClass's config, say)
         return Problem(claimrefusals.MISSING_CONFIG, claimrefusals.missing_config(where))
     for opaque in ours:
         try:

@@ -43,6 +43,7 @@ class Reason(enum.StrEnum):
     TEMPLATE_REJECTED = "ResourceClaimTemplateRejected"
     CLIQUE_FROZEN = "CliqueFrozen"
     LABEL_WITHOUT_CLAIM = "NodeLabelWithoutClaim"
+    LABEL_REFUSED = "NodeLabelRefused"
     DELETION_WAITING = "DeletionWaiting"
     SPANS_CLIQUES = "SpansCliques"
     """A ``clique: Required`` domain's members are in several cliques (:mod:`cliquespan`)."""

@@ -7,7 +7,9 @@ they are only a copy of the record for the incumbent's tools, so up to one patch
 must not delay what others wait for. Every update carries the resourceVersion it was computed
 from, starting from the cache overlaid with our own latest writes, so a single writer never
 meets a conflict. Any API error aborts the round: the work queue retries the domain with
-backoff, and the next round recomputes everything from the caches.
+backoff, and the next round recomputes everything from the caches. Two refusals do not: a
+template the API refuses to create, and a label copy it refuses to write, are reported once
+and tried again on their own, so the status goes on being written on time.
 
 Writes are fenced twice. Before each one, ``may_write`` (the elector's own view of its
 lease) must still say yes, or :class:`writes.Fenced` aborts the round: a replica whose lease
@@ -23,6 +25,7 @@ computed from the object itself, is retried on a fresh copy.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import datetime
 import logging
 import threading
@@ -38,7 +41,7 @@ from computedomains.controller.caches import Caches
 from computedomains.controller.eventplan import EventSpec, Reason
 from computedomains.controller.metrics import FormationClock
 from computedomains.controller.views import CliqueID
-from computedomains.kube import client, events, nodes, writes
+from computedomains.kube import client, events, nodes, workqueue, writes
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 2.0
@@ -51,11 +54,29 @@ arrive one by one."""
 LABEL_RETRY_SECONDS = 1.0
 """A label write that found the label changed since the snapshot is planned again after this."""
 
+LABEL_REFUSED_RETRY_SECONDS = workqueue.DEFAULT_MAX_DELAY
+"""A label write the API refused (403, 422: an admission policy) is tried again after this: as
+often as a failing round at the queue's cap, for the refusal does not pass by itself."""
+
 LABEL_WRITERS = 6
 """Label copies written at once: a round's 18 Node patches take about three patches' time."""
 
 _TAKEN = "taken"
 """Template trouble: a foreign object has the template's name."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LabelOutcome:
+    """What became of a round's label copies."""
+
+    failed: Exception | None = None
+    """The first failure that may pass (the API busy or unreachable): the round fails."""
+    refused: Mapping[str, tuple[nodelabels.LabelWrite, Exception]] = dataclasses.field(
+        default_factory=dict
+    )
+    """By node: the writes the API refused (it will again), and its answer."""
+    lost: bool = False
+    """A write found the label changed since the snapshot."""
 
 
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -100,6 +121,8 @@ class Reconciler:
         self._template_trouble: dict[str, str] = {}
         """Per domain, why its template could not be created (reported once):
         :data:`_TAKEN`, or the API's answer to the create."""
+        self._label_refusals: dict[str, dict[str, str]] = {}
+        """Per domain, the API's answer to each node's refused label write (reported once)."""
 
     def reconcile(self, uid: str) -> float | None:
         """One level-triggered round for domain ``uid``; returns when to come back, if held."""
@@ -144,16 +167,23 @@ class Reconciler:
             if plan.status is not None:
                 self._next_flush[uid] = now + STATUS_INTERVAL
                 self._members[uid] = plan.members  # the full list behind the written one
-        failed_label, lost_label = self._write_labels(plan.labels)
+        labels = self._write_labels(plan.labels)
+        self._report_refusals(domain, labels.refused)
         if plan.remove_finalizer:
             self._finalizer(raw, present=False)
             self._forget(uid)
             log.info("domain %s/%s released", domain.namespace, domain.name)
-        if failed_label is not None:
-            raise failed_label  # the round is retried with backoff; the rest of it is done
-        if lost_label:
-            return LABEL_RETRY_SECONDS
-        return max(due - now, 0.0) if plan.deferred else None
+        if labels.failed is not None:
+            raise labels.failed  # may pass: retried with backoff; the rest of the round is done
+        # A refused copy is not the round's failure: raised, its backoff (up to the queue's cap)
+        # would replace the come-back of a status held back, and the status would wait for a
+        # label that may never be written. The round comes back for both, whichever is first.
+        later = [
+            *([LABEL_RETRY_SECONDS] if labels.lost else []),
+            *([LABEL_REFUSED_RETRY_SECONDS] if labels.refused else []),
+            *([max(due - now, 0.0)] if plan.deferred else []),
+        ]
+        return min(later) if later else None
 
     def _traced(self, stage: trace.Stage, uid: str, nodes: tuple[str, ...]) -> None:
         for node in nodes:
@@ -164,6 +194,7 @@ class Reconciler:
             self._reported.pop(uid, None)
             self._members.pop(uid, None)
             self._template_trouble.pop(uid, None)
+            self._label_refusals.pop(uid, None)
             self._next_flush.pop(uid, None)
         self._formation.forget(uid)
 
@@ -360,10 +391,8 @@ class Reconciler:
 
     # -- node labels ----------------------------------------------------------------------
 
-    def _write_labels(
-        self, labels: tuple[nodelabels.LabelWrite, ...]
-    ) -> tuple[Exception | None, bool]:
-        """Write the label copies; returns the first API failure, and whether a write lost.
+    def _write_labels(self, labels: tuple[nodelabels.LabelWrite, ...]) -> LabelOutcome:
+        """Write the label copies; what failed, was refused, or lost.
 
         A copy that cannot be written (an admission webhook refusing Node patches, say) must
         not hold up what others wait for: the status, Events and a deletion's release. A write
@@ -372,12 +401,21 @@ class Reconciler:
         own): the domain's next round waits for the slowest, not for their sum.
         """
         if not labels:
-            return None, False
+            return LabelOutcome()
         workers = min(len(labels), LABEL_WRITERS)
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="label") as pool:
             outcomes = list(pool.map(self._write_label, labels))
-        failed = next((o for o in outcomes if isinstance(o, Exception)), None)
-        return failed, any(o is False for o in outcomes)
+        refused: dict[str, tuple[nodelabels.LabelWrite, Exception]] = {
+            w.node: (w, o)
+            for w, o in zip(labels, outcomes, strict=True)
+            if isinstance(o, client.ApiError) and o.failure is client.Failure.REFUSED
+        }
+        failed = next(
+            (o for w, o in zip(labels, outcomes, strict=True)
+             if isinstance(o, Exception) and w.node not in refused),
+            None,
+        )  # fmt: skip
+        return LabelOutcome(failed, refused, any(o is False for o in outcomes))
 
     def _write_label(self, write: nodelabels.LabelWrite) -> bool | Exception:
         """One label copy: whether it was written, or the API failure that stopped it."""
@@ -389,7 +427,8 @@ class Reconciler:
                 resource_version=write.resource_version,
             )  # fmt: skip
         except client.API_ERRORS as exc:
-            log.warning("node %s: cannot write the domain label: %s", write.node, exc)
+            if client.failure(exc) is not client.Failure.REFUSED:  # a refusal: reported once
+                log.warning("node %s: cannot write the domain label: %s", write.node, exc)
             return exc
         if done:
             was, now = write.expected or "-", write.value or "-"
@@ -397,6 +436,37 @@ class Reconciler:
             if write.value:
                 self._trace.stage(trace.Stage.NODE_LABELED, domain=write.value, node=write.node)
         return done
+
+    def _report_refusals(
+        self, domain: Domain, refused: Mapping[str, tuple[nodelabels.LabelWrite, Exception]]
+    ) -> None:
+        """Log and record a Warning Event for each label refusal, once per node and answer.
+
+        Each refused request is counted already (``api_requests_total`` by code). A node
+        written, or no longer planned, is forgotten: a later refusal is reported again.
+        """
+        answers = {node: str(exc) for node, (_, exc) in refused.items()}
+        with self._lock:
+            before = self._label_refusals.get(domain.uid, {})
+            if answers:
+                self._label_refusals[domain.uid] = answers
+            else:
+                self._label_refusals.pop(domain.uid, None)
+        for node, (write, exc) in sorted(refused.items()):
+            if before.get(node) == answers[node]:
+                continue
+            change = (
+                f"set its label {constants.COMPUTE_DOMAIN_LABEL}={write.value}"
+                if write.value
+                else f"remove its label {constants.COMPUTE_DOMAIN_LABEL}"
+            )
+            message = (
+                f"node {node}: the API refused to {change}: {exc}. The label is only a copy "
+                "of the membership record (the ComputeDomainClique objects), which is written; "
+                f"the write is tried again every {LABEL_REFUSED_RETRY_SECONDS:g}s"
+            )
+            log.warning("domain %s/%s: %s", domain.namespace, domain.name, message)
+            self._emit(domain, EventSpec(Reason.LABEL_REFUSED, message, warning=True))
 
     # -- helpers --------------------------------------------------------------------------
 

@@ -44,7 +44,7 @@ def utc_now() -> datetime.datetime:
 def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
     """The ``daemons`` of a clique object; None when it does not parse."""
     try:
-        clique = models.ComputeDomainCliqueV1Beta2.from_dict(obj, strict=False)
+        clique = models.parse_clique(obj, strict=False)
     except ValidationError as exc:
         log.warning("ignoring clique %s: %s", obj.get("metadata", {}).get("name"), exc)
         return None

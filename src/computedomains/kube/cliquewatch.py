@@ -8,7 +8,7 @@ clique follows the fabric verdict: when node-init moves the node, the watch move
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from computedomains import waiting
@@ -47,6 +47,9 @@ class CliqueWatch:
                 self._informer = Informer(
                     self._api,
                     path=resources.CLIQUES.path(namespace=self._namespace),
+                    # A rollback to 0.1.x serves v1beta1 only; an OnDelete agent of this
+                    # release may still run there.
+                    fallback_paths=(resources.CLIQUES_V1BETA1.path(namespace=self._namespace),),
                     label_selector=f"{constants.CLIQUE_ID_LABEL}={clique_id}",
                     on_change=lambda kind, obj: self._on_change(),
                     on_relist=self._on_change,
@@ -78,10 +81,27 @@ class CliqueWatch:
         """The clique's objects by their domain's UID (empty while the node has no clique)."""
         with self._lock:
             clique_id, informer = self._clique_id, self._informer
-        found: dict[str, dict[str, Any]] = {}
-        for obj in informer.items() if informer is not None else ():
-            meta = obj.get("metadata", {})
-            uid = str((meta.get("labels") or {}).get(constants.COMPUTE_DOMAIN_LABEL, ""))
-            if uid and meta.get("name") == models.clique_name(uid, clique_id):
-                found[uid] = obj
-        return found
+        return by_domain(informer.items() if informer is not None else (), clique_id)
+
+
+def by_domain(objects: Iterable[dict[str, Any]], clique_id: str) -> dict[str, dict[str, Any]]:
+    """``clique_id``'s objects among ``objects``, by their domain's UID.
+
+    An object counts only under the name the controller gives it (``<domain UID>.<clique>``).
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        uid = str((meta.get("labels") or {}).get(constants.COMPUTE_DOMAIN_LABEL, ""))
+        if uid and meta.get("name") == models.clique_name(uid, clique_id):
+            found[uid] = obj
+    return found
+
+
+def read(api: client.Client, *, namespace: str, clique_id: str) -> dict[str, dict[str, Any]]:
+    """``clique_id``'s objects by domain UID, listed once (for a reader that keeps no watch)."""
+    listing = api.get(
+        resources.CLIQUES.path(namespace=namespace),
+        query={"labelSelector": f"{constants.CLIQUE_ID_LABEL}={clique_id}"},
+    )
+    return by_domain(listing.get("items") or [], clique_id)

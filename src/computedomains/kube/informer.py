@@ -34,6 +34,7 @@ class Informer:
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         on_relist: Callable[[], None] | None = None,
         indexes: Mapping[str, Callable[[dict[str, Any]], Iterable[str]]] | None = None,
+        fallback_paths: tuple[str, ...] = (),
     ) -> None:
         """Cache the objects under ``path``, optionally narrowed and trimmed.
 
@@ -43,10 +44,13 @@ class Informer:
         no watch was open (deletions above all) reach nobody through ``on_change``.
         ``indexes`` name functions from a stored object to its keys; :meth:`by_index` then
         finds the objects of one key without looking at the others (a controller reconciling
-        one domain among thousands of nodes).
+        one domain among thousands of nodes). ``fallback_paths`` are the same objects at other
+        API versions, taken in turn while the API server serves none at ``path`` (a 404 on the
+        list): a CRD rolled back to a release that serves only an older version.
         """
         self._api = api
         self._path = path
+        self._paths = (path, *fallback_paths)
         self._on_change = on_change
         self._query = {"labelSelector": label_selector} if label_selector else {}
         # One node's agent watches its own Node: metadata.name is a field, not a label.
@@ -134,6 +138,14 @@ class Informer:
                 self._watch(version)
                 backoff = 0.2
             except Exception as exc:  # noqa: BLE001 - the cache must outlive any bad answer
+                if client.failure(exc) is client.Failure.NOT_FOUND and len(self._paths) > 1:
+                    # The version is not served: the next one may be (a rolled-back CRD). Once
+                    # every one was tried (no CRD at all yet), wait as after any failure.
+                    following = self._paths[(self._paths.index(self._path) + 1) % len(self._paths)]
+                    log.warning("%s is not served; listing %s", self._path, following)
+                    self._path = following
+                    if following != self._paths[0]:
+                        continue
                 log.warning(
                     "watch of %s failed (%s); listing again in %.1fs", self._path, exc, backoff
                 )

@@ -103,6 +103,7 @@ class PluginConfig:
             return None
         return nodeinit_settings.Settings(
             node_name=self.node_name,
+            namespace=self.namespace,
             kubeconfig=self.kubeconfig,
             api_budget=self.api_budget,
             discovery=dataclasses.replace(self.discovery, proc_root=self.proc_root),

@@ -43,5 +43,8 @@ def imex_not_ready(
         return stale
     if status.domain_uid == domain_uid and status.state is imex.State.READY:
         return ""
+    if status.domain_uid and status.domain_uid != domain_uid:
+        # The message goes to this claim's tenant: it names nothing of the other domain.
+        return f"IMEX is {status.state.value} for another ComputeDomain"
     detail = f": {status.message}" if status.message else ""
     return f"IMEX is {status.state.value} for domain {status.domain_uid or '-'}{detail}"

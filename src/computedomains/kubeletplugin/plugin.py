@@ -63,16 +63,24 @@ def _housekeep(
 
 
 def _start_recheck(
-    cfg: config.PluginConfig, api: kube_client.Client, stop: threading.Event
+    cfg: config.PluginConfig, api: kube_client.Client, stop: threading.Event, core: driver.Driver
 ) -> threading.Thread | None:
-    """Start node-init's fabric re-check in a thread, when configured, on the plugin's client."""
+    """Start node-init's fabric re-check in a thread, when configured, on the plugin's client.
+
+    Its fault grace also asks ``core``'s ledger whether prepared claims hold the node.
+    """
     if cfg.fabric_recheck is None:
         return None
     checks = logging.getLogger("computedomains.nodeinit")
+
+    def held() -> bool:
+        return core.node_domain is not None
+
+    kwargs = {"stop": stop, "log": checks.info, "warn": checks.warning, "api": api, "held": held}
     thread = threading.Thread(
         target=nodeinit_run.watch,
         args=(cfg.fabric_recheck,),
-        kwargs={"stop": stop, "log": checks.info, "warn": checks.warning, "api": api},
+        kwargs=kwargs,
         name="fabric-recheck",
         daemon=True,
     )
@@ -97,19 +105,10 @@ def run(cfg: config.PluginConfig) -> int:
     api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
     stats.api_requests.attach(api)
-    # First: the fabric re-check must not wait for (or depend on) the plugin's own start.
-    recheck = _start_recheck(cfg, api, stop)
-
     # The plugin's watches: the clique objects of the node's clique, which name the nodes the
     # controller reserved. Claims and domains are read one by one (no cluster-wide watch).
+    # Nothing here calls the API yet (the watch starts with the first follow).
     cliques = cliquewatch.CliqueWatch(api, namespace=cfg.namespace, on_change=wake.set)
-    # And one object: whose turn it is to place on free nodes (placement.TURN_CONFIGMAP).
-    turns = Informer(
-        api, path=resources.CONFIG_MAPS.path(namespace=cfg.namespace),
-        field_selector=f"metadata.name={placement.TURN_CONFIGMAP}",
-        on_change=lambda kind, obj: wake.set(), on_relist=wake.set,
-    )  # fmt: skip
-    turns.start()
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
     fabric = fabricverdict.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
 
@@ -120,6 +119,16 @@ def run(cfg: config.PluginConfig) -> int:
     core = driver.Driver(
         cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read, recorded=recorded
     )
+    # The first call that reaches out: the fabric re-check must not wait for (or depend on)
+    # the plugin's own start. It asks the ledger, which holds no claim until core.load().
+    recheck = _start_recheck(cfg, api, stop, core)
+    # And one object: whose turn it is to place on free nodes (placement.TURN_CONFIGMAP).
+    turns = Informer(
+        api, path=resources.CONFIG_MAPS.path(namespace=cfg.namespace),
+        field_selector=f"metadata.name={placement.TURN_CONFIGMAP}",
+        on_change=lambda kind, obj: wake.set(), on_relist=wake.set,
+    )  # fmt: skip
+    turns.start()
     core.load()
 
     def holder(clique: str) -> str:

@@ -15,12 +15,15 @@ from kubernetes import client
 from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
+from computedomains.hooks import compat
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
 NODES = ["gb200-r1-n00", "gb200-r1-n01", "gb200-r1-n02"]
+LATE_NODE = "gb200-r1-n03"
+"""Idle during the upgrade (its agent rolled), in the clique of the domain's nodes."""
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 
 
@@ -121,3 +124,61 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         assert rolled["spec"]["numNodes"] == 3
         assert "computedomains.io/num-nodes" not in (rolled["metadata"].get("annotations") or {})
         assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
+
+        # The agents of the nodes that were idle run this release still (OnDelete) beside the
+        # previous controller, which keeps no membership record: they follow the node labels
+        # again, as its own agents do, with no step by hand (docs/upgrade.md, To 0.1.x). A new
+        # domain on such a node, in the clique whose object still names the first domain's
+        # members, forms.
+        ours = {
+            p.spec.node_name
+            for p in client.CoreV1Api(api)
+            .list_namespaced_pod(ns, label_selector=f"{constants.COMPONENT_LABEL}=imex-agent")
+            .items
+            if p.metadata.labels.get(compat.VERSION_LABEL) == cluster.version()
+        }
+        assert LATE_NODE in ours, ours
+        late = domains.create_domain(api, namespace, version=V1, num_nodes=1)
+        late_pods = domains.workers(api, namespace, late, [LATE_NODE])
+        try:
+            domains.wait_ready(api, namespace, late, late_pods, version=V1)
+        except waiting.WaitTimeout as exc:
+            raise AssertionError(f"{exc}\n{_state_of(api, sim, namespace, ns, late)}") from exc
+
+
+def _state_of(
+    api: client.ApiClient, sim: sim_cluster.SimCluster, namespace: str, ns: str,
+    domain: dict[str, Any],
+) -> str:  # fmt: skip
+    """What a domain that did not form shows: its pods and their Events, its node's label, its
+    clique objects, and the node's IMEX status file."""
+    core = client.CoreV1Api(api)
+    name, uid = domain["metadata"]["name"], domain["metadata"]["uid"]
+    lines = []
+    for pod in core.list_namespaced_pod(namespace, label_selector=f"domain={name}").items:
+        lines.append(f"pod {pod.metadata.name}: {pod.status.phase} on {pod.spec.node_name}")
+        for event in core.list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={pod.metadata.name}"
+        ).items[-5:]:
+            lines.append(f"  event {event.reason}: {event.message}")
+    labels = core.read_node(LATE_NODE).metadata.labels or {}
+    lines.append(f"node {LATE_NODE} label: {labels.get(constants.COMPUTE_DOMAIN_LABEL)}")
+    for clique in domains.cliques(api, ns, uid, version=V1):
+        lines.append(f"clique {clique['metadata']['name']}: {clique.get('daemons')} "
+                     f"{clique['metadata'].get('annotations')}")  # fmt: skip
+    agents = core.list_namespaced_pod(
+        ns, label_selector=f"{constants.COMPONENT_LABEL}=imex-agent",
+        field_selector=f"spec.nodeName={LATE_NODE}",
+    ).items  # fmt: skip
+    for agent in agents:
+        lines.append(f"agent {agent.metadata.name} {agent.metadata.uid} "
+                     f"{agent.metadata.labels.get(compat.VERSION_LABEL)} {agent.status.phase} "
+                     f"deleting={agent.metadata.deletion_timestamp}")  # fmt: skip
+        try:
+            log = core.read_namespaced_pod_log(agent.metadata.name, ns, tail_lines=15)
+        except client.ApiException as exc:
+            log = f"(no log: {exc.status})"
+        lines.append(f"  log: {log}")
+    status = sim.host_trees[LATE_NODE].root / "var/run/compute-domains/imex/status.json"
+    lines.append(f"status: {status.read_text() if status.exists() else 'none'}")
+    return "\n".join(lines)

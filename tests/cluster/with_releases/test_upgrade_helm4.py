@@ -22,7 +22,7 @@ from tests.support import clusters, lifecycle, previous
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
-NODES = ["gb200-r1-n06", "gb200-r1-n07"]
+NODES = ["gb200-r0-n02", "gb200-r0-n03"]
 V1, V2 = constants.VERSION, constants.VERSION_V1BETA2
 FAILING_HOOK = """\
 apiVersion: batch/v1
@@ -33,6 +33,7 @@ metadata:
     helm.sh/hook: post-upgrade
     helm.sh/hook-weight: "-10"
     helm.sh/hook-delete-policy: before-hook-creation
+    helm.sh/hook-output-log-policy: hook-failed
 spec:
   backoffLimit: 0
   template:
