@@ -135,19 +135,31 @@ class Example:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """What a refusal of this example must mention, one of them at least."""
-        return ((self.field,) if self.at else ()) + self.also
+        """What a refusal of this example must mention, one of them at least.
 
-    def describe(self, limit: int = 240) -> str:
-        """The example in one line, for a failure message."""
+        A label or annotation that is not a string never reaches admission: the API server's
+        decoder refuses the request, naming the map by its Go field (``ObjectMeta.labels``).
+        """
+        decoded: tuple[str, ...] = ()
+        maps = (("metadata", "labels"), ("metadata", "annotations"))
+        if self.at[:2] in maps and not isinstance(self.value, str):
+            decoded = (f"ObjectMeta.{self.at[1]}",)
+        return ((self.field,) if self.at else ()) + self.also + decoded
+
+    @property
+    def value(self) -> Any:
+        """The value at ``at`` (:data:`REMOVE` when the change removed it)."""
         value: Any = self.body
         for part in self.at:
             try:
                 value = value[part]
             except (KeyError, IndexError, TypeError):
-                value = REMOVE
-                break
-        shown = json.dumps(value, ensure_ascii=True, default=repr)
+                return REMOVE
+        return value
+
+    def describe(self, limit: int = 240) -> str:
+        """The example in one line, for a failure message."""
+        shown = json.dumps(self.value, ensure_ascii=True, default=repr)
         if len(shown) > limit:
             shown = f"{shown[:limit]}... ({len(shown)} characters)"
         return f"{self.how} at {self.field or '-'}: {shown}"

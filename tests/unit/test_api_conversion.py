@@ -40,6 +40,18 @@ def test_num_nodes_moves_to_the_annotation_and_back() -> None:
     assert convert(v2({NUM_NODES: "4"}), V1) == v1(numNodes=4)
 
 
+@pytest.mark.parametrize("count", [10**18, 2**63 - 1])
+def test_every_int64_num_nodes_round_trips(count: int) -> None:
+    """Found by generated input: a v1beta1 numNodes of 19 digits was stored, and its read at
+    v1beta1 failed (the annotation parser stopped at 18 digits)."""
+    assert convert(convert(v1(numNodes=count), V2), V1) == v1(numNodes=count)
+
+
+def test_a_num_nodes_annotation_past_int64_is_refused_naming_it() -> None:
+    with pytest.raises(ConversionError, match=r"num-nodes\]: expected a number of nodes up to"):
+        convert(v2({NUM_NODES: str(2**63)}), V1)
+
+
 def test_zero_num_nodes_needs_no_annotation_and_comes_back_as_the_default() -> None:
     assert convert(v1(), V2) == v2()
     assert convert(v2(), V1) == v1()  # numNodes: 0, as the v1beta1 default fills in

@@ -325,11 +325,20 @@ def test_pods_carry_a_label_written_by_hand_or_none(example: Example) -> None:
     only_the_field_changed(example)
     if example.at:
         assert example.at[:2] == ("metadata", "labels")
-        assert example.names == (example.field, "metadata.labels", example.at[2])
+        named = (example.field, "metadata.labels", example.at[2])
+        decoded = () if isinstance(example.value, str) else ("ObjectMeta.labels",)
+        assert example.names == named + decoded
     claimed = {c["name"] for c in example.body["spec"].get("resourceClaims", [])}
     used = {c["name"] for c in example.body["spec"]["containers"][0].get("resources", {})
             .get("claims", [])}  # fmt: skip
     assert claimed == used
+
+
+def test_a_label_or_annotation_that_is_no_string_may_be_named_as_the_decoder_does() -> None:
+    base = {"metadata": {"name": "x"}}
+    at = ("metadata", "annotations", badinput.Entry("k"))
+    assert "ObjectMeta.annotations" in badinput.change(base, at, "annotation", 1).names
+    assert "ObjectMeta.annotations" not in badinput.change(base, at, "annotation", "1").names
 
 
 def test_a_pod_works_when_it_carries_the_label_exactly_when_it_claims_the_template() -> None:

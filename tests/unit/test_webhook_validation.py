@@ -99,3 +99,42 @@ def test_domain_view_reads_both_versions() -> None:
     v2["spec"]["placement"] = {"clique": "Required"}
     v2["metadata"]["uid"] = "u"
     assert domainview.Domain.peek(v2).clique is CliquePlacement.REQUIRED
+
+
+@pytest.mark.parametrize(
+    ("version", "annotation", "value", "field"),
+    [
+        (constants.API_VERSION_V1BETA2, constants.NUM_NODES_ANNOTATION, "9" * 19, "num-nodes"),
+        (constants.API_VERSION_V1BETA2, constants.NUM_NODES_ANNOTATION, "-1", "num-nodes"),
+        (constants.API_VERSION, constants.PLACEMENT_ANNOTATION, "{", "placement"),
+        (constants.API_VERSION, constants.PLACEMENT_ANNOTATION, '{"clique":"x"}', "clique"),
+    ],
+)
+def test_a_reserved_annotation_the_other_version_cannot_read_is_refused_naming_it(
+    version: str, annotation: str, value: str, field: str
+) -> None:
+    obj = _object("odd", "own", version)
+    obj["metadata"]["annotations"] = {annotation: value}
+    verdict = validation.validate(_create(obj), KNOWN)
+    assert not verdict.allowed
+    assert verdict.message.startswith("ComputeDomain team-a/odd: metadata.annotations[")
+    assert field in verdict.message
+    assert "reserved for conversion" in verdict.message
+
+
+@pytest.mark.parametrize(
+    ("version", "annotation", "value"),
+    [
+        (constants.API_VERSION_V1BETA2, constants.NUM_NODES_ANNOTATION, "4"),
+        (constants.API_VERSION, constants.PLACEMENT_ANNOTATION, '{"clique":"Required"}'),
+        # Read at the other version, each is dropped or rewritten from the spec: harmless.
+        (constants.API_VERSION, constants.NUM_NODES_ANNOTATION, "not a number"),
+        (constants.API_VERSION_V1BETA2, constants.PLACEMENT_ANNOTATION, "{"),
+    ],
+)
+def test_reserved_annotations_the_other_version_reads_are_allowed(
+    version: str, annotation: str, value: str
+) -> None:
+    obj = _object("fine", "own", version)
+    obj["metadata"]["annotations"] = {annotation: value}
+    assert validation.validate(_create(obj), KNOWN).allowed

@@ -235,15 +235,20 @@ def parse_clique(obj: Mapping[str, Any], *, strict: bool) -> ComputeDomainClique
 
 # -- ComputeDomain v1beta2 ----------------------------------------------------------------
 
-NUM_NODES_FORMAT = re.compile(r"[0-9]{1,18}")
-"""The ``computedomains.io/num-nodes`` annotation: a decimal count (it fits an int64)."""
+NUM_NODES_FORMAT = re.compile(r"[0-9]{1,19}")
+"""The ``computedomains.io/num-nodes`` annotation: a decimal count."""
+NUM_NODES_MAX = 2**63 - 1
+"""The largest v1beta1 ``spec.numNodes`` (an int64): every value it can hold round-trips."""
 
 
 def parse_num_nodes(text: object) -> int:
     """The count a ``computedomains.io/num-nodes`` annotation holds; ValueError if none."""
     if not isinstance(text, str) or NUM_NODES_FORMAT.fullmatch(text) is None:
         raise ValueError(f"expected a decimal number of nodes, got {text!r}")
-    return int(text)
+    count = int(text)
+    if count > NUM_NODES_MAX:
+        raise ValueError(f"expected a number of nodes up to {NUM_NODES_MAX}, got {text!r}")
+    return count
 
 
 class CliquePlacement(enum.StrEnum):

@@ -6,6 +6,11 @@ template for two domains, and the pods of both would join whichever domain the t
 names. Such a create (or an update that renames the template) is refused, naming the other
 domain. The check reads the webhook's cache, so two such creates within the same moment can
 both pass; the controller reports the clash on the later domain then (docs/webhook.md).
+
+Nor can it read the annotations reserved for conversion (``computedomains.io/num-nodes``,
+``computedomains.io/placement``). One the conversion cannot read would be stored, and the object
+would then fail every read at the other version (the controller's, kubectl's). So an object
+that does not convert to the other served version is refused, naming the annotation.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from computedomains.api import domainview
+from computedomains.api import conversion, domainview
 from computedomains.webhook import review
 
 
@@ -23,6 +28,12 @@ def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> rev
     meta = obj.get("metadata") or {}
     namespace = str(request.get("namespace") or meta.get("namespace") or "")
     name = str(meta.get("name") or request.get("name") or "")
+    shown = name or f"{meta.get('generateName', '')}*"
+    unreadable = _conversion_problem(obj)
+    if unreadable:
+        return review.Verdict(
+            allowed=False, message=f"ComputeDomain {namespace}/{shown}: {unreadable}"
+        )
     template = domainview.template_of(obj)
     if not template:
         return review.Verdict()  # the schema requires it; nothing for us to compare
@@ -38,7 +49,6 @@ def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> rev
         return review.Verdict()
     other = clashes[0]
     state = " (being deleted; wait until it is gone)" if other.deleting else ""
-    shown = name or f"{meta.get('generateName', '')}*"
     return review.Verdict(
         allowed=False,
         message=(
@@ -47,3 +57,19 @@ def validate(request: dict[str, Any], known: Iterable[domainview.Domain]) -> rev
             f"namespace{state}; every ComputeDomain needs its own channel template name"
         ),
     )
+
+
+def _conversion_problem(obj: dict[str, Any]) -> str:
+    """Why ``obj`` cannot be read at the other served version ("" when it can)."""
+    source = obj.get("apiVersion")
+    others = [v for v in conversion.VERSIONS if v != source]
+    if source not in conversion.VERSIONS or not others:
+        return ""  # not ours to judge: the API server matched the request to a served version
+    try:
+        conversion.convert(obj, others[0])
+    except conversion.ConversionError as exc:
+        return (
+            f"{exc} (it could not be read at {others[0]}; the annotation is reserved for "
+            "conversion between the served versions)"
+        )
+    return ""

@@ -112,6 +112,16 @@ def test_daemon_class_claim_in_a_user_namespace_is_rejected_with_the_reason(
     assert _refusal(_create(api, chart, kind, daemon)) is None
 
 
+@pytest.mark.parametrize("kind", ["ResourceClaim", "ResourceClaimTemplate"])
+@pytest.mark.parametrize("devices", [{}, {"devices": {}}], ids=["no-devices", "no-requests"])
+def test_a_claim_without_device_requests_passes_the_daemon_class_policy(
+    chart: str, api: client.ApiClient, namespace: str, kind: str, devices: dict[str, Any]
+) -> None:
+    """Found by generated input: a claim template with an empty spec was refused with the
+    policy's evaluation error (its requests are null to the policy, not absent)."""
+    assert _refusal(_create(api, namespace, kind, devices)) is None
+
+
 # -- the kubelet plugin's token -----------------------------------------------------------
 
 

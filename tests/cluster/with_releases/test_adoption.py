@@ -160,14 +160,16 @@ def incumbent_domain(api: client.ApiClient, namespace: str, driver_ns: str) -> d
     return domain
 
 
+@pytest.mark.parametrize("major", rendering.MAJORS)
 def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
+    major: str,
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
     api: client.ApiClient,
     namespace: str,
     releases: lifecycle.Releases,
 ) -> None:
-    release = releases.new("cd-adopt")
+    release = releases.new("cd-adopt", major)
     incumbent_ns = f"{INCUMBENT_RELEASE}-{release.namespace[-4:]}"
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": incumbent_ns}})

@@ -15,14 +15,16 @@ pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 NODES = ["gb200-r1-n00", "gb200-r1-n01"]
 
 
+@pytest.mark.parametrize("major", rendering.MAJORS)
 def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
+    major: str,
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
     api: client.ApiClient,
     namespace: str,
     releases: lifecycle.Releases,
 ) -> None:
-    release = releases.new("cd-rm", major="helm4")  # helm 4: server-side apply, kstatus waits
+    release = releases.new("cd-rm", major)  # helm 4: server-side apply, kstatus waits
     # The host-driver profile (the chart's defaults) once, where the others use gb200-nvl72.
     release.install(*cluster.chart(), *rendering.sim_values("host-driver"))
     lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
