@@ -80,6 +80,15 @@ test-matrix: venv ## placement, formation and upgrade tests on each Kubernetes o
 demo: tools image ## 2 simulated NVL72 racks, image and chart from their registry, examples/: watch a ComputeDomain form
 	$(PY) -m cdsim demo
 
+# make chaos SEED=1234 DURATION=30m replays a run; without SEED a random one is drawn and printed.
+SEED ?=
+DURATION ?= 30m
+CHAOS_REPORT ?= build/chaos-report.json
+
+.PHONY: chaos
+chaos: tools image ## seeded chaos run on a fresh simulated cluster: workload churn + every fault kind, invariants checked (SEED=, DURATION=30m)
+	$(PY) -m cdsim chaos $(if $(SEED),--seed $(SEED)) --duration $(DURATION) --report $(CHAOS_REPORT)
+
 .PHONY: bench
 bench: tools ## benchmarks (tests/benchmarks): JSON, REPORT.md and plots in benchmark-results/
 	$(PY) -m pytest tests/benchmarks -p no:cacheprovider -s

@@ -15,6 +15,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import tempfile
 import time
 import types
@@ -23,6 +24,7 @@ from typing import IO, Any
 
 from cdsim import controlplane, fakenvml, hosttree, kubeconfig, nodes, processes, tools, topology
 from computedomains import waiting
+from computedomains.api import resources as kube_resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import nodes as kube_nodes
 
@@ -263,6 +265,50 @@ class SimCluster:
             if n.name == node
         )
         hosttree.write_nvml_answers(self.host_trees[node], fakenvml.answers(changed))
+
+    def set_node_ready(
+        self,
+        node: str,
+        ready: bool,
+        *,
+        api: kube_client.Client | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        """Make ``node`` report NotReady (its kubelet says so) or Ready again.
+
+        kwok's stages follow the node's :data:`nodes.NOT_READY_ANNOTATION` (kwok-stages.yaml).
+        """
+        (api or self.api_client()).patch(
+            kube_resources.NODES.path(node), nodes.not_ready_patch(not ready), timeout=timeout
+        )
+
+    # -- control-plane faults -------------------------------------------------------------
+
+    def stop_component(self, name: str, *, grace: float = 10.0) -> None:
+        """Stop one control-plane process (``kube-apiserver``, ...) until it is started again."""
+        if self.control_plane is None:
+            raise ClusterError("the cluster is not running")
+        self.control_plane.stop_component(name, grace=grace)
+
+    def start_component(self, name: str, *, timeout: float = 60.0) -> None:
+        """Start a control-plane process :meth:`stop_component` stopped, as before.
+
+        The state file then names its new PID, so ``cdsim down`` stops it.
+        """
+        if self.control_plane is None:
+            raise ClusterError("the cluster is not running")
+        self.control_plane.start_component(name, timeout=timeout)
+        if self.state is not None:
+            self.state.children = {c.name: c.pid for c in self.control_plane.children}
+            self.state.write(state_file(self.name))
+
+    def signal_component(self, name: str, sig: signal.Signals) -> None:
+        """Send ``sig`` to one control-plane process: SIGSTOP pauses etcd, SIGCONT resumes it."""
+        if self.control_plane is None:
+            raise ClusterError("the cluster is not running")
+        child = self.control_plane.component(name)
+        if child.popen.poll() is None:
+            child.popen.send_signal(sig)
 
     def ready_node_names(self) -> set[str]:
         """Names of simulated nodes whose Ready condition is True."""

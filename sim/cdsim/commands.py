@@ -1,4 +1,4 @@
-"""``cdsim``, the simulated cluster's command: up, down, status, demo, tools and image.
+"""``cdsim``, the simulated cluster's command: up, down, status, demo, chaos, tools and image.
 
 Each subcommand parses, builds, runs and shuts down; the logic lives in the modules it calls.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import secrets
 import shutil
 import signal
 import subprocess
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
     demo.set_defaults(func=_demo)
 
+    _add_chaos_parser(subparsers)
+
     tool = subparsers.add_parser(
         "tools", help="build or locate the test tools (Go-built, and the fake NVML library)"
     )
@@ -111,6 +114,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_image_parsers(subparsers)
     return parser
+
+
+def _add_chaos_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chaos = subparsers.add_parser(
+        "chaos",
+        help="simulated cluster + chart, then a seeded run of workload churn and injected "
+        "faults, checking invariants (docs/operations.md)",
+    )
+    chaos.add_argument(
+        "--seed", type=int, help="the run's seed (default: a random one, printed): replays a run"
+    )
+    chaos.add_argument(
+        "--duration",
+        default="30m",
+        help="how long faults are injected: 30m, 150s, 1h (default 30m)",
+    )
+    chaos.add_argument("--report", type=pathlib.Path, help="also write the report here (JSON)")
+    chaos.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
+    chaos.add_argument("--chart", type=pathlib.Path, default=pathlib.Path("chart"))
+    chaos.add_argument(
+        "--values",
+        type=pathlib.Path,
+        action="append",
+        help="values files, in order (default: as cdsim demo)",
+    )
+    chaos.set_defaults(func=_chaos)
 
 
 def _add_image_parsers(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -401,6 +430,28 @@ def _demo(args: argparse.Namespace) -> int:
         interactive=sys.stdout.isatty(),
     )
     return run.run(until_ready=args.until_ready, timeout=args.timeout)
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    # Imported here: only this command needs the chaos run (and the kubelet's modules it uses).
+    from cdsim import demo  # noqa: PLC0415
+    from cdsim.chaos import run, schedule  # noqa: PLC0415
+
+    try:
+        duration = schedule.parse_duration(args.duration)
+    except ValueError as exc:
+        raise SystemExit(f"--duration: {exc}") from None
+    if duration < schedule.MIN_DURATION:
+        raise SystemExit(f"--duration: at least {schedule.MIN_DURATION:g}s")
+    seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    return run.on_a_cluster_of_its_own(
+        config=run.Config(seed=seed, duration=duration),
+        chart=args.chart,
+        values=tuple(args.values or demo.DEFAULT_VALUES),
+        racks=args.racks,
+        report_file=args.report,
+        out=lambda line: print(line, flush=True),
+    )
 
 
 def _tools_build(args: argparse.Namespace) -> int:

@@ -179,6 +179,36 @@ class ControlPlane:
         for child in self.children:
             child.check_running()
 
+    def component(self, name: str) -> processes.Managed:
+        """The child process of component ``name`` (``etcd``, ``kube-apiserver``, ...)."""
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise KeyError(f"no control-plane component {name!r}")
+
+    def stop_component(self, name: str, *, grace: float = 10.0) -> None:
+        """Stop one component (SIGTERM, SIGKILL after ``grace``) and reap it.
+
+        :meth:`start_component` starts it again.
+        """
+        processes.stop_all([self.component(name)], grace=grace)
+
+    def start_component(self, name: str, *, timeout: float = 60.0) -> None:
+        """Start a component :meth:`stop_component` stopped, as it was started.
+
+        Same flags and ports; when it is the API server, wait until it is ready again.
+
+        Call it from the thread that started the control plane: the parent-death signal of
+        the new process is tied to the calling thread.
+        """
+        old = self.component(name)
+        if old.popen.poll() is None:
+            return
+        self.log(f"[sim] starting {name} again")
+        self.children[self.children.index(old)] = processes.start_again(old)
+        if name == "kube-apiserver":
+            self._wait_healthy(name, f"{self.server}/readyz", timeout=timeout)
+
     # -- components -----------------------------------------------------------------------
 
     def _spawn(

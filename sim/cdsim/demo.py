@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import yaml
@@ -147,6 +147,100 @@ def _interrupt(signum: int, frame: types.FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def interrupt_on_sigterm() -> None:
+    """Let SIGTERM stop a run as Ctrl-C does (KeyboardInterrupt), so its cleanup runs."""
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
+def publish_build(
+    box: tools.ToolBox,
+    state: cluster.ClusterState,
+    chart: pathlib.Path,
+    *,
+    out: Callable[[str], None],
+) -> publish.Published:
+    """Publish this checkout's image and ``chart`` to the cluster's registry."""
+    return publish.publish_build(
+        helm=box.path("helm3"), registry=state.registry, chart_dir=chart.resolve(), log=out
+    )
+
+
+def install_chart(
+    box: tools.ToolBox,
+    state: cluster.ClusterState,
+    api: kube_client.Client,
+    published: publish.Published,
+    *,
+    values: Sequence[pathlib.Path],
+    out: Callable[[str], None],
+) -> None:
+    """``helm install`` the published chart with ``values`` into :data:`DRIVER_NAMESPACE`.
+
+    The chart is installed from the registry by OCI reference, as a user installs theirs. A
+    failed install raises with Helm's words and the chart pods that are not ready.
+    """
+    kubeconfig, directory = state.kubeconfig, pathlib.Path(state.directory)
+    helm = box.path("helm3")
+    files = " ".join(f"-f {v}" for v in values)
+    out(
+        f"helm install {RELEASE} {published.chart_ref} --version {published.version} {files}"
+        f" (namespace {DRIVER_NAMESPACE})"
+    )
+    done = subprocess.run(
+        [
+            str(helm),
+            "install",
+            RELEASE,
+            *published.chart_args(),
+            "--namespace",
+            DRIVER_NAMESPACE,
+            "--create-namespace",
+            *(arg for v in values for arg in ("--values", str(v))),
+            "--wait",
+            # Helm bounds each step by this: the wait for the resources, then each hook.
+            # The verify hook waits up to verify.timeoutSeconds (300 s) for the components
+            # before it reports; Helm must not give up on it first, saying nothing.
+            "--timeout",
+            "10m",
+            "--kubeconfig",
+            kubeconfig,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        try:
+            why = _unready_pods(api, directory)
+        except Exception as exc:  # noqa: BLE001 - the explanation must not hide Helm's error
+            why = f"(cannot show the chart's pods: {exc!r})"
+        raise RuntimeError(f"helm install failed:\n{done.stdout}\n{done.stderr}\n{why}")
+
+
+def wait_plugins(
+    api: kube_client.Client, nodes: int, *, out: Callable[[str], None], timeout: float = 300
+) -> None:
+    """Wait until the kubelet plugins of ``nodes`` nodes publish devices, saying how many do."""
+    seen = -1
+
+    def published() -> bool:
+        nonlocal seen
+        slices = api.get("/apis/resource.k8s.io/v1/resourceslices").get("items", [])
+        count = sum(
+            1
+            for s in slices
+            if s["spec"].get("driver") == constants.DRIVER_NAME and s["spec"].get("devices")
+        )
+        if count != seen:
+            out(f"  kubelet plugins publishing devices: {count}/{nodes} nodes")
+            seen = count
+        return count >= nodes
+
+    waiting.until(
+        "every node's kubelet plugin to publish its devices", published, timeout=timeout, interval=1
+    )
+
+
 @dataclasses.dataclass
 class Demo:
     """One run of the demo."""
@@ -168,7 +262,7 @@ class Demo:
     def run(self, *, until_ready: bool, timeout: float) -> int:
         """Run every step; returns the exit code."""
         started = time.monotonic()
-        signal.signal(signal.SIGTERM, _interrupt)
+        interrupt_on_sigterm()
         box = tools.ToolBox.from_env()
         box.ensure_all(["etcd", "kubernetes", "kwok", "helm3"])
         self.step("tools", started)
@@ -208,74 +302,17 @@ class Demo:
     def _install_chart(
         self, box: tools.ToolBox, state: cluster.ClusterState, api: kube_client.Client
     ) -> None:
-        """Publish this checkout's image and chart to the cluster's registry, then install.
-
-        The chart is installed from the registry by OCI reference, as a user installs theirs.
-        """
-        kubeconfig, directory = state.kubeconfig, pathlib.Path(state.directory)
+        """Publish this checkout's image and chart to the cluster's registry, then install."""
         mark = time.monotonic()
-        helm = box.path("helm3")
-        published = publish.publish_build(
-            helm=helm, registry=state.registry, chart_dir=self.chart.resolve(), log=self.out
-        )
+        published = publish_build(box, state, self.chart, out=self.out)
         self.step("publish image and chart", mark)
         mark = time.monotonic()
-        files = " ".join(f"-f {v}" for v in self.values)
-        self.out(
-            f"helm install {RELEASE} {published.chart_ref} --version {published.version} {files}"
-            f" (namespace {DRIVER_NAMESPACE})"
-        )
-        done = subprocess.run(
-            [
-                str(helm),
-                "install",
-                RELEASE,
-                *published.chart_args(),
-                "--namespace",
-                DRIVER_NAMESPACE,
-                "--create-namespace",
-                *(arg for v in self.values for arg in ("--values", str(v))),
-                "--wait",
-                # Helm bounds each step by this: the wait for the resources, then each hook.
-                # The verify hook waits up to verify.timeoutSeconds (300 s) for the components
-                # before it reports; Helm must not give up on it first, saying nothing.
-                "--timeout",
-                "10m",
-                "--kubeconfig",
-                kubeconfig,
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            try:
-                why = _unready_pods(api, directory)
-            except Exception as exc:  # noqa: BLE001 - the explanation must not hide Helm's error
-                why = f"(cannot show the chart's pods: {exc!r})"
-            raise RuntimeError(f"helm install failed:\n{done.stdout}\n{done.stderr}\n{why}")
+        install_chart(box, state, api, published, values=self.values, out=self.out)
         self.step("helm install", mark)
 
     def _wait_plugins(self, api: kube_client.Client, nodes: int) -> None:
         mark = time.monotonic()
-        seen = -1
-
-        def published() -> bool:
-            nonlocal seen
-            slices = api.get("/apis/resource.k8s.io/v1/resourceslices").get("items", [])
-            count = sum(
-                1
-                for s in slices
-                if s["spec"].get("driver") == constants.DRIVER_NAME and s["spec"].get("devices")
-            )
-            if count != seen:
-                self.out(f"  kubelet plugins publishing devices: {count}/{nodes} nodes")
-                seen = count
-            return count >= nodes
-
-        waiting.until(
-            "every node's kubelet plugin to publish its devices", published, timeout=300, interval=1
-        )
+        wait_plugins(api, nodes, out=self.out)
         self.step("node agents", mark)
 
     def _apply_examples(self, api: kube_client.Client) -> str:

@@ -14,8 +14,10 @@ import uuid
 from typing import Any
 
 from cdsim import fakenvml, topology
+from cdsim.fakeimex import config as fake_imex_config
 from cdsim.fakeimex import install as fake_imex
 from computedomains import nodefiles
+from computedomains.api import constants
 
 PREVIOUS_RELEASES_NVML_FILE = "etc/compute-domains/fake-nvml.json"
 """Where the previous releases' ``fake`` fabric backend (gone since) reads what NVML answers,
@@ -85,6 +87,31 @@ class HostTree:
     def cdi(self) -> pathlib.Path:
         """``/var/run/cdi``."""
         return self.root / "var/run/cdi"
+
+    @property
+    def plugin_checkpoint(self) -> pathlib.Path:
+        """The kubelet plugin's checkpoint: ``<plugins dir>/<driver>/checkpoint.json``."""
+        return self.kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json"
+
+    @property
+    def imex_dir(self) -> pathlib.Path:
+        """``/var/run/compute-domains/imex``: the IMEX agent's files (``imexd.cfg``, ...)."""
+        return self.root / str(constants.IMEX_DIR).lstrip("/")
+
+    @property
+    def imex_config(self) -> pathlib.Path:
+        """The ``imexd.cfg`` the agent renders, which its ``nvidia-imex`` is started with."""
+        return self.imex_dir / "imexd.cfg"
+
+    @property
+    def imex_status(self) -> pathlib.Path:
+        """The IMEX agent's status file (``ImexStatus``)."""
+        return self.root / str(constants.IMEX_STATUS_FILE).lstrip("/")
+
+    @property
+    def imex_fault_file(self) -> pathlib.Path:
+        """The fake IMEX's fault file (``bind``, ``hang``, ...: :mod:`cdsim.fakeimex.config`)."""
+        return self.imex_dir / fake_imex_config.FAIL_FILE
 
 
 def proc_devices_text(*, with_nvidia: bool) -> str:

@@ -9,6 +9,15 @@ from cdsim import controlplane, topology
 RACK_LABEL = "compute-domains.sim/rack"
 """Marks simulated nodes with their rack (absent for nodes outside racks)."""
 SIM_LABEL = "compute-domains.sim/node"
+NOT_READY_ANNOTATION = "compute-domains.sim/not-ready"
+"""``"true"`` on a node: kwok reports it NotReady, as its kubelet would (a runtime down, say),
+until the annotation goes (``kwok-stages.yaml``). Its Lease is still renewed, so the node
+lifecycle controller sees a node that says it is not ready, not an unreachable one."""
+
+
+def not_ready_patch(not_ready: bool) -> dict[str, Any]:
+    """The merge patch that sets (or removes) :data:`NOT_READY_ANNOTATION`."""
+    return {"metadata": {"annotations": {NOT_READY_ANNOTATION: "true" if not_ready else None}}}
 
 
 def manifest(node: topology.SimNode, *, kubelet_version: str, boot_id: str) -> dict[str, Any]:

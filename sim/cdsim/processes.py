@@ -49,11 +49,14 @@ def log_tail(path: pathlib.Path, lines: int = 20) -> str:
 
 @dataclasses.dataclass
 class Managed:
-    """One child process started by the supervisor."""
+    """One child process started by the supervisor, with what :func:`start_again` needs."""
 
     name: str
     popen: subprocess.Popen[bytes]
     log: pathlib.Path
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: pathlib.Path | None = None
 
     @property
     def pid(self) -> int:
@@ -89,7 +92,16 @@ def start(
             start_new_session=True,
             preexec_fn=parentdeath.die_with_parent(),  # noqa: PLW1509 - only prctl in the child
         )
-    return Managed(name=name, popen=popen, log=log)
+    return Managed(name=name, popen=popen, log=log, argv=tuple(argv), env=env, cwd=cwd)
+
+
+def start_again(child: Managed) -> Managed:
+    """Start a stopped ``child`` again as it was started.
+
+    Same command line, environment, folder and log (appended to). Call it from the thread that
+    started the cluster: the new process's parent-death signal is tied to the calling thread.
+    """
+    return start(child.name, child.argv, log_dir=child.log.parent, env=child.env, cwd=child.cwd)
 
 
 def stop_pids(
@@ -142,6 +154,59 @@ def strays(directory: pathlib.Path) -> dict[int, str]:
         if marker in environ and pid_alive(int(entry.name)):
             found[int(entry.name)] = " ".join(args).strip()
     return found
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessInfo:
+    """One process as :func:`scan` saw it."""
+
+    pid: int
+    argv: tuple[str, ...]
+    cwd: pathlib.Path | None
+    """Its working folder; None when unreadable (another user's, or gone meanwhile)."""
+
+
+def scan() -> list[ProcessInfo]:
+    """Every live process of this machine's user that can be read: PID, arguments, folder.
+
+    One pass over ``/proc``, for callers that look for many processes at once.
+    """
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        try:
+            cwd: pathlib.Path | None = (entry / "cwd").readlink()
+        except OSError:
+            cwd = None
+        decoded = tuple(a.decode(errors="replace") for a in argv if a)
+        if decoded:
+            found.append(ProcessInfo(int(entry.name), decoded, cwd))
+    return found
+
+
+def find(
+    *needles: str, under: pathlib.Path | None = None, table: Sequence[ProcessInfo] | None = None
+) -> int | None:
+    """PID of a process that has every one of ``needles`` as an argument; None when none runs.
+
+    With ``under`` (a simulated node's host tree, or a pod's folder in it), only a process
+    working in it counts: the simulated kubelet runs each pod in its pod folder there, and the
+    same node names exist in every simulated cluster on the machine (a demo's, another test
+    run's). ``table``: a :func:`scan` to look in instead of a fresh one.
+    """
+    root = under.resolve() if under is not None else None
+    for proc in scan() if table is None else table:
+        if not all(n in proc.argv for n in needles):
+            continue
+        inside = root is None or (proc.cwd is not None and proc.cwd.is_relative_to(root))
+        if inside and pid_alive(proc.pid):
+            return proc.pid
+    return None
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:

@@ -11,7 +11,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cdsim import cluster as sim_cluster
-from cdsim.fakeimex import install as fake_imex
+from cdsim import nodefaults
 from computedomains import waiting
 from computedomains.api import constants
 from tests.support import kube
@@ -279,8 +279,7 @@ def imex_nodes(sim: sim_cluster.SimCluster, node: str) -> dict[str, Any]:
 
 def imex_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
     """PID of the (fake) IMEX daemon running on ``node``, if one runs."""
-    config = sim.host_trees[node].root / "var/run/compute-domains/imex/imexd.cfg"
-    return kube.find_process(fake_imex.entry("daemon"), str(config))
+    return nodefaults.imex_pid(sim.host_trees[node])
 
 
 def delete_pods(api: client.ApiClient, namespace: str, domain: str) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cdsim import processes
 from cdsim.kubelet import main as sim_kubelet
 from computedomains import waiting
 from computedomains.api import constants
@@ -121,26 +122,9 @@ def service_account_may(
 
 
 def find_process(*needles: str, under: pathlib.Path | None = None) -> int | None:
-    """PID of a local process whose command line has every one of ``needles`` as an argument.
-
-    With ``under`` (a simulated node's host tree), only a process working in it counts: the
-    simulated kubelet runs each pod in its pod folder there, and the same node names exist in
-    every simulated cluster on the machine (a demo's, another test run's).
-    """
-    wanted = [n.encode() for n in needles]
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            cwd = (proc / "cwd").resolve() if under is not None else None
-        except OSError:
-            continue
-        if all(w in argv for w in wanted) and (
-            cwd is None or under is None or cwd.is_relative_to(under.resolve())
-        ):
-            return int(proc.name)
-    return None
+    """PID of a local process whose command line has every one of ``needles`` as an argument,
+    working under ``under`` when given (:func:`cdsim.processes.find`)."""
+    return processes.find(*needles, under=under)
 
 
 def node_event(api: client.ApiClient, node: str, reason: str, *, timeout: float = 30) -> Any:

@@ -242,7 +242,7 @@ class PluginProcess:
 
 def imex_status_file(tree: hosttree.HostTree) -> pathlib.Path:
     """Where the IMEX agent writes a node's IMEX status."""
-    return tree.root / "var/run/compute-domains/imex/status.json"
+    return tree.imex_status
 
 
 def write_imex_status(

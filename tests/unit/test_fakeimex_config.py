@@ -86,6 +86,8 @@ def test_only_ipv4_loopback_is_ever_dialed(address: str | None, dialable: bool) 
         ("crash-after=2.5", config.Faults(crash_after=2.5)),
         ("refuse=a, refuse=b\n", config.Faults(refuse=frozenset({"a", "b"}))),
         ("bind crash-after=3", config.Faults(bind=True, crash_after=3.0)),
+        ("hang", config.Faults(hang=True)),
+        ("refuse=a hang", config.Faults(refuse=frozenset({"a"}), hang=True)),
     ],
 )  # fmt: skip
 def test_faults(text: str, faults: config.Faults) -> None:
@@ -94,7 +96,16 @@ def test_faults(text: str, faults: config.Faults) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["bnd", "crash-after=soon", "refuse=", "crash", "crash-after=2.", "crash-after=.5", "bind=1"],
+    [
+        "bnd",
+        "crash-after=soon",
+        "refuse=",
+        "crash",
+        "crash-after=2.",
+        "crash-after=.5",
+        "bind=1",
+        "hang=1",
+    ],
 )
 def test_unknown_faults_are_errors(text: str) -> None:
     with pytest.raises(config.ConfigError, match="unknown fault"):

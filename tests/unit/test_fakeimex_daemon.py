@@ -186,6 +186,39 @@ def test_crash_after_fault(domain: list[Fake]) -> None:
     assert "Fatal error: crashing 0.5s after start" in a.log.read_text()
 
 
+def test_hang_fault_silences_a_running_daemon_until_it_is_lifted(domain: list[Fake]) -> None:
+    a, b = domain
+    a.start()
+    b.start()
+    a.wait_states({NAMES[1]: "CONNECTED"})
+    fail = a.directory / "fail"
+    fail.write_text("hang\n")
+    waiting.until(
+        "the daemon to hang (the ctl gets no answer)",
+        lambda: ctl_command(a, "-q").returncode != 0,
+        timeout=30,
+        interval=0.5,
+    )
+    assert "Hanging" in a.log.read_text()
+    a.check_running()  # hung, not dead
+    fail.unlink()
+    waiting.until(
+        "the daemon to answer READY again",
+        lambda: ctl_command(a, "-q").stdout == "READY\n",
+        timeout=30,
+        interval=0.5,
+    )
+    assert "Answering again" in a.log.read_text()
+
+
+def test_a_daemon_started_with_hang_answers_nothing(domain: list[Fake]) -> None:
+    a, _ = domain
+    a.start(**{config.FAIL_ENV: "hang"})
+    waiting.until("it to say it hangs", lambda: "Hanging" in a.log.read_text(), timeout=20)
+    assert ctl_command(a, "-q").returncode != 0
+    a.check_running()
+
+
 def test_unknown_fault_is_an_error(domain: list[Fake]) -> None:
     a, _ = domain
     a.start(**{config.FAIL_ENV: "explode"})

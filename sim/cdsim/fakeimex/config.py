@@ -145,18 +145,22 @@ class Faults(Record):
 
     ``bind``: fail to bind the server port, as when another IMEX holds it. ``crash_after``:
     seconds after start at which the daemon dies with an error. ``refuse``: ``nodes.cfg``
-    names whose connections are refused, both ways.
+    names whose connections are refused, both ways. ``hang``: the daemon stays up but answers
+    neither its command port nor its peers, as a wedged IMEX; unlike the others it is looked
+    at again every second, so a running daemon hangs while the word is in the file and
+    answers again once it is gone.
     """
 
-    __slots__ = ("bind", "crash_after", "refuse")
+    __slots__ = ("bind", "crash_after", "hang", "refuse")
 
     def __init__(
         self, *, bind: bool = False, crash_after: float | None = None,
-        refuse: frozenset[str] = frozenset(),
+        refuse: frozenset[str] = frozenset(), hang: bool = False,
     ) -> None:  # fmt: skip
         self.bind = bind
         self.crash_after = crash_after
         self.refuse = refuse
+        self.hang = hang
 
     def merged(self, other: Faults) -> Faults:
         """Both sets of faults at once (``other``'s crash time wins when both set one)."""
@@ -164,6 +168,7 @@ class Faults(Record):
             bind=self.bind or other.bind,
             crash_after=other.crash_after if other.crash_after is not None else self.crash_after,
             refuse=self.refuse | other.refuse,
+            hang=self.hang or other.hang,
         )
 
 
@@ -277,18 +282,20 @@ def _fault(item: str) -> Faults:
     kind, _, value = item.partition("=")
     if item == "bind":
         return Faults(bind=True)
+    if item == "hang":
+        return Faults(hang=True)
     whole, dot, fraction = value.partition(".")
     if kind == "crash-after" and _digits(whole) and (not dot or _digits(fraction)):
         return Faults(crash_after=float(value))
     if kind == "refuse" and value:
         return Faults(refuse=frozenset({value}))
     raise ConfigError(
-        f"unknown fault {item!r}: expected bind, crash-after=<seconds> or refuse=<name>"
+        f"unknown fault {item!r}: expected bind, hang, crash-after=<seconds> or refuse=<name>"
     )
 
 
 def parse_faults(text: str) -> Faults:
-    """Faults: ``bind``, ``crash-after=<seconds>``, ``refuse=<name>``, comma or space separated.
+    """Faults: ``bind``, ``hang``, ``crash-after=<s>``, ``refuse=<name>``, comma or space separated.
 
     Anything else raises :class:`ConfigError`: a typo must not pass silently.
     """

@@ -123,6 +123,9 @@ class Daemon:
         self._last_reload: float | None = None
         self._reloads = 0
         self._state = "INITIALIZING"
+        self._answering = threading.Event()
+        """Set while the daemon answers: cleared by the ``hang`` fault."""
+        self._answering.set()
 
     def run(self) -> int:
         """Serve until SIGTERM; returns the exit code."""
@@ -142,6 +145,7 @@ class Daemon:
             log.emit("ERROR", str(exc))
             return 1
         self._links.apply(view)
+        self._set_hang(faults.hang)
         _serve(server, self._peer, "peers", self._stopped)
         if cfg.cmd_enabled:
             _serve(command, self._command, "commands", self._stopped)
@@ -166,6 +170,7 @@ class Daemon:
             if self._reload_asked:
                 self._reload_asked = False
                 self._reload()
+            self._look_for_hang()
             self._wake.wait(_TICK)
             self._wake.clear()
         log.emit("INFO", "Received a stop signal; shutting down.")
@@ -188,6 +193,29 @@ class Daemon:
         self._reloads += 1
         log.emit("INFO", f"SIGUSR1: reloaded {len(view.nodes)} nodes; reconnecting to peers.")
 
+    def _look_for_hang(self) -> None:
+        """Hang, or answer again, as the ``fail`` file (or the environment) says now."""
+        try:
+            faults = load_faults(self._inputs.config_path, self._environ)
+        except (OSError, config.ConfigError):
+            return  # a file being rewritten, or a typo: keep the state until it reads well
+        self._set_hang(faults.hang)
+
+    def _set_hang(self, hang: bool) -> None:
+        if hang and self._answering.is_set():
+            self._answering.clear()
+            log.emit("WARN", "Hanging: answering neither commands nor peers (an injected fault)")
+        elif not hang and not self._answering.is_set():
+            self._answering.set()
+            log.emit("INFO", "Answering again: the hang fault was lifted.")
+
+    def _wait_answering(self) -> bool:
+        """Block while hung; False once the daemon stops meanwhile."""
+        while not self._answering.wait(_TICK):
+            if self._stopped.is_set() or self._stop:
+                return False
+        return True
+
     def _on_stop(self, signum: int, frame: types.FrameType | None) -> None:
         self._stop = True
         self._wake.set()
@@ -197,6 +225,8 @@ class Daemon:
         self._wake.set()
 
     def _peer(self, conn: socket.socket, source: str) -> None:
+        if not self._wait_answering():
+            return
         conn.settimeout(5)
         try:
             answer = self._links.answer(wire.read_message(conn), source)
@@ -210,6 +240,8 @@ class Daemon:
         conn.settimeout(5)
         try:
             request = wire.read_message(conn)
+            if not self._wait_answering():
+                return
             wire.send_message(conn, self._answer(str(request.get("cmd", ""))))
         except (OSError, ValueError):
             return

@@ -49,6 +49,9 @@ TOKEN_SECONDS = 3607
 """What the kubelet requests for projected tokens; it renews them at 80 % of their life."""
 """For the Service proxy the API server's webhook calls go through."""
 _TICK = 0.25
+STATUS_RESYNC = 10.0
+"""Seconds between looks at whether another writer changed a pod's conditions (the kubelet's
+status manager syncs every 10 s)."""
 _SHUTDOWN_GRACE = 3.0
 _PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG", processes.CLUSTER_ENV)
 _LOG = logging.getLogger(__name__)
@@ -110,6 +113,8 @@ class _Running:
     """When to renew the ServiceAccount token (None: the pod has none)."""
     reported: dict[str, Any] | None = None
     """The status last written for the pod (None: none yet)."""
+    reported_at: float = 0.0
+    """When it was written (monotonic seconds)."""
 
 
 def _conditions_known(pod: wire.Pod, reported: Mapping[str, Any] | None) -> list[dict[str, Any]]:
@@ -121,6 +126,26 @@ def _conditions_known(pod: wire.Pod, reported: Mapping[str, Any] | None) -> list
     for condition in (reported or {}).get("conditions", []):
         known[str(condition["type"])] = dict(condition)
     return list(known.values())
+
+
+def overwritten(pod: wire.Pod, reported: Mapping[str, Any] | None) -> list[str]:
+    """Conditions this kubelet reported that another writer changed since: their types.
+
+    The node lifecycle controller marks every pod of a NotReady node not Ready; the kubelet's
+    status manager finds the API's copy different from its own at its next sync
+    (:data:`STATUS_RESYNC`) and writes its own again, so the pods are Ready again once the node
+    is. (Right after a write the informer may still hold the pod from before it: the resync
+    period keeps that from costing more than an identical write now and then.)
+    """
+    if not reported:
+        return []
+    conditions = pod.get("status", {}).get("conditions", [])
+    theirs = {str(c.get("type")): c.get("status") for c in conditions}
+    return [
+        str(c["type"])
+        for c in reported.get("conditions", [])
+        if str(c["type"]) in theirs and theirs[str(c["type"])] != c.get("status")
+    ]
 
 
 def _images(pod: wire.Pod) -> dict[str, str]:
@@ -423,13 +448,17 @@ class SimKubelet:
         status = running.runner.status(
             images=_images(pod), gates=gates, conditions=_conditions_known(pod, running.reported)
         )
-        if status == running.reported:
+        if status == running.reported and (
+            time.monotonic() - running.reported_at < STATUS_RESYNC
+            or not overwritten(pod, running.reported)
+        ):
             return True
         if not self._patch_status(pod, status):
             return False
         if status["phase"] != (running.reported or {}).get("phase"):
             _LOG.info("%s/%s: %s", meta["namespace"], meta["name"], status["phase"])
         running.reported = status
+        running.reported_at = time.monotonic()
         return True
 
     def _write_token(self, pod: wire.Pod, now: float) -> float:

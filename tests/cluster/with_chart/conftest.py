@@ -18,6 +18,23 @@ from tests.chart import rendering
 from tests.support import clusters, kube, lifecycle
 
 RELEASE = "cd-e2e"
+PACKAGE = "tests/cluster/with_chart/"
+CHAOS_TEST = PACKAGE + "test_chaos.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The chaos run goes last among the chart's tests.
+
+    It kills, restarts and pauses what every test here relies on: anything it leaves broken
+    must fail it, not the tests after it. (A conftest's hook sees every collected item.)
+    """
+    chaos = [i for i in items if i.nodeid.startswith(CHAOS_TEST)]
+    rest = [i for i in items if not i.nodeid.startswith(CHAOS_TEST)]
+    if not chaos:
+        return
+    ours = [n for n, i in enumerate(rest) if i.nodeid.startswith(PACKAGE)]
+    after = ours[-1] + 1 if ours else len(rest)
+    items[:] = [*rest[:after], *chaos, *rest[after:]]
 
 
 @pytest.fixture(scope="package")

@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 
 from cdsim import cluster as sim_cluster
+from cdsim import nodefaults
 from cdsim.kubelet import node as sim_node
 from cdsim.kubelet import runner
 from computedomains import waiting
@@ -63,8 +64,7 @@ def _refusals(api: client.ApiClient, namespace: str, pod: str) -> list[str]:
 def _agent_pid(sim: sim_cluster.SimCluster) -> int | None:
     """The victim's agent process of this cluster (by its host tree: other simulated clusters
     on the machine, a demo's or another worker's, have nodes of the same names)."""
-    root = sim.host_trees[VICTIM].root
-    return kube.find_process("imex-agent", f"--node-name={VICTIM}", under=root)
+    return nodefaults.agent_pid(sim.host_trees[VICTIM], VICTIM)
 
 
 def test_a_killed_agent_is_believed_by_neither_plugin_nor_controller_until_it_restarts(

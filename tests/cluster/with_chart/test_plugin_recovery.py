@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
-import os
 import pathlib
-import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -22,7 +20,7 @@ import pytest
 from kubernetes import client
 
 from cdsim import cluster as sim_cluster
-from cdsim.fakeimex import config as fake_imex
+from cdsim import nodefaults
 from computedomains import flags, waiting
 from computedomains.api import constants
 from computedomains.kubeletplugin import cdi, config
@@ -41,7 +39,7 @@ def _dial(sim: sim_cluster.SimCluster, node: str, tmp_path: pathlib.Path) -> plu
 
 
 def _checkpoint_file(sim: sim_cluster.SimCluster, node: str) -> pathlib.Path:
-    return sim.host_trees[node].kubelet_plugins / constants.DRIVER_NAME / "checkpoint.json"
+    return sim.host_trees[node].plugin_checkpoint
 
 
 def _claims_in_checkpoint(sim: sim_cluster.SimCluster, node: str) -> dict[str, Any]:
@@ -102,10 +100,7 @@ def _rounds(log: pathlib.Path) -> int:
 def _plugin_pid(sim: sim_cluster.SimCluster, node: str) -> int | None:
     """The chart's plugin process for ``node`` of this cluster (by its host tree: other
     simulated clusters on the machine have nodes of the same names)."""
-    plugins_dir = sim.host_trees[node].kubelet_plugins
-    return kube.find_process(
-        "kubelet-plugin", f"--node-name={node}", f"--kubelet-plugins-dir={plugins_dir}"
-    )
+    return nodefaults.plugin_pid(sim.host_trees[node], node)
 
 
 def _restart_plugin(
@@ -114,11 +109,7 @@ def _restart_plugin(
     """Freeze the plugin, run ``meanwhile``, kill it; wait for its restarted successor."""
     pid = _plugin_pid(sim, node)
     assert pid is not None
-    os.kill(pid, signal.SIGSTOP)  # stopped, it cannot write its checkpoint any more
-    try:
-        meanwhile()
-    finally:
-        os.kill(pid, signal.SIGKILL)
+    nodefaults.kill_frozen(pid, meanwhile)  # frozen, it cannot write its checkpoint any more
     waiting.until(
         f"the simulated kubelet to restart the plugin on {node}",
         lambda: (new := _plugin_pid(sim, node)) is not None and new != pid,
@@ -131,14 +122,6 @@ def _restart_plugin(
         timeout=60,
         retry_on=(grpc.RpcError,),
     )
-
-
-def _damage(path: pathlib.Path, how: str) -> None:
-    if how == "corrupt":
-        path.write_text(path.read_text()[: len(path.read_text()) // 2])  # torn in the middle
-    else:  # a checkpoint from a newer plugin, before a rollback
-        document = json.loads(path.read_text())
-        path.write_text(json.dumps({**document, "checkpointVersion": 99, "claims": []}))
 
 
 def _delete_pods(api: client.ApiClient, namespace: str, pods: list[str], node: str) -> None:
@@ -188,7 +171,7 @@ def test_a_lost_checkpoint_keeps_the_label_and_the_claims_through_three_collecti
     rounds: list[int] = []
 
     def damage() -> None:
-        _damage(path, how)
+        nodefaults.damage_checkpoint(path, how)
         rounds.append(_rounds(log))  # the old plugin is frozen: no round of its own follows
 
     _restart_plugin(sim, RECOVERY_NODE, tmp_path, meanwhile=damage)
@@ -247,7 +230,7 @@ def test_a_claim_deleted_during_the_imex_wait_gets_nothing_and_frees_the_node(
     domain = domains.create_domain(api, namespace)
     uid = domain["metadata"]["uid"]
     tree = sim.host_trees[RACE_NODE]
-    fault = plugin.imex_status_file(tree).parent / fake_imex.FAIL_FILE
+    fault = tree.imex_fault_file
     fault.write_text("bind\n")  # the node's IMEX cannot start: the prepare waits
     claim = plugin.allocated_claim(
         api,
