@@ -262,6 +262,10 @@ def test_a_deleted_domain_must_leave_nothing_once_the_bound_passed() -> None:
         at=left.at, nodes=(Node("n1", True),), files=(NodeFiles("n1", imex_domain=UID),)
     )
     assert invariants.deletions_complete(clean, ctx) == [], "a stopped IMEX's status may name it"
+    marked = dataclasses.replace(
+        clean, files=(NodeFiles("n1", checkpoint=(Entry("cu0", UID, "PrepareAborted"),)),)
+    )
+    assert invariants.deletions_complete(marked, ctx) == [], "an unprepare's mark holds nothing"
 
 
 # -- components ------------------------------------------------------------------------------

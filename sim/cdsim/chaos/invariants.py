@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from cdsim.chaos.snapshot import Pod, Snapshot, restarts
 
 COMPLETED = "PrepareCompleted"
+ABORTED = "PrepareAborted"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -442,11 +443,12 @@ def leftovers(now: Snapshot, uid: str) -> dict[str, list[str]]:
         "CDI specs": [
             f"{f.node}:{s.claim_uid}" for f in now.files for s in f.specs if s.domain_uid == uid
         ],
+        # An aborted entry is a mark that holds nothing (it expires with the plugin's TTL).
         "checkpoint entries": [
             f"{f.node}:{e.claim_uid}"
             for f in now.files
             for e in f.checkpoint or ()
-            if e.domain_uid == uid
+            if e.domain_uid == uid and e.state != ABORTED
         ],
         "IMEX processes": [f.node for f in now.files if f.imex_running and f.imex_domain == uid],
     }
