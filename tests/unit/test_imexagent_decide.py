@@ -81,6 +81,12 @@ def hosts(
             Mode.MEMBER, 0, {0: MY_IP},
             id="peers with invalid slots left out",
         ),
+        pytest.param(
+            snapshot(daemons=(daemon(ME, MY_IP, 0), daemon(PEER, f"{PEER_IP} evil\n1.2.3.4", 1),
+                              daemon(OTHER, "not-an-ip", 2))),
+            Mode.MEMBER, 0, {0: MY_IP},
+            id="addresses that are no IP stay on the sentinel (found by generated input)",
+        ),
     ],
 )  # fmt: skip
 def test_target(

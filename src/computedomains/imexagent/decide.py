@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import ipaddress
 import math
 
 from computedomains.api import imex
@@ -81,6 +82,14 @@ class Target:
     """Why, in words (reports quote it)."""
 
 
+def _is_ip(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return True
+
+
 def target(snapshot: Snapshot) -> Target:
     """Decide the node's mode and membership from ``snapshot``."""
     s = snapshot
@@ -96,10 +105,12 @@ def target(snapshot: Snapshot) -> Target:
         return Target(Mode.WAITING, s.domain_uid, None, waiting)
     # Peers without a valid slot or address are left out: their slots resolve to the
     # sentinel until the controller lists them. This node's own address is always known.
+    # An address that is no IP (a clique object written by hand) never reaches the hosts
+    # file: it could add lines of its own there.
     addresses = {
         d.index: d.address
         for d in s.daemons
-        if d.index is not None and 0 <= d.index < s.max_nodes and d.address
+        if d.index is not None and 0 <= d.index < s.max_nodes and _is_ip(d.address)
     }
     addresses[mine.index] = s.pod_ip
     hosts = render.host_entries(s.domain_uid, addresses, s.max_nodes)
