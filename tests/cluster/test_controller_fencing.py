@@ -6,7 +6,8 @@ waits in the proxy. Its lease renewals wait too, so the standby takes over, writ
 join and then another one. Only then is the held write let through: planned from a clique
 two versions old, it must be refused and never re-applied on top of the newer clique. A
 paused process (SIGSTOP) cannot be timed to stop between a plan and its write; a held-back
-connection can, so this is the deterministic form of "a delayed old leader".
+connection can, so this is the deterministic form of "a delayed old leader". The old leader
+then steps down without exiting, and leads again once the new one stops.
 
 Nodes: rack 1 n09-n17, labels restored afterwards.
 """
@@ -182,9 +183,14 @@ def test_a_held_back_leaders_write_never_changes_a_live_members_slot(
         proxy.release()
         waiting.until("the held-back clique write to arrive and be refused",
                       lambda: refused_clique_updates(api) > refused, timeout=30)  # fmt: skip
-        waiting.until("the old leader to exit", lambda: old.child.popen.poll() is not None,
-                      timeout=60)  # fmt: skip
-        assert old.child.popen.returncode == 1  # it lost the lease
+        # It lost the lease: it steps down and stays, a ready standby (an exit would cost the
+        # kubelet's crash-loop backoff after a few API server outages).
+        waiting.until(
+            "the old leader to step down and stay a ready standby",
+            lambda: old.sample("computedomains_controller_leader") == 0
+            and old.probe("/readyz") == 200,
+            timeout=60, abort=old.child.check_running,
+        )  # fmt: skip
 
         # One more join, written by the new leader, marks the end of what the watch must see.
         labels.set([NODES[8]], domain=uid)
@@ -195,6 +201,15 @@ def test_a_held_back_leaders_write_never_changes_a_live_members_slot(
             for node, index in live.items():
                 assert version.get(node) == index, f"{node} lost slot {index}: {version}"
         assert new.conflicts() == 0
+
+        # The new leader stops: the old one, competing all along, leads again in-process.
+        new.stop()
+        waiting.until("ctl-old to lead again",
+                      lambda: holder(api, driver_ns).startswith("ctl-old-"),
+                      timeout=60, abort=old.child.check_running)  # fmt: skip
+        waiting.until("ctl-old's workers to run again",
+                      lambda: old.sample("computedomains_controller_leader") == 1,
+                      timeout=30)  # fmt: skip
     finally:
         if history is not None:
             history.stop()

@@ -111,6 +111,8 @@ class Binder:
 
     def start(self) -> None:
         """Answer whatever waits, then keep answering (on becoming leader)."""
+        with self._lock:
+            self._answered = {}  # another leader may have answered since an earlier term
         self._queue = workqueue.WorkQueue()
         self._thread = threading.Thread(target=self._work, name="binder", daemon=True)
         self._thread.start()

@@ -369,6 +369,11 @@ class Caches:
 
     # -- reads ----------------------------------------------------------------------------
 
+    def forget_writes(self) -> None:
+        """Forget this replica's own writes (a new leadership term: others wrote since)."""
+        self.written_domains.clear()
+        self.written_cliques.clear()
+
     def domain_uids(self) -> list[str]:
         """Every known ComputeDomain."""
         return [str(d["metadata"]["uid"]) for d in self.domains.items()]

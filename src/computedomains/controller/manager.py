@@ -51,11 +51,11 @@ class Workers:
     """The reconcile workers and the housekeeping thread of a leading replica."""
 
     def __init__(
-        self, *, queue: workqueue.WorkQueue, reconcile: Callable[[str], float | None],
+        self, *, reconcile: Callable[[str], float | None],
         caches: Caches, collect: Callable[[], object], stats: metrics.ControllerMetrics,
         gc_interval: float,
     ) -> None:  # fmt: skip
-        self._queue = queue
+        self._queue = workqueue.WorkQueue()
         self._reconcile = reconcile
         self._caches = caches
         self._collect = collect
@@ -64,8 +64,16 @@ class Workers:
         self._halt = threading.Event()
         self._threads: list[threading.Thread] = []
 
+    @property
+    def queue(self) -> workqueue.WorkQueue:
+        """The queue of the current leadership term (a stopped term's takes nothing more)."""
+        return self._queue
+
     def start(self) -> None:
-        """Queue every domain and start the threads."""
+        """Queue every domain and start the threads: a new term, with a queue of its own."""
+        if self._halt.is_set():
+            self._queue = workqueue.WorkQueue()
+            self._halt = threading.Event()
         for uid in self._caches.domain_uids():
             self._queue.add(uid)
         self._threads = [
@@ -93,29 +101,31 @@ class Workers:
         return all(t.is_alive() for t in self._threads) or self._halt.is_set()
 
     def _work(self) -> None:
-        while (uid := self._queue.get()) is not None:
+        queue = self._queue  # this term's, even once a later term has its own
+        while (uid := queue.get()) is not None:
             try:
                 with self._stats.reconcile():
                     later = self._reconcile(uid)
-                self._queue.forget(uid)
+                queue.forget(uid)
                 if later is not None:
-                    self._queue.add_after(uid, later)
+                    queue.add_after(uid, later)
             except writes.Fenced:
                 # Not the domain's failure: the lease may be gone, and the elector stops the
                 # workers soon. Should a late renewal have kept it, the domain is retried.
                 log.info("domain %s not reconciled: the leader lease may have expired", uid)
-                self._queue.add_rate_limited(uid)
+                queue.add_rate_limited(uid)
             except Exception as exc:  # noqa: BLE001 - any failure is retried with backoff
                 self._stats.reconcile_errors.labels(kube_client.error_reason(exc)).inc()
-                delay = self._queue.add_rate_limited(uid)
+                delay = queue.add_rate_limited(uid)
                 log.warning("reconcile of domain %s failed (attempt %d), retrying in %.1fs: %s",
-                            uid, self._queue.failures(uid), delay, exc)  # fmt: skip
+                            uid, queue.failures(uid), delay, exc)  # fmt: skip
             finally:
-                self._queue.done(uid)
+                queue.done(uid)
 
     def _housekeep(self) -> None:
+        halt, queue = self._halt, self._queue
         next_gc = next_resync = time.monotonic()
-        while not self._halt.wait(max(min(next_gc, next_resync) - time.monotonic(), 0)):
+        while not halt.wait(max(min(next_gc, next_resync) - time.monotonic(), 0)):
             now = time.monotonic()
             if now >= next_gc:
                 try:
@@ -125,7 +135,7 @@ class Workers:
                 next_gc = now + self._gc_interval
             if now >= next_resync:
                 for uid in self._caches.domain_uids():
-                    self._queue.add(uid)
+                    queue.add(uid)
                 next_resync = now + RESYNC_SECONDS
 
 
@@ -150,7 +160,6 @@ class Controller:
         self.stats.api_requests.attach(self.api)
         self.writer = writes.fenced(self.api, self.may_write)
         """The client of every leader-only write; the caches and the elector use :attr:`api`."""
-        self.queue = workqueue.WorkQueue()
         self.caches = Caches(
             self.api, namespace=cfg.namespace, on_key=self._changed, on_relist=self._relisted
         )
@@ -172,12 +181,12 @@ class Controller:
             on_placement=self.turns.changed,
             on_claim=self.binder.claim_changed,
         )
-        reconciler = Reconciler(
+        self.reconciler = Reconciler(
             self.writer, self.caches, limit=cfg.max_nodes_per_clique, recorder=self.recorder,
             formation=metrics.FormationClock(self.stats), may_write=self.may_write,
         )  # fmt: skip
         self.workers = Workers(
-            queue=self.queue, reconcile=reconciler.reconcile, caches=self.caches,
+            reconcile=self.reconciler.reconcile, caches=self.caches,
             stats=self.stats, collect=self._collect, gc_interval=cfg.gc_interval,
         )  # fmt: skip
         self.elector = leaderelection.LeaderElector(
@@ -185,7 +194,8 @@ class Controller:
             me=leaderelection.identity(cfg.pod_name), timing=cfg.election,
             on_started_leading=self._started, on_stopped_leading=self._stopped,
         )  # fmt: skip
-        self.stats.track(domains=lambda: _domain_counts(self.caches), depth=lambda: len(self.queue),
+        self.stats.track(domains=lambda: _domain_counts(self.caches),
+                         depth=lambda: len(self.workers.queue),
                          leader=self.leading.is_set)  # fmt: skip
 
     def may_write(self) -> bool:
@@ -203,13 +213,17 @@ class Controller:
             log.info("collection stopped: %s", exc)
 
     def _changed(self, uid: str) -> None:
-        self.queue.add_after(uid, BATCH_SECONDS)
+        self.workers.queue.add_after(uid, BATCH_SECONDS)
 
     def _relisted(self) -> None:
         for uid in self.caches.domain_uids():
-            self.queue.add_after(uid, BATCH_SECONDS)
+            self.workers.queue.add_after(uid, BATCH_SECONDS)
 
     def _started(self) -> None:
+        # A term starts as a fresh process would: nothing remembered of what this replica
+        # wrote in an earlier term (another leader may have written since).
+        self.caches.forget_writes()
+        self.reconciler.forget_all()
         self.leading.set()
         if self.cfg.leader_elect:
             lease = events.ObjectRef(kind="Lease", name=self.cfg.lease_name,
@@ -242,7 +256,7 @@ class Controller:
         return self.synced.is_set(), f"caches synced: {self.synced.is_set()}"
 
     def serve(self) -> int:
-        """Sync the caches, then lead (or wait to); 0 after a stop, 1 when the Lease is lost."""
+        """Sync the caches, then lead (or wait to, again after losing the Lease); 0 after a stop."""
         while not self.stop.is_set():
             try:
                 self.caches.wait_synced(SYNC_TIMEOUT)
@@ -255,7 +269,12 @@ class Controller:
         log.info("caches synced; %s", "competing for the lease" if self.cfg.leader_elect
                  else "leading without election")  # fmt: skip
         if self.cfg.leader_elect:
-            return 0 if self.elector.run(self.stop) else 1
+            while not self.elector.run(self.stop):
+                # Lost (the workers have stopped): a standby now, ready, that competes again.
+                # Exiting instead would let the kubelet's crash-loop backoff keep the replica
+                # down for minutes after a few API server outages in ten minutes.
+                log.warning("%s lost the lease; competing for it again", self.elector.identity)
+            return 0
         self._started()
         self.stop.wait()
         self._stopped()
@@ -263,7 +282,7 @@ class Controller:
 
 
 def run(cfg: config.ControllerConfig) -> int:
-    """Serve until SIGTERM/SIGINT (0) or until the Lease is lost (1)."""
+    """Serve until SIGTERM/SIGINT (0)."""
     controller = Controller(cfg)
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:

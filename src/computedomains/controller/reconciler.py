@@ -189,6 +189,14 @@ class Reconciler:
         for node in nodes:
             self._trace.stage(stage, domain=uid, node=node)
 
+    def forget_all(self) -> None:
+        """Forget what every domain's rounds remembered (a new leadership term begins)."""
+        with self._lock:
+            uids = {*self._reported, *self._members, *self._template_trouble,
+                    *self._label_refusals, *self._next_flush}  # fmt: skip
+        for uid in uids:
+            self._forget(uid)
+
     def _forget(self, uid: str) -> None:
         with self._lock:
             self._reported.pop(uid, None)

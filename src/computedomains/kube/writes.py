@@ -237,6 +237,12 @@ class MutationCache:
             self._written.pop(uid, None)
             self._deleted[uid] = self._clock()
 
+    def clear(self) -> None:
+        """Forget every write and deletion remembered."""
+        with self._lock:
+            self._written.clear()
+            self._deleted.clear()
+
     def uids(self) -> set[str]:
         """UIDs of the objects we wrote (and not deleted) that are remembered now."""
         with self._lock:
