@@ -81,3 +81,21 @@ def test_flush_waits_for_what_was_queued_and_nothing_is_written_once_fenced() ->
     assert background.flush(timeout=10)
     background.close(timeout=10)
     assert [o["reason"] for p, o in api.objects.items() if p.startswith(EVENTS)] == ["Before"]
+
+
+def test_discard_drops_a_lost_terms_events_and_releases_a_waiting_flush() -> None:
+    api, clock = SlowApi(), [0.0]
+    background = events.BackgroundRecorder(_recorder(api, clock))
+    background.start()
+    background.emit(DOMAIN, reason="R0", message="taken by the writer, which waits")
+    assert api.entered.wait(10), "the writer never took R0"
+    background.emit(DOMAIN, reason="R1", message="still queued when the term ends")
+    flushed = threading.Thread(target=background.flush, args=(10,))
+    flushed.start()
+    assert background.discard() == 1
+    flushed.join(10)
+    assert not flushed.is_alive(), "a waiting flush is released"
+    api.gate.set()
+    background.close(timeout=10)
+    reasons = [obj["reason"] for path, obj in api.objects.items() if path.startswith(EVENTS)]
+    assert reasons == ["R0"]

@@ -113,6 +113,7 @@ class Binder:
         """Answer whatever waits, then keep answering (on becoming leader)."""
         with self._lock:
             self._answered = {}  # another leader may have answered since an earlier term
+            self._told = set()  # and what it told at the end of that term was not written
         self._queue = workqueue.WorkQueue()
         self._thread = threading.Thread(target=self._work, name="binder", daemon=True)
         self._thread.start()
@@ -125,13 +126,15 @@ class Binder:
         """Stop answering (on losing leadership or shutting down); :meth:`join` waits."""
         self._queue.shutdown()
 
-    def join(self, timeout: float) -> None:
-        """Wait (bounded) for the node being answered after :meth:`stop`."""
+    def join(self, timeout: float) -> bool:
+        """Wait (bounded) for the node being answered after :meth:`stop`; whether it ended."""
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
             if thread.is_alive():
                 log.error("binder still busy after %.0fs", timeout)
+                return False
+        return True
 
     def _work(self) -> None:
         queue = self._queue

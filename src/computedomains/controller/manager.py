@@ -3,9 +3,13 @@
 Both replicas keep their caches synced, so a standby that wins the Lease starts reconciling
 at once. Leading means: every known domain is queued, workers reconcile, a housekeeping
 thread collects leftovers and re-queues every domain now and then (a safety net for changes
-no watch event announced; an idle domain costs a read of the caches, no write). Losing the
-Lease ends the process (the pod restarts as a standby), as the incumbent does: a replica
-that may have missed writes should start from fresh caches.
+no watch event announced; an idle domain costs a read of the caches, no write). A leader that
+loses the Lease stops its term's threads and competes again, a ready standby; the incumbent
+exits instead, which the kubelet's crash-loop backoff turns into minutes without a standby
+after a few API server outages. What a new term plans from may lag, as a standby's does when
+it takes over: every write carries its object's resourceVersion. Should a thread of the last
+term still be busy after the stop grace, the replica exits after all: two terms must never
+reconcile at once.
 
 Every write of the leader (the workers', the binder's, the turn keeper's, the collector's and
 its Events) goes through one client, :attr:`Controller.writer`, fenced by
@@ -72,6 +76,7 @@ class Workers:
     def start(self) -> None:
         """Queue every domain and start the threads: a new term, with a queue of its own."""
         if self._halt.is_set():
+            self._threads = []  # first: alive() must not judge the last term's threads
             self._queue = workqueue.WorkQueue()
             self._halt = threading.Event()
         for uid in self._caches.domain_uids():
@@ -85,8 +90,11 @@ class Workers:
         for thread in self._threads:
             thread.start()
 
-    def stop(self) -> None:
-        """Stop handing out work and wait (bounded) for the reconciles in progress."""
+    def stop(self) -> bool:
+        """Stop handing out work and wait (bounded) for the reconciles in progress.
+
+        Returns whether every thread ended.
+        """
         self._queue.shutdown()
         self._halt.set()
         deadline = time.monotonic() + STOP_GRACE
@@ -95,6 +103,7 @@ class Workers:
         hung = [t.name for t in self._threads if t.is_alive()]
         if hung:
             log.error("threads still busy after %.0fs: %s", STOP_GRACE, ", ".join(hung))
+        return not hung
 
     def alive(self) -> bool:
         """Every started thread still runs (or none was started)."""
@@ -155,6 +164,8 @@ class Controller:
         self.stop = threading.Event()
         self.synced = threading.Event()
         self.leading = threading.Event()
+        self.term_ended = True
+        """Whether every thread of the last leadership term ended within the stop grace."""
         self.api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
         self.stats = metrics.ControllerMetrics(prometheus_client.CollectorRegistry())
         self.stats.api_requests.attach(self.api)
@@ -237,11 +248,12 @@ class Controller:
 
     def _stopped(self) -> None:
         self.binder.stop()  # both stop taking work at once; then each gets its grace
-        self.workers.stop()
-        self.binder.join(STOP_GRACE)
-        self.turns.stop(STOP_GRACE)
+        ended = [self.workers.stop(), self.binder.join(STOP_GRACE), self.turns.stop(STOP_GRACE)]
+        self.term_ended = all(ended)
         # Before the Lease goes: the Events the workers queued are written while it is held.
-        self.recorder.flush(STOP_GRACE)
+        # What is left then belongs to this term alone.
+        if not self.recorder.flush(STOP_GRACE):
+            self.recorder.discard()
         self.leading.clear()
 
     def healthz(self) -> tuple[bool, str]:
@@ -256,7 +268,10 @@ class Controller:
         return self.synced.is_set(), f"caches synced: {self.synced.is_set()}"
 
     def serve(self) -> int:
-        """Sync the caches, then lead (or wait to, again after losing the Lease); 0 after a stop."""
+        """Sync the caches, then lead (or wait to, again after losing the Lease).
+
+        0 after a stop; 1 when a lost term's thread would not end (the pod restarts).
+        """
         while not self.stop.is_set():
             try:
                 self.caches.wait_synced(SYNC_TIMEOUT)
@@ -269,10 +284,16 @@ class Controller:
         log.info("caches synced; %s", "competing for the lease" if self.cfg.leader_elect
                  else "leading without election")  # fmt: skip
         if self.cfg.leader_elect:
-            while not self.elector.run(self.stop):
-                # Lost (the workers have stopped): a standby now, ready, that competes again.
-                # Exiting instead would let the kubelet's crash-loop backoff keep the replica
-                # down for minutes after a few API server outages in ten minutes.
+            while not self.stop.is_set() and not self.elector.run(self.stop):
+                if not self.term_ended:
+                    log.error(
+                        "%s lost the lease and a thread of its term is still busy; exiting, "
+                        "so that no new term overlaps it",
+                        self.elector.identity,
+                    )
+                    return 1
+                # A standby now, ready, that competes again: exiting would let the kubelet's
+                # crash-loop backoff keep it down for minutes after a few API server outages.
                 log.warning("%s lost the lease; competing for it again", self.elector.identity)
             return 0
         self._started()
@@ -282,7 +303,7 @@ class Controller:
 
 
 def run(cfg: config.ControllerConfig) -> int:
-    """Serve until SIGTERM/SIGINT (0)."""
+    """Serve until SIGTERM/SIGINT (0), or a lost term that would not end (1)."""
     controller = Controller(cfg)
 
     def on_signal(signum: int, frame: types.FrameType | None) -> None:

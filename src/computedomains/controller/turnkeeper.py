@@ -83,13 +83,20 @@ class TurnKeeper:
         self._thread = threading.Thread(target=self._work, name="turns", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float) -> None:
-        """Stop deciding (on losing leadership); the record stays until the next leader's."""
+    def stop(self, timeout: float) -> bool:
+        """Stop deciding (on losing leadership); the record stays until the next leader's.
+
+        Returns whether the deciding thread ended within ``timeout``.
+        """
         self._stop.set()
         self._wake.set()
         thread, self._thread = self._thread, None
         if thread is not None:
             thread.join(timeout)
+            if thread.is_alive():
+                log.error("placement turns still busy after %.0fs", timeout)
+                return False
+        return True
 
     def _work(self) -> None:
         stop = self._stop

@@ -446,6 +446,29 @@ class BackgroundRecorder:
             return False
         return done.wait(max(0.0, deadline - time.monotonic()))
 
+    def discard(self) -> int:
+        """Drop the Events queued now (a lost leadership term's); returns how many.
+
+        A flush waiting meanwhile is released, and a close is kept.
+        """
+        dropped, kept = 0, []
+        while True:
+            try:
+                item = self._pending.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Pending):
+                dropped += 1
+            elif isinstance(item, threading.Event):
+                item.set()
+            else:
+                kept.append(item)
+        for item in kept:
+            self._pending.put_nowait(item)
+        if dropped:
+            log.info("%d queued events dropped: this replica's term ended", dropped)
+        return dropped
+
     def close(self, timeout: float) -> None:
         """Write what is queued, then end the writer thread; ``timeout`` bounds both."""
         if not self._thread.is_alive():
