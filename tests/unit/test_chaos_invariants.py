@@ -238,6 +238,18 @@ def test_the_bound_waits_out_the_faults() -> None:
     assert ended.due(0.0, 180.0, 210.0) and not ended.due(0.0, 180.0, 209.0)
 
 
+def test_a_domain_a_fault_undid_gets_its_time_to_form_again() -> None:
+    """Found by a 30-minute run: a domain Ready for minutes, unready while its node's fabric
+    failed, was judged 2 s after the fault ended (its last change was long before)."""
+    unready = snap(at=610.0, domains=(Domain(NS, "d000", UID, ready=False),))
+    fabric = Window("degrade-fabric", "n1", 570.0, 608.0, breaks_fabric=True)
+    ctx = dataclasses.replace(CTX, changed={KEY: 271.0}, windows=(fabric,))
+    assert invariants.domains_form(unready, ctx) == []
+    later = dataclasses.replace(unready, at=608.0 + CTX.bounds.recover + 1)
+    (violation,) = invariants.domains_form(later, ctx)
+    assert violation.key == f"domain-not-ready:{KEY}"
+
+
 # -- deleted domains leave nothing behind ----------------------------------------------------
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import types
 from collections.abc import Iterable, Mapping
 
@@ -89,6 +90,8 @@ class Bounds:
 
     ready: float = 180.0
     """From a domain's last change to Ready (plus the faults since)."""
+    recover: float = 60.0
+    """From the end of the last fault to a formed domain Ready again (a fault may undo it)."""
     leftovers: float = 180.0
     """From a domain's deletion to nothing left of it (plus the faults since)."""
     imex: float = 60.0
@@ -137,6 +140,11 @@ class Context:
             return False
         extra = sum(w.overlap(since, at) for w in self.windows)
         return at >= since + bound + extra
+
+    def last_fault_end(self, at: float) -> float:
+        """When the last fault ended before ``at`` (an instant one: when it was done)."""
+        ends = [w.end for w in self.windows if w.end is not None and w.end <= at]
+        return max(ends, default=-math.inf)
 
 
 def confirm(
@@ -411,10 +419,15 @@ def _slots_twice(now: Snapshot, ctx: Context) -> list[Violation]:
 
 
 def domains_form(now: Snapshot, ctx: Context) -> list[Violation]:
-    """A domain whose pods all run is Ready within the bound (faults' time added)."""
+    """A domain whose pods all run is Ready within the bound (faults' time added).
+
+    And within :attr:`Bounds.recover` of the last fault's end: a fault may undo a domain formed
+    long before (its node's fabric failed, say), which needs its time to form again.
+    """
     found = []
+    recovered = now.at >= ctx.last_fault_end(now.at) + ctx.bounds.recover
     for key, want in sorted(ctx.expected.items()):
-        if not ctx.due(ctx.changed.get(key, 0.0), ctx.bounds.ready, now.at):
+        if not recovered or not ctx.due(ctx.changed.get(key, 0.0), ctx.bounds.ready, now.at):
             continue
         domain = now.domain(key)
         running = [p for p in now.pods_of(key) if p.running]
