@@ -451,7 +451,7 @@ class BackgroundRecorder:
 
         A flush waiting meanwhile is released, and a close is kept.
         """
-        dropped, kept = 0, []
+        dropped, closing = 0, False
         while True:
             try:
                 item = self._pending.get_nowait()
@@ -462,9 +462,9 @@ class BackgroundRecorder:
             elif isinstance(item, threading.Event):
                 item.set()
             else:
-                kept.append(item)
-        for item in kept:
-            self._pending.put_nowait(item)
+                closing = True  # None: a close asked for meanwhile
+        if closing:
+            self._pending.put_nowait(None)
         if dropped:
             log.info("%d queued events dropped: this replica's term ended", dropped)
         return dropped
