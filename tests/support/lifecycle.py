@@ -134,13 +134,30 @@ class Release:
         with OnDelete agents: ``--wait=legacy``, docs/upgrade.md)."""
         return self.run("upgrade", chart, *args, wait, "--timeout", "8m")
 
+    def documented_wait(self) -> str:
+        """The ``--wait`` docs/upgrade.md gives with OnDelete agents: Helm 4's ``legacy`` (its
+        default would wait for agents only the roll-agents hook replaces)."""
+        return "--wait=legacy" if self.major == "helm4" else "--wait"
+
+    def rollback(self, revision: str) -> str:
+        """``helm rollback`` to ``revision`` with the documented wait, up to 5 minutes."""
+        return self.run("rollback", revision, self.documented_wait(), "--timeout", "5m")
+
+    def take_ownership(self) -> tuple[str, ...]:
+        """Helm's flags to adopt objects another install made, as docs/upgrade.md says: Helm 4
+        also needs ``--force-conflicts`` (its server-side apply conflicts with the fields the
+        other installer's field manager owns)."""
+        if self.major == "helm4":
+            return ("--take-ownership", "--force-conflicts")
+        return ("--take-ownership",)
+
     def upgrade_as_documented(self, chart: str, *args: str) -> str:
         """Upgrade as docs/upgrade.md says with OnDelete agents, rolled back if it fails: Helm 3
         ``--wait --atomic``; Helm 4 ``--wait=legacy --rollback-on-failure``, preflight told so
         (its default wait would never see the OnDelete agents updated)."""
         if self.major == "helm4":
             legacy = ("--set", "preflight.helm4Wait=legacy", "--rollback-on-failure")
-            return self.upgrade(chart, *args, *legacy, wait="--wait=legacy")
+            return self.upgrade(chart, *args, *legacy, wait=self.documented_wait())
         return self.upgrade(chart, *args, "--atomic")
 
 

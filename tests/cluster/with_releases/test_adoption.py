@@ -160,16 +160,16 @@ def incumbent_domain(api: client.ApiClient, namespace: str, driver_ns: str) -> d
     return domain
 
 
+@pytest.mark.parametrize("major", rendering.MAJORS)
 def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
+    major: str,
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
     api: client.ApiClient,
     namespace: str,
     releases: lifecycle.Releases,
 ) -> None:
-    # Helm 3 only for now: Helm 4's server-side apply conflicts with the incumbent CRDs' field
-    # manager (its install fails before any hook runs); not solved yet.
-    release = releases.new("cd-adopt")
+    release = releases.new("cd-adopt", major)
     incumbent_ns = f"{INCUMBENT_RELEASE}-{release.namespace[-4:]}"
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": incumbent_ns}})
@@ -195,7 +195,7 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
             "install",
             release.name,
             *cluster.chart(),
-            "--take-ownership",
+            *release.take_ownership(),
             "--namespace",
             release.namespace,
             *rendering.sim_values(),
@@ -215,7 +215,7 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
 
         release.install(
             *cluster.chart(),
-            "--take-ownership",
+            *release.take_ownership(),
             *rendering.sim_values(),
             "--set",
             "adopt.enabled=true",
@@ -250,4 +250,12 @@ def test_install_adopts_an_incumbent_install_and_every_domain_is_ready_again(
         assert {n["name"] for n in ready["status"]["nodes"]} == set(NODES)
         domains.delete_pods(api, namespace, domain["metadata"]["name"])
     finally:
+        # Waited for: a DaemonSet of the incumbent left behind makes every later release test's
+        # preflight refuse (it finds an incumbent install).
         core.delete_namespace(incumbent_ns)
+        waiting.until(
+            f"the incumbent's namespace {incumbent_ns} to be deleted",
+            lambda: incumbent_ns not in {n.metadata.name for n in core.list_namespace().items},
+            timeout=180,
+            interval=1,
+        )

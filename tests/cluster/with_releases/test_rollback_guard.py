@@ -59,27 +59,28 @@ def _newer_chart(folder: pathlib.Path) -> pathlib.Path:
     return chart
 
 
+@pytest.mark.parametrize("major", rendering.MAJORS)
 def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_changes(
+    major: str,
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
     api: client.ApiClient,
     releases: lifecycle.Releases,
     tmp_path: pathlib.Path,
 ) -> None:
-    # Helm 3 only for now: on Helm 4 its upgrades and rollbacks need the documented
-    # --wait=legacy with the production profile's OnDelete agents (preflight refuses the
-    # default wait, as it should); not done yet.
-    release = releases.new("cd-rb")
+    # Every step as docs/upgrade.md gives it with OnDelete agents (Helm 4: --wait=legacy).
+    release = releases.new("cd-rb", major)
     ns = release.namespace
     release.install(*cluster.chart(), *rendering.sim_values())
     # A later release, published beside this one as a higher pre-release of the same line.
     newer = cluster.chart_from(_newer_chart(tmp_path), version=f"{cluster.version()}.newer")
-    release.upgrade(*newer, "--reuse-values")
+    release.upgrade_as_documented(*newer, "--reuse-values")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V3])
 
     refused = release.helm.attempt(
-        "rollback", release.name, "1", "--namespace", ns, "--wait", "--timeout", "5m"
-    )
+        "rollback", release.name, "1", "--namespace", ns, release.documented_wait(),
+        "--timeout", "5m",
+    )  # fmt: skip
     said = refused.stdout + refused.stderr
     assert refused.returncode != 0 and "hook-preflight failed" in said, said
     assert "must appear in spec.versions" not in said, "refused before the API server saw it"
@@ -91,8 +92,10 @@ def test_a_rollback_to_crds_without_a_stored_version_is_refused_before_anything_
     # The way it printed: Helm's pending rollback ended (a rollback to the deployed revision,
     # 2), the storage back with the newer chart, then the rollback.
     assert "changes nothing and ends that" in log
-    release.run("rollback", "2", "--wait", "--timeout", "5m")
-    release.upgrade(*newer, "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}")
+    release.rollback("2")
+    release.upgrade_as_documented(
+        *newer, "--reuse-values", "--set", f"crds.cliqueStorageVersion={V2}"
+    )
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2, V3], [V2])
-    release.run("rollback", "1", "--wait", "--timeout", "5m")
+    release.rollback("1")
     assert lifecycle.crd_versions(api, CLIQUES) == ([V1, V2], [V2])

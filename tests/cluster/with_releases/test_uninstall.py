@@ -47,7 +47,7 @@ def test_uninstall_is_refused_with_running_domains_and_forced_leaves_no_trace(
     domains.wait_ready(api, namespace, domain, pods)
     status = release.helm.run("status", release.name, "--namespace", release.namespace)
     assert "STATUS: uninstalling" in status, status
-    release.run("rollback", "1", "--wait", "--timeout", "5m")
+    release.rollback("1")
     release.upgrade(*cluster.chart(), "--reuse-values", "--set", "uninstall.force=true")
     release.run("uninstall", "--wait", "--timeout", "5m")
     left = domains.get_domain(api, namespace, name)
