@@ -4,12 +4,13 @@
 #   mmdebstrap       resolves and downloads the image's Debian packages (any architecture)
 #   skopeo           reads and pushes OCI archives (to the simulated cluster's registry)
 #   runc             runs the image's root filesystem as the chart runs its containers
+#   umoci            unpacks a pulled image into a root filesystem (the simulated kubelet)
 #   docker-registry  each simulated cluster's registry on loopback (image and chart)
 #   gcc              compiles the fake NVML library
 set -euo pipefail
 
-packages=(mmdebstrap skopeo runc docker-registry gcc)
-commands=(mmdebstrap skopeo runc docker-registry gcc)
+packages=(mmdebstrap skopeo runc umoci docker-registry gcc)
+commands=(mmdebstrap skopeo runc umoci docker-registry gcc)
 
 missing=()
 for i in "${!commands[@]}"; do

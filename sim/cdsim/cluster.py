@@ -118,8 +118,15 @@ class SimCluster:
         topology_spec: topology.Topology | None = None,
         toolbox: tools.ToolBox | None = None,
         log: Callable[[str], None] | None = None,
+        runtime: str | None = None,
     ) -> None:
+        """A cluster named ``name``, not started yet.
+
+        ``runtime``: how chart pods run (:data:`controlplane.RUNTIMES`; None: the
+        environment's ``COMPUTE_DOMAINS_SIM_RUNTIME``, else the default).
+        """
         self.name = name
+        self.runtime = controlplane.runtime_from(runtime)
         self.topology = topology_spec or topology.Topology()
         self.toolbox = toolbox or tools.ToolBox.from_env()
         self.log = log or self.toolbox.log
@@ -155,7 +162,12 @@ class SimCluster:
             self.directory = pathlib.Path(tempfile.mkdtemp(prefix="cds-"))
             self.nodes = topology.expand(self.topology, cluster_name=self.name, address_block=block)
             self.control_plane = controlplane.ControlPlane(
-                directory=self.directory, binaries=binaries, name=self.name, log=self.log
+                directory=self.directory,
+                binaries=binaries,
+                name=self.name,
+                log=self.log,
+                runtime=self.runtime,
+                images_dir=self.toolbox.cache / "sim" / "images",
             )
             self.control_plane.start(timeout=timeout)
             control_plane_seconds = time.monotonic() - started

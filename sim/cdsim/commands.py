@@ -79,6 +79,14 @@ def build_parser() -> argparse.ArgumentParser:
     kubelet.add_argument(
         "--cluster-dir", type=pathlib.Path, required=True, help="holds nodes/<node>/ and logs/"
     )
+    kubelet.add_argument(
+        "--images-dir",
+        type=pathlib.Path,
+        help="run chart pods from their images under runc, pulled into this cache",
+    )
+    kubelet.add_argument(
+        "--registry", default="", help="the cluster's registry (host:port, plain HTTP)"
+    )
     kubelet.set_defaults(func=_kubelet)
 
     demo = subparsers.add_parser(
@@ -415,7 +423,12 @@ def _kubelet(args: argparse.Namespace) -> int:
     # Imported here: gRPC and the kubelet's modules would slow down every other subcommand.
     from cdsim.kubelet import main  # noqa: PLC0415
 
-    return main.run(kubeconfig_path=args.kubeconfig, cluster_dir=args.cluster_dir)
+    return main.run(
+        kubeconfig_path=args.kubeconfig,
+        cluster_dir=args.cluster_dir,
+        registry=args.registry,
+        images_dir=args.images_dir,
+    )
 
 
 def _demo(args: argparse.Namespace) -> int:

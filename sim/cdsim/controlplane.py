@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 
 from cdsim import kubeconfig, pki, processes, registry
-from cdsim.kubelet import serviceproxy
+from cdsim.kubelet import containers, serviceproxy
 from computedomains import waiting
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -66,6 +66,21 @@ class Binaries:
         )
 
 
+RUNTIMES = ("process", "runc")
+"""How the simulated kubelet runs chart pods: as processes of this checkout, or from their
+images in the cluster's registry under runc."""
+RUNTIME_ENV = "COMPUTE_DOMAINS_SIM_RUNTIME"
+DEFAULT_RUNTIME = "process"
+
+
+def runtime_from(asked: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The runtime asked for, else the environment's :data:`RUNTIME_ENV`, else the default."""
+    chosen = asked or (os.environ if env is None else env).get(RUNTIME_ENV) or DEFAULT_RUNTIME
+    if chosen not in RUNTIMES:
+        raise ValueError(f"runtime {chosen!r}: expected one of {', '.join(RUNTIMES)}")
+    return chosen
+
+
 @dataclasses.dataclass
 class ControlPlane:
     """Starts and stops one cluster's control-plane processes in ``directory``."""
@@ -79,6 +94,10 @@ class ControlPlane:
     etcd_url: str = ""
     """etcd's client URL once started (tests read what etcd itself stores)."""
     registry_port: int = 0
+    runtime: str = DEFAULT_RUNTIME
+    """:data:`RUNTIMES`: how the simulated kubelet runs chart pods."""
+    images_dir: pathlib.Path | None = None
+    """Where it unpacks pulled images (``runc``; shared by every cluster)."""
 
     @property
     def registry(self) -> str:
@@ -171,8 +190,13 @@ class ControlPlane:
         return f"compute-domains-sim-{self.name}"
 
     def stop(self) -> None:
-        """Stop every started process (reverse order) and reap it."""
+        """Stop every started process (reverse order) and reap it, then every container."""
         processes.stop_all(self.children)
+        if self.runtime == "runc":
+            runc = containers.Runc(self.directory / containers.STATE_DIR)
+            left = runc.remove_all(self.directory)
+            if left:
+                self.log(f"[sim] warning: containers {left} outlived the simulated kubelet")
 
     def check_running(self) -> None:
         """Raise if any component has exited."""
@@ -365,6 +389,11 @@ class ControlPlane:
                 "kubelet",
                 f"--kubeconfig={config}",
                 f"--cluster-dir={self.directory}",
+                *(
+                    [f"--registry={self.registry}", f"--images-dir={self.images_dir}"]
+                    if self.runtime == "runc" and self.images_dir
+                    else []
+                ),
             ],
             # It starts a process (fork, then exec) while its gRPC calls to the DRA plugins
             # run in other threads: gRPC's fork handlers must stay off, or a fork can crash it.

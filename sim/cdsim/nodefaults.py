@@ -27,13 +27,8 @@ or rewritten by a newer plugin (before a rollback)."""
 def plugin_pid(
     tree: hosttree.HostTree, node: str, *, table: Sequence[processes.ProcessInfo] | None = None
 ) -> int | None:
-    """The node's kubelet plugin process (by its plugins folder, which is the node's own)."""
-    return processes.find(
-        "kubelet-plugin",
-        f"--node-name={node}",
-        f"--kubelet-plugins-dir={tree.kubelet_plugins}",
-        table=table,
-    )
+    """The node's kubelet plugin process."""
+    return processes.find("kubelet-plugin", f"--node-name={node}", under=tree.root, table=table)
 
 
 def agent_pid(
@@ -47,7 +42,12 @@ def imex_pid(
     tree: hosttree.HostTree, *, table: Sequence[processes.ProcessInfo] | None = None
 ) -> int | None:
     """The node's (fake) ``nvidia-imex``, started by its agent with the node's ``imexd.cfg``."""
-    return processes.find(fake_imex.entry("daemon"), str(tree.imex_config), table=table)
+    root = tree.root.resolve()
+    for proc in processes.scan() if table is None else table:
+        ours = fake_imex.program_of(proc.argv) == "nvidia-imex" and proc.inside(root)
+        if ours and processes.pid_alive(proc.pid):
+            return proc.pid
+    return None
 
 
 def container_pid(

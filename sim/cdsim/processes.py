@@ -164,6 +164,22 @@ class ProcessInfo:
     argv: tuple[str, ...]
     cwd: pathlib.Path | None
     """Its working folder; None when unreadable (another user's, or gone meanwhile)."""
+    root: pathlib.Path | None = None
+    """Its root folder: ``/`` for a process, the container's root for a container's."""
+
+    def inside(self, folder: pathlib.Path) -> bool:
+        """It works in ``folder``, or runs in a container whose root lies below it."""
+        return any(
+            path is not None and path.is_relative_to(folder) and path != pathlib.Path("/")
+            for path in (self.cwd, self.root)
+        )
+
+
+def _link(path: pathlib.Path) -> pathlib.Path | None:
+    try:
+        return path.readlink()
+    except OSError:
+        return None
 
 
 def scan() -> list[ProcessInfo]:
@@ -179,13 +195,10 @@ def scan() -> list[ProcessInfo]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        try:
-            cwd: pathlib.Path | None = (entry / "cwd").readlink()
-        except OSError:
-            cwd = None
+        cwd, root = _link(entry / "cwd"), _link(entry / "root")
         decoded = tuple(a.decode(errors="replace") for a in argv if a)
         if decoded:
-            found.append(ProcessInfo(int(entry.name), decoded, cwd))
+            found.append(ProcessInfo(int(entry.name), decoded, cwd, root))
     return found
 
 
@@ -195,7 +208,8 @@ def find(
     """PID of a process that has every one of ``needles`` as an argument; None when none runs.
 
     With ``under`` (a simulated node's host tree, or a pod's folder in it), only a process
-    working in it counts: the simulated kubelet runs each pod in its pod folder there, and the
+    working in it, or a container's rooted in it, counts: the simulated kubelet runs each pod
+    in its pod folder there (its containers' roots too), and the
     same node names exist in every simulated cluster on the machine (a demo's, another test
     run's). ``table``: a :func:`scan` to look in instead of a fresh one.
     """
@@ -203,8 +217,7 @@ def find(
     for proc in scan() if table is None else table:
         if not all(n in proc.argv for n in needles):
             continue
-        inside = root is None or (proc.cwd is not None and proc.cwd.is_relative_to(root))
-        if inside and pid_alive(proc.pid):
+        if (root is None or proc.inside(root)) and pid_alive(proc.pid):
             return proc.pid
     return None
 

@@ -84,11 +84,8 @@ def component_of(argv: list[str]) -> str:
         if module == "computedomains" and rest:
             return rest[0]
         return ""
-    if "-c" in argv[:-1]:  # the fake IMEX's scripts run their role's main through -c
-        program = argv[argv.index("-c") + 1]
-        return next((f"fake {p}" for p, role in fake_imex.PROGRAMS
-                     if program == fake_imex.entry(role)), "")  # fmt: skip
-    return ""
+    program = fake_imex.program_of(argv)
+    return f"fake {program}" if program else ""
 
 
 def cpu_now() -> dict[int, Cpu]:

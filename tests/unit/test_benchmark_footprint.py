@@ -12,10 +12,9 @@ from tests.benchmarks import footprint
 
 
 def _exec_argv(script: pathlib.Path, *args: str) -> list[str]:
-    """The command line the installed script's ``exec`` line leaves in /proc."""
-    line = next(ln for ln in script.read_text().splitlines() if " exec " in ln)
-    words = shlex.split(line.split(" exec ", 1)[1])
-    return [*words[:-1], *args]  # the last word is "$@"
+    """The command line the kernel makes of the installed script's ``#!`` line, in /proc."""
+    interpreter = shlex.split(script.read_text().splitlines()[0].removeprefix("#!"))
+    return [*interpreter, str(script), *args]
 
 
 def test_the_installed_fake_imex_programs_are_recognised(tmp_path: pathlib.Path) -> None:

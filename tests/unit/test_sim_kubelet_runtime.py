@@ -94,7 +94,7 @@ def tree() -> Iterator[hosttree.HostTree]:
 def test_registration_prepare_unprepare_and_deregistration_over_real_sockets(
     tree: hosttree.HostTree,
 ) -> None:
-    registry = plugins.Registry(tree.kubelet_registry, node="n")
+    registry = plugins.Registry(tree.kubelet_registry, node="n", host_root=tree.root)
     claim = dra.ClaimRef("ns", "c", "uid-1")
     with fakedra.FakeDraPlugin("w.example.com", tree, versions=("v1beta1.DRAPlugin",)) as plugin:
         assert registry.scan(time.monotonic())
@@ -117,7 +117,7 @@ def test_registration_prepare_unprepare_and_deregistration_over_real_sockets(
 def test_a_plugin_of_the_wrong_type_is_told_why_and_not_registered(
     tree: hosttree.HostTree,
 ) -> None:
-    registry = plugins.Registry(tree.kubelet_registry, node="n")
+    registry = plugins.Registry(tree.kubelet_registry, node="n", host_root=tree.root)
     with fakedra.FakeDraPlugin("w.example.com", tree, plugin_type="DevicePlugin") as plugin:
         assert not registry.scan(time.monotonic())
         assert registry.drivers() == frozenset()

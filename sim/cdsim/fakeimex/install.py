@@ -1,53 +1,69 @@
 """Install ``nvidia-imex`` and ``nvidia-imex-ctl`` into a simulated node's host tree.
 
-Each is a two-line shell script that execs this Python on the fake, so the agent starts it
-by path exactly as it starts the real binary under the driver root. The fake needs only the
-standard library, so Python starts without ``site`` (``-S``), the package found through
-``PYTHONPATH``, and runs the role's ``main`` through ``-c`` rather than ``-m`` (which imports
-runpy): the agent starts ``nvidia-imex-ctl`` for every IMEX check.
+The driver installs the real programs under its root, and the IMEX agent runs them from
+there by path, inside its container. The fakes sit in the same place and bring what they
+need: each program is a Python script (``#!/usr/bin/python3 -S``: the image has no shell,
+and a Python without ``site`` starts fast; the agent starts ``nvidia-imex-ctl`` for every
+IMEX check) that finds its own copy of :mod:`cdsim.fakeimex`, standard library only, in
+``usr/lib/compute-domains-sim`` beside it in the same tree. So it runs the same from the
+agent's image (Debian's Python) and as a process of the checkout (the machine's).
 """
 
 from __future__ import annotations
 
 import pathlib
-import shlex
-import sys
+import shutil
+from collections.abc import Sequence
 
 import cdsim
 
 PROGRAMS = (("nvidia-imex", "daemon"), ("nvidia-imex-ctl", "ctl"))
 """(program name, module of :mod:`cdsim.fakeimex` whose ``main`` it runs)."""
+INTERPRETER = "/usr/bin/python3"
+"""Debian's Python, in the image and on the machine."""
+LIBRARY = "lib/compute-domains-sim"
+"""Where the package copy goes, relative to the programs' ``bin`` folder's parent."""
+
+PACKAGE_ROOT = pathlib.Path(cdsim.__file__).resolve().parent
+"""The ``cdsim`` package folder (in the ``sim/`` tree or site-packages)."""
 
 
-PACKAGE_ROOT = pathlib.Path(cdsim.__file__).resolve().parents[1]
-"""The folder that holds the ``cdsim`` package (the ``sim/`` tree or site-packages)."""
-
-
-def script(role: str, python: str, root: pathlib.Path = PACKAGE_ROOT) -> str:
-    """The script text for ``role``."""
+def script(role: str) -> str:
+    """The program text for ``role``."""
     return (
-        "#!/bin/sh\n"
+        f"#!{INTERPRETER} -S\n"
         "# Simulated cluster: the fake IMEX of compute-domains (cdsim.fakeimex).\n"
-        f"PYTHONPATH={shlex.quote(str(root))} "
-        f'exec {shlex.quote(python)} -S -c {shlex.quote(entry(role))} "$@"\n'
+        "import os, sys\n"
+        "here = os.path.dirname(os.path.realpath(__file__))\n"
+        f"sys.path.insert(0, os.path.join(here, '..', {LIBRARY!r}))\n"
+        f"from cdsim.fakeimex.{role} import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
     )
 
 
-def entry(role: str) -> str:
-    """The ``-c`` program: ``main`` of the role's module (``-m`` would cost runpy's imports)."""
-    module = f"cdsim.fakeimex.{role}"
-    return f"import sys; from {module} import main; sys.exit(main(sys.argv[1:]))"
+def program_of(argv: Sequence[str]) -> str:
+    """Which fake a command line runs (``nvidia-imex``, ``nvidia-imex-ctl``); "" for others.
+
+    The kernel runs a script as ``<interpreter> -S <script path> <args...>``.
+    """
+    if len(argv) < 3 or argv[0] != INTERPRETER or argv[1] != "-S":
+        return ""
+    name = pathlib.PurePosixPath(argv[2]).name
+    return name if any(name == program for program, _ in PROGRAMS) else ""
 
 
-def install(
-    bin_dir: pathlib.Path, *, python: str = sys.executable, root: pathlib.Path = PACKAGE_ROOT
-) -> list[pathlib.Path]:
-    """Write both scripts into ``bin_dir`` (created if needed); returns their paths."""
+def install(bin_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Write both programs into ``bin_dir`` and the package beside them; returns the programs."""
+    library = bin_dir.parent / LIBRARY / "cdsim"
+    (library / "fakeimex").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PACKAGE_ROOT / "__init__.py", library / "__init__.py")
+    for module in (PACKAGE_ROOT / "fakeimex").glob("*.py"):
+        shutil.copyfile(module, library / "fakeimex" / module.name)
     bin_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for program, role in PROGRAMS:
         path = bin_dir / program
-        path.write_text(script(role, python, root))
+        path.write_text(script(role))
         path.chmod(0o755)
         written.append(path)
     return written

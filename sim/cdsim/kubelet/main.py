@@ -36,13 +36,29 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from cdsim import kubeconfig, processes
-from cdsim.kubelet import dra, images, logserver, node, podspec, probes, runner, serviceproxy
+from cdsim.kubelet import (
+    backoff,
+    containers,
+    dra,
+    images,
+    imagestore,
+    logserver,
+    node,
+    podspec,
+    probes,
+    pulls,
+    runner,
+    serviceproxy,
+    volumefiles,
+)
 from cdsim.kubelet import status as pod_status
 from computedomains import nodefiles
 from computedomains.api import resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, informer, pods, wire
 
+CONTAINERS_DIR = "containers"
+"""A pod's folder's folder of container bundles (root layer and runc configuration)."""
 CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
 """Pods with this label run as processes; kwok fakes every other pod."""
 TOKEN_SECONDS = 3607
@@ -55,6 +71,7 @@ status manager syncs every 10 s)."""
 _SHUTDOWN_GRACE = 3.0
 _PASSTHROUGH_ENV = ("PATH", "PYTHONPATH", "HOME", "TMPDIR", "LANG", processes.CLUSTER_ENV)
 _LOG = logging.getLogger(__name__)
+_MOUNT_ERRORS: tuple[type[Exception], ...] = (volumefiles.VolumeError, *kube_client.API_ERRORS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,12 +114,24 @@ def _is_chart_pod(pod: wire.Pod) -> bool:
     return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
 
 
-def _write(path: pathlib.Path, text: str) -> None:
+def _write(path: pathlib.Path, data: str | bytes, *, mode: int = 0o644) -> None:
     """Replace ``path`` atomically: a process reading its token never sees half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    tmp.write_bytes(data.encode() if isinstance(data, str) else data)
+    tmp.chmod(mode)
     tmp.replace(path)
+
+
+def _without_times(status: Mapping[str, Any] | None) -> Any:
+    """A status with its conditions' transition times left out (what changed, not when)."""
+    if status is None:
+        return None
+    conditions = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions", [])
+    ]
+    return {**status, "conditions": conditions}
 
 
 @dataclasses.dataclass
@@ -167,9 +196,29 @@ class SimKubelet:
     """Plays the kubelet of every node whose host tree is under ``<cluster dir>/nodes``."""
 
     def __init__(
-        self, api: kube_client.Client, *, cluster_dir: pathlib.Path, server: ApiServer
+        self,
+        api: kube_client.Client,
+        *,
+        cluster_dir: pathlib.Path,
+        server: ApiServer,
+        store: imagestore.Store | None = None,
     ) -> None:
+        """Play the kubelet of every node under ``<cluster_dir>/nodes``.
+
+        With ``store``, chart pods run from their images under runc (pulled into it);
+        without, as processes of this checkout.
+        """
         self._api = api
+        self._runtime = containers.Runc(cluster_dir / containers.STATE_DIR) if store else None
+        self._pulls = (
+            pulls.Pulls(store, on_event=self._pod_event, credentials=self._pull_credentials)
+            if store
+            else None
+        )
+        self._waiting: dict[str, dict[str, Any]] = {}
+        """Pod UID → the status last written while its images were pulled."""
+        self._mount_retry: dict[str, backoff.Backoff] = {}
+        """Pod UID → back-off of a volume that could not be set up."""
         self._cluster_dir = cluster_dir
         self._nodes_dir = cluster_dir / "nodes"
         self._server = server
@@ -272,7 +321,7 @@ class SimKubelet:
                 self._clean(running.pod)
                 continue
             if running.token_at is not None and now >= running.token_at:
-                running.token_at = self._write_token(running.pod, now)
+                running.token_at = self._renew_token(running, now)
             if uid in wanted:
                 running.pod = wanted[uid]
                 self._report(running)
@@ -283,9 +332,19 @@ class SimKubelet:
                 self._remove(pod)
         self._removed &= set(chart)
         self._ended_pods &= set(chart)
+        self._forget_waiting(set(wanted) - set(self._running))
         for uid, pod in wanted.items():
             if uid not in self._running and uid not in self._unrunnable:
                 self._maybe_start(pod, now)
+
+    def _forget_waiting(self, waiting: set[str]) -> None:
+        """Keep pull and mount state only for the pods (UIDs) still waiting to start."""
+        for uid in set(self._waiting) - waiting:
+            del self._waiting[uid]
+        for uid in set(self._mount_retry) - waiting:
+            del self._mount_retry[uid]
+        if self._pulls is not None:
+            self._pulls.forget(waiting)
 
     def _ended(self, pod: wire.Pod) -> bool:
         """A deleted pod that no process of ours ran has a terminal phase (written if need be).
@@ -373,40 +432,147 @@ class SimKubelet:
             injections = prepared
         label = f"{meta['namespace']}/{meta['name']}"
         root = self._nodes_dir / spec["nodeName"]
-        context = self._context(pod, root, injections)
+        pulled = self._pull(pod, now)
+        if pulled is None:
+            return
+        token_at = None
+        if pulled:
+            if not self._write_volumes(pod, root, now):
+                return
+            lifetime = volumefiles.token_lifetime(pod)
+            token_at = now + 0.8 * lifetime if lifetime else None
+        elif spec.get("automountServiceAccountToken", True):
+            token_at = self._write_token(pod, now)
+        context = self._context(pod, root, injections, pulled)
         try:
             plan = podspec.plan_pod(pod, context)
         except podspec.PodSpecError as exc:
-            _LOG.error("%s cannot run as processes: %s", label, exc)
+            _LOG.error("%s cannot run: %s", label, exc)
+            self._pod_event(pod, "Failed", f"Error: {exc}", True)
             self._unrunnable.add(meta["uid"])
             return
-        token_at = None
-        if spec.get("automountServiceAccountToken", True):
-            token_at = self._write_token(pod, now)
         log_dir = pod_log_dir(
             self._cluster_dir, namespace=meta["namespace"], name=meta["name"], uid=meta["uid"]
         )
-        recorder = self._events[spec["nodeName"]]
-        ref = events.ObjectRef("Pod", meta["name"], meta["namespace"], meta["uid"])
-
-        def on_event(reason: str, message: str, warning: bool) -> None:
-            recorder.emit(ref, reason=reason, message=message, warning=warning)
-
+        folder = node.pod_dir(root, meta["uid"])
         pod_runner = runner.PodRunner(
             label=label,
             plan=plan,
             log_dir=log_dir,
             prober=self._prober,
-            hold_dir=node.pod_dir(root, meta["uid"]) / runner.HOLD_DIR,
-            on_event=on_event,
+            hold_dir=folder / runner.HOLD_DIR,
+            on_event=lambda reason, message, warning: self._pod_event(
+                pod, reason, message, warning
+            ),
+            runtime=self._runtime,
+            bundles=folder / CONTAINERS_DIR,
         )
         running = _Running(pod, pod_runner, token_at)
         self._running[meta["uid"]] = running
+        self._waiting.pop(meta["uid"], None)
         pod_runner.tick(now)
         self._report(running)
 
+    def _pod_event(self, pod: wire.Pod, reason: str, message: str, warning: bool) -> None:
+        meta = pod["metadata"]
+        ref = events.ObjectRef("Pod", meta["name"], meta["namespace"], meta["uid"])
+        recorder = self._events[pod["spec"]["nodeName"]]
+        recorder.emit(ref, reason=reason, message=message, warning=warning)
+
+    def _pull(self, pod: wire.Pod, now: float) -> dict[str, imagestore.Image] | None:
+        """The pulled image of each container that runs from one.
+
+        None while one is missing: the pod's status then says why.
+        """
+        if self._pulls is None:
+            return {}
+        spec = pod.get("spec", {})
+        pythons = self._image_pythons()  # a previous release's tag still runs as processes
+        wanted = [
+            c
+            for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
+            if podspec.image_tag(c.get("image", "")) not in pythons
+        ]
+        pulled, waiting = self._pulls.images(pod, wanted, now)
+        if not waiting:
+            return pulled
+        meta = pod["metadata"]
+        status = pod_status.waiting(
+            spec,
+            reasons={name: (w.reason, w.message) for name, w in waiting.items()},
+            images=_images(pod),
+            previous=pod.get("status", {}).get("conditions") or [],
+            now=pod_status.stamp(datetime.datetime.now(datetime.UTC)),
+        )
+        last = self._waiting.get(meta["uid"])
+        if _without_times(status) != _without_times(last) and self._patch_status(pod, status):
+            self._waiting[meta["uid"]] = status
+        return None
+
+    def _pull_credentials(self, pod: wire.Pod, ref: imagestore.Reference) -> tuple[str, str] | None:
+        """The pod's ``imagePullSecrets`` entry for the registry of ``ref``.
+
+        As the kubelet passes them to the runtime: the first Secret that names the registry.
+        """
+        namespace = pod["metadata"]["namespace"]
+        found = []
+        for name in pulls.pull_secret_names(pod):
+            try:
+                secret = self._api.find(resources.SECRETS.path(name, namespace=namespace))
+            except kube_client.API_ERRORS as exc:
+                _LOG.warning("pull secret %s/%s: %s", namespace, name, exc)
+                continue
+            if secret is not None:
+                found.append(secret)
+        return imagestore.registry_credentials(found, ref.registry)
+
+    def _write_volumes(self, pod: wire.Pod, root: pathlib.Path, now: float) -> bool:
+        """Write the files of the pod's ConfigMap, Secret, downward-API and projected volumes.
+
+        The ServiceAccount token is among them. False (with a ``FailedMount`` Event) when one
+        cannot be set up yet.
+        """
+        meta = pod["metadata"]
+        retry = self._mount_retry.setdefault(meta["uid"], backoff.Backoff(initial=2.0, cap=120.0))
+        if not retry.ready(now):
+            return False
+        folder = node.pod_dir(root, meta["uid"])
+        namespace = meta["namespace"]
+
+        def lookup(kind: Any) -> volumefiles.Lookup:
+            return lambda name: self._api.find(kind.path(name, namespace=namespace))
+
+        def token(seconds: int, audiences: Any) -> str:
+            return kube_client.mint_service_account_token(
+                self._api, namespace=namespace, audiences=list(audiences),
+                service_account=pod["spec"].get("serviceAccountName", "default"),
+                expiration_seconds=seconds, bound_pod=(meta["name"], meta["uid"]),
+            )  # fmt: skip
+
+        try:
+            for volume in pod["spec"].get("volumes", []):
+                files = volumefiles.volume_files(
+                    volume, pod, config_maps=lookup(resources.CONFIG_MAPS),
+                    secrets=lookup(resources.SECRETS), token=token,
+                )  # fmt: skip
+                target = podspec.volume_dir(folder, volume.get("name", ""))
+                for file in files or []:
+                    _write(target / file.path, file.data, mode=file.mode)
+        except _MOUNT_ERRORS as exc:
+            delay = retry.failed(now)
+            message = f"MountVolume.SetUp failed: {exc}"
+            _LOG.warning("%s/%s: %s (retry in %.0fs)", namespace, meta["name"], message, delay)
+            self._pod_event(pod, "FailedMount", message, True)
+            return False
+        retry.reset()
+        return True
+
     def _context(
-        self, pod: wire.Pod, root: pathlib.Path, injections: Mapping[str, podspec.Injection]
+        self,
+        pod: wire.Pod,
+        root: pathlib.Path,
+        injections: Mapping[str, podspec.Injection],
+        pulled: Mapping[str, imagestore.Image],
     ) -> podspec.PodContext:
         meta, spec = pod["metadata"], pod.get("spec", {})
         folder = node.pod_dir(root, meta["uid"])
@@ -425,6 +591,8 @@ class SimKubelet:
             },
             injections=injections,
             pythons=self._image_pythons(),
+            images=pulled,
+            runc_state=self._runtime.state if self._runtime else None,
         )
 
     def _image_pythons(self) -> dict[str, str]:
@@ -461,6 +629,17 @@ class SimKubelet:
         running.reported_at = time.monotonic()
         return True
 
+    def _renew_token(self, running: _Running, now: float) -> float:
+        """Write the pod's token again; returns when to renew it next."""
+        pod = running.pod
+        if not running.runner.in_containers:
+            return self._write_token(pod, now)
+        root = self._nodes_dir / pod["spec"]["nodeName"]
+        lifetime = volumefiles.token_lifetime(pod) or TOKEN_SECONDS
+        if not self._write_volumes(pod, root, now):
+            return now + 5.0
+        return now + 0.8 * lifetime
+
     def _write_token(self, pod: wire.Pod, now: float) -> float:
         """Mint a pod-bound token and write the ServiceAccount folder; returns when to renew."""
         meta, spec = pod["metadata"], pod.get("spec", {})
@@ -484,7 +663,8 @@ class SimKubelet:
     def _clean(self, pod: wire.Pod) -> None:
         meta = pod["metadata"]
         folder = node.pod_dir(self._nodes_dir / pod["spec"]["nodeName"], meta["uid"])
-        for part in ("serviceaccount", "volumes"):
+        containers.unmount_under(folder / CONTAINERS_DIR)
+        for part in ("serviceaccount", "volumes", CONTAINERS_DIR):
             shutil.rmtree(folder / part, ignore_errors=True)
         with contextlib.suppress(OSError):  # still holds the DRA part's files: it removes them
             folder.rmdir()
@@ -504,13 +684,27 @@ class SimKubelet:
         for running in self._running.values():
             running.runner.terminate(now, grace=0)
             running.runner.tick(now)  # reaps what stop_pids ended
+        if self._pulls is not None:
+            self._pulls.close()
+        if self._runtime is not None:
+            self._runtime.remove_all(self._cluster_dir)  # what a killed ``runc run`` left
         deadline = time.monotonic() + _SHUTDOWN_GRACE
         for dra_node in self._nodes.values():
             dra_node.join(timeout=max(0.0, deadline - time.monotonic()))
 
 
-def run(*, kubeconfig_path: pathlib.Path, cluster_dir: pathlib.Path) -> int:
-    """Run the simulated kubelet until SIGTERM or SIGINT."""
+def run(
+    *,
+    kubeconfig_path: pathlib.Path,
+    cluster_dir: pathlib.Path,
+    registry: str = "",
+    images_dir: pathlib.Path | None = None,
+) -> int:
+    """Run the simulated kubelet until SIGTERM or SIGINT.
+
+    With ``images_dir``, chart pods run from their images under runc, pulled into that cache
+    (``registry``: the cluster's, spoken to over plain HTTP).
+    """
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -522,8 +716,16 @@ def run(*, kubeconfig_path: pathlib.Path, cluster_dir: pathlib.Path) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     api = kube_client.Client.from_kubeconfig(kubeconfig_path)
+    store = None
+    if images_dir is not None:
+        store = imagestore.Store(images_dir, insecure=[registry] if registry else [])
+        for folder in store.prune():
+            _LOG.info("removed the unpacked image %s (unused for a day)", folder.name)
     kubelet = SimKubelet(
-        api, cluster_dir=cluster_dir, server=ApiServer.from_kubeconfig(kubeconfig_path)
+        api,
+        cluster_dir=cluster_dir,
+        server=ApiServer.from_kubeconfig(kubeconfig_path),
+        store=store,
     )
     _LOG.info("simulated kubelet for the nodes under %s", cluster_dir / "nodes")
     kubelet.run(stop)

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import grpc
 
-from cdsim.kubelet import backoff, cdi, dra, plugins, podspec
+from cdsim.kubelet import backoff, cdi, dra, plugins, podspec, runtimespec
 from computedomains import nodefiles
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, pods, resourceclaims, wire
@@ -34,20 +34,30 @@ def pod_dir(node_root: pathlib.Path, uid: str) -> pathlib.Path:
 
 
 def injection(edits: cdi.ContainerEdits, node_root: pathlib.Path) -> podspec.Injection:
-    """What a process gets from CDI edits: the env, and mounts mapped into the host tree."""
+    """What a container gets from CDI edits.
+
+    The env, mounts from the node's host tree, and device nodes (which only a container run
+    from its image gets).
+    """
     env = tuple((k, v) for k, _, v in (e.partition("=") for e in edits.get("env", [])))
     mounts = []
     for mount in edits.get("mounts", []):
-        host = str(mount["hostPath"])
-        inside = pathlib.Path(host) if host.startswith(str(node_root)) else None
         mounts.append(
             podspec.Mount(
                 container_path=str(mount["containerPath"]),
-                host_path=inside or node_root / host.lstrip("/"),
+                host_path=podspec.on_node(node_root, str(mount["hostPath"])),
                 kind="cdi",
             )
         )
-    return podspec.Injection(env=env, mounts=tuple(mounts))
+    devices = tuple(
+        runtimespec.DeviceNode(
+            path=str(d["path"]), major=int(d.get("major", 0)), minor=int(d.get("minor", 0)),
+            kind=str(d.get("type", "c")), file_mode=int(d.get("fileMode", 0o666)),
+            uid=int(d.get("uid", 0)), gid=int(d.get("gid", 0)),
+        )
+        for d in edits.get("deviceNodes", [])
+    )  # fmt: skip
+    return podspec.Injection(env=env, mounts=tuple(mounts), devices=devices)
 
 
 @dataclasses.dataclass
@@ -68,7 +78,9 @@ class NodeDra:
         self._api = api
         self._interval = interval
         self._events = events.Recorder(api, component="kubelet", host=node)
-        self.registry = plugins.Registry(root / "var/lib/kubelet/plugins_registry", node=node)
+        self.registry = plugins.Registry(
+            root / "var/lib/kubelet/plugins_registry", node=node, host_root=root
+        )
         self._lock = threading.Lock()
         self._pods: list[wire.Pod] = []
         self._states: dict[str, _PodState] = {}

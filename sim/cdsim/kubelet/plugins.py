@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from cdsim.kubelet import backoff, dra
+from cdsim.kubelet import backoff, dra, podspec
 from computedomains.drapb import dra_v1_pb2, pluginregistration_v1_pb2, services
 
 KUBELET_SERVICES = tuple(services.DRA)
@@ -80,8 +80,12 @@ def _target(path: pathlib.Path) -> str:
     return f"unix://{path}"
 
 
-def register(socket: pathlib.Path) -> Accepted:
-    """Run the registration handshake on ``socket``; raises on refusal or failure."""
+def register(socket: pathlib.Path, host_root: pathlib.Path) -> Accepted:
+    """Run the registration handshake on ``socket``; raises on refusal or failure.
+
+    The endpoint a plugin reports is a path on its node's host (a plugin in a container names
+    it as its hostPath mount shows it): the kubelet dials it in ``host_root``, the node's tree.
+    """
     with grpc.insecure_channel(_target(socket)) as channel:
         stub = services.Client(channel, services.REGISTRATION)
         reply = stub.call(
@@ -96,7 +100,7 @@ def register(socket: pathlib.Path) -> Accepted:
         stub.call("NotifyRegistrationStatus", status, timeout=_NOTIFY_TIMEOUT)
     if isinstance(verdict, str):
         raise ValueError(f"refused plugin on {socket.name}: {verdict}")
-    return verdict
+    return dataclasses.replace(verdict, endpoint=podspec.on_node(host_root, str(verdict.endpoint)))
 
 
 class DraClient:
@@ -158,9 +162,10 @@ class _Socket:
 class Registry:
     """The plugins registered on one node, kept current by :meth:`scan`."""
 
-    def __init__(self, directory: pathlib.Path, *, node: str) -> None:
+    def __init__(self, directory: pathlib.Path, *, node: str, host_root: pathlib.Path) -> None:
         self._directory = directory
         self._node = node
+        self._host_root = host_root
         self._sockets: dict[str, _Socket] = {}
 
     def _present(self) -> dict[str, tuple[int, int]]:
@@ -193,7 +198,7 @@ class Registry:
 
     def _register(self, name: str, entry: _Socket, now: float) -> bool:
         try:
-            accepted = register(self._directory / name)
+            accepted = register(self._directory / name, self._host_root)
         except (grpc.RpcError, ValueError, OSError) as exc:
             delay = entry.retry.failed(now)
             _LOG.warning("[%s] registration of %s failed (retry in %.0fs): %s",

@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
-from cdsim.kubelet import probes
+from cdsim.kubelet import imagestore, probes, runtimespec
 from computedomains.kube import wire
 
 IMAGE_ENTRYPOINT = "computedomains"
@@ -108,12 +108,34 @@ def container_env(
 
 @dataclasses.dataclass(frozen=True)
 class Mount:
-    """A container path and the host-tree path a process uses in its place."""
+    """A container path and the host-tree path behind it (bound there, or used in its place)."""
 
     container_path: str
     host_path: pathlib.Path
     kind: str = ""
-    """``hostPath.type`` (``DirectoryOrCreate``, ``FileOrCreate``, ...) or ``emptyDir``."""
+    """``hostPath.type`` (``DirectoryOrCreate``, ``FileOrCreate``, ...), ``emptyDir``, or
+    ``files`` (a ConfigMap, Secret, downward-API or projected volume the kubelet writes)."""
+    readonly: bool = False
+
+
+FILE_VOLUMES = ("configMap", "secret", "downwardAPI", "projected")
+"""Volume kinds whose files the kubelet writes into the pod's folder (``volumes/<name>``)."""
+
+
+def on_node(node_root: pathlib.Path, path: str) -> pathlib.Path:
+    """A path a component names on its node's host, in the node's host tree.
+
+    A plugin's socket, a CDI mount's source: a container names them as on the host, a process
+    of this checkout already names the tree itself.
+    """
+    if pathlib.Path(path).is_relative_to(node_root):
+        return pathlib.Path(path)
+    return node_root / path.lstrip("/")
+
+
+def volume_dir(pod_dir: pathlib.Path, name: str) -> pathlib.Path:
+    """Where the files of the pod's volume ``name`` (emptyDir, ConfigMap, ...) live."""
+    return pod_dir / "volumes" / name
 
 
 def container_mounts(
@@ -122,11 +144,13 @@ def container_mounts(
     *,
     node_root: pathlib.Path,
     pod_dir: pathlib.Path,
+    files: bool = False,
 ) -> list[Mount]:
-    """The container's ``hostPath`` and ``emptyDir`` mounts, longest container path first.
+    """The container's volume mounts, longest container path first.
 
-    Other volume kinds (ConfigMaps, the projected ServiceAccount token) have no host-tree
-    counterpart and are left alone; the token reaches the process through the environment.
+    ``hostPath`` and ``emptyDir`` always; with ``files`` also ConfigMap, Secret, downward-API
+    and projected volumes (a container mounts the files the kubelet wrote, read-only). A
+    process cannot: it gets the ServiceAccount token through the environment instead.
     """
     by_name = {v.get("name", ""): v for v in volumes}
     mounts: list[Mount] = []
@@ -135,15 +159,24 @@ def container_mounts(
         if volume is None:
             continue
         sub = mount.get("subPath", "")
+        readonly = bool(mount.get("readOnly"))
         if "hostPath" in volume:
             source = volume["hostPath"]
             host = node_root / source.get("path", "/").lstrip("/")
             kind = source.get("type", "")
         elif "emptyDir" in volume:
-            host, kind = pod_dir / "volumes" / volume.get("name", ""), "emptyDir"
+            host, kind = volume_dir(pod_dir, volume.get("name", "")), "emptyDir"
+        elif files and any(k in volume for k in FILE_VOLUMES):
+            host, kind, readonly = volume_dir(pod_dir, volume.get("name", "")), "files", True
+        elif files:
+            raise PodSpecError(
+                f"volume {volume.get('name')!r}: kind {sorted(set(volume) - {'name'})} is not "
+                "supported by the simulated kubelet"
+            )
         else:
             continue
-        mounts.append(Mount(mount.get("mountPath", "/"), host / sub if sub else host, kind))
+        path = host / sub if sub else host
+        mounts.append(Mount(mount.get("mountPath", "/"), path, kind, readonly))
     return sorted(mounts, key=lambda m: len(m.container_path), reverse=True)
 
 
@@ -190,6 +223,8 @@ class Injection:
 
     env: tuple[tuple[str, str], ...] = ()
     mounts: tuple[Mount, ...] = ()
+    devices: tuple[runtimespec.DeviceNode, ...] = ()
+    """Device nodes: created in a container; a process has none."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,6 +243,10 @@ class PodContext:
     pythons: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Image tag → the Python that runs the entrypoint of containers with that tag instead of
     ``python`` (a previous release's virtualenv; see :mod:`cdsim.kubelet.images`)."""
+    images: Mapping[str, imagestore.Image] = dataclasses.field(default_factory=dict)
+    """Container name → its pulled image: such a container runs from it under runc."""
+    runc_state: pathlib.Path | None = None
+    """runc's state folder (needed once ``images`` has any)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,11 +265,42 @@ class ContainerPlan:
     end of its log (no container here writes ``/dev/termination-log``)."""
     probes: tuple[probes.Probe, ...] = ()
     """Its startup, liveness and readiness probes, as far as it has them."""
+    run: runtimespec.ContainerRun | None = None
+    """Set when the container runs from its image under runc (``argv``/``env`` unused then)."""
+    container_id: str = ""
+    """runc's name for it (with :attr:`run`)."""
+    image_id: str = ""
+    """The pulled image's ``registry/repository@digest`` (with :attr:`run`)."""
+
+
+def _probes(
+    container: wire.Container, pod: wire.Pod, exec_action: Callable[[Sequence[str]], probes.Exec]
+) -> tuple[probes.Probe, ...]:
+    pod_ip = pod.get("status", {}).get("podIP", "")
+    planned = []
+    for kind in probes.ProbeKind:
+        spec = cast(Mapping[str, Any], container).get(kind.field)
+        if spec:
+            action = exec_action(spec["exec"].get("command", [])) if "exec" in spec else None
+            try:
+                planned.append(
+                    probes.parse(kind, spec, container=container, pod_ip=pod_ip, exec_action=action)
+                )
+            except probes.ProbeSpecError as exc:
+                raise PodSpecError(str(exc)) from exc
+    return tuple(planned)
 
 
 def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) -> ContainerPlan:
-    """The process for ``container`` of ``pod``."""
+    """How ``container`` of ``pod`` runs.
+
+    From its image under runc when :attr:`PodContext.images` has it, else as a process of
+    this checkout.
+    """
     name = container.get("name", "")
+    image = ctx.images.get(name)
+    if image is not None:
+        return _in_container(container, pod, ctx, image)
     injection = ctx.injections.get(name, Injection())
     mounts = [
         *injection.mounts,
@@ -263,27 +333,13 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
     working = rewrite(container.get("workingDir", ""), mounts)
     cwd = pathlib.Path(working) if working.startswith(str(ctx.node_root)) else ctx.pod_dir
 
-    def in_container(command: Sequence[str]) -> probes.Exec:
+    def in_host_tree(command: Sequence[str]) -> probes.Exec:
         """An exec probe's command, mapped into the host tree like the container's own."""
         argv = entrypoint(
             [rewrite(expand(a, mapping), mounts) for a in command], [], python=python or ctx.python
         )
         return probes.Exec(tuple(argv), env, str(cwd))
 
-    pod_ip = pod.get("status", {}).get("podIP", "")
-    planned = []
-    for kind in probes.ProbeKind:
-        spec = cast(Mapping[str, Any], container).get(kind.field)
-        if spec:
-            exec_action = in_container(spec["exec"].get("command", [])) if "exec" in spec else None
-            try:
-                planned.append(
-                    probes.parse(
-                        kind, spec, container=container, pod_ip=pod_ip, exec_action=exec_action
-                    )
-                )
-            except probes.ProbeSpecError as exc:
-                raise PodSpecError(str(exc)) from exc
     return ContainerPlan(
         name=name,
         argv=tuple(argv),
@@ -292,7 +348,86 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
         mounts=tuple(mounts),
         sidecar=container.get("restartPolicy") == "Always",
         logs_on_error=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
-        probes=tuple(planned),
+        probes=_probes(container, pod, in_host_tree),
+    )
+
+
+def _in_container(
+    container: wire.Container, pod: wire.Pod, ctx: PodContext, image: imagestore.Image
+) -> ContainerPlan:
+    """``container`` as runc runs it from ``image``.
+
+    The pod's volumes and CDI edits are bound in; the environment is the image's, the
+    kubelet's and the container's own, in that order.
+    """
+    if ctx.runc_state is None:
+        raise PodSpecError("a container from an image needs runc's state folder")
+    name = container.get("name", "")
+    spec = pod.get("spec", {})
+    injection = ctx.injections.get(name, Injection())
+    mounts = [
+        *injection.mounts,
+        *container_mounts(
+            container, spec.get("volumes", []), node_root=ctx.node_root, pod_dir=ctx.pod_dir,
+            files=True,
+        ),
+    ]  # fmt: skip
+    own = container_env(container, pod, ctx.service_env)
+    mapping = {**ctx.service_env, **own}
+    env = dict(e.partition("=")[::2] for e in image.config.env)
+    hostname = spec.get("nodeName", "") if spec.get("hostNetwork") else pod["metadata"]["name"]
+    env |= {"HOSTNAME": hostname, **ctx.service_env, **own, **dict(injection.env)}
+    context = cast(Mapping[str, Any], container).get("securityContext") or {}
+    try:
+        argv = runtimespec.process_args(
+            [expand(a, mapping) for a in container.get("command", [])],
+            [expand(a, mapping) for a in container.get("args", [])],
+            image.config,
+        )
+        pod_context = cast(Mapping[str, Any], spec).get("securityContext") or {}
+        user = runtimespec.identity(context, pod_context, image.config, image.rootfs)
+    except runtimespec.RuntimeSpecError as exc:
+        raise PodSpecError(f"container {name!r}: {exc}") from exc
+    cwd = container.get("workingDir", "") or image.config.working_dir or "/"
+    cid = runtimespec.container_id(pod["metadata"]["uid"], name)
+    run = runtimespec.ContainerRun(
+        rootfs=image.rootfs,
+        args=tuple(argv),
+        env=tuple(f"{k}={v}" for k, v in env.items()),
+        cwd=cwd,
+        user=user,
+        hostname=hostname,
+        readonly_root=bool(context.get("readOnlyRootFilesystem")),
+        capabilities=runtimespec.capabilities(context),
+        privileged=bool(context.get("privileged")),
+        no_new_privileges=context.get("allowPrivilegeEscalation") is False,
+        binds=tuple(
+            runtimespec.Bind(m.host_path, m.container_path, m.readonly)
+            for m in sorted(mounts, key=lambda m: len(m.container_path))  # parents first
+        ),
+        devices=injection.devices,
+        host_pid=bool(spec.get("hostPID")),
+    )
+    state = ctx.runc_state
+
+    def in_runc(command: Sequence[str]) -> probes.Exec:
+        """An exec probe's command, run inside the container by runc."""
+        return probes.Exec(
+            tuple(runtimespec.exec_argv(state, cid, [expand(a, mapping) for a in command]))
+        )
+
+    return ContainerPlan(
+        name=name,
+        argv=tuple(argv),
+        env=env,
+        cwd=ctx.pod_dir,
+        mounts=tuple(mounts),
+        sidecar=container.get("restartPolicy") == "Always",
+        logs_on_error=container.get("terminationMessagePolicy") == "FallbackToLogsOnError",
+        probes=_probes(container, pod, in_runc),
+        run=run,
+        container_id=cid,
+        image_id=image.image_id,
     )
 
 
@@ -309,7 +444,7 @@ class PodPlan:
 
 
 def plan_pod(pod: wire.Pod, ctx: PodContext) -> PodPlan:
-    """Every container of ``pod`` as a process; :class:`PodSpecError` when one cannot run."""
+    """Every container of ``pod``; :class:`PodSpecError` when one cannot run."""
     spec = pod.get("spec", {})
     return PodPlan(
         init=tuple(plan_container(c, pod, ctx) for c in spec.get("initContainers", [])),

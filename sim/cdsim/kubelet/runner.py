@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cdsim import processes
-from cdsim.kubelet import backoff, podspec, probes
+from cdsim.kubelet import backoff, containers, podspec, probes
 from cdsim.kubelet import status as pod_status
 
 CRASH_BACKOFF_INITIAL = 10.0
@@ -146,8 +146,11 @@ def _prepare_mounts(mounts: Sequence[podspec.Mount]) -> None:
         if mount.kind == "FileOrCreate":
             mount.host_path.parent.mkdir(parents=True, exist_ok=True)
             mount.host_path.touch(exist_ok=True)
-        elif mount.kind in ("", "DirectoryOrCreate", "emptyDir"):
+        elif mount.kind in ("", "DirectoryOrCreate", "files"):
             mount.host_path.mkdir(parents=True, exist_ok=True)
+        elif mount.kind == "emptyDir":
+            mount.host_path.mkdir(parents=True, exist_ok=True)
+            mount.host_path.chmod(0o777)  # as the kubelet makes it: any container user writes
 
 
 class PodRunner:
@@ -162,8 +165,17 @@ class PodRunner:
         prober: probes.Prober,
         hold_dir: pathlib.Path | None = None,
         on_event: ProbeEvent | None = None,
+        runtime: containers.Runc | None = None,
+        bundles: pathlib.Path | None = None,
     ) -> None:
+        """Keep ``plan``'s containers running.
+
+        ``runtime`` and ``bundles`` (a folder per container below it) run the containers
+        planned from an image (:attr:`podspec.ContainerPlan.run`).
+        """
         self.label = label
+        self._runtime = runtime
+        self._bundles = bundles
         self._plan = plan
         self._log_dir = log_dir
         self._prober = prober
@@ -175,6 +187,11 @@ class PodRunner:
         self._initialized = False
         """Every init container completed (stays so while the pod stops)."""
         self._kill_at = 0.0
+
+    @property
+    def in_containers(self) -> bool:
+        """Some container runs from its image under runc."""
+        return any(c.plan.run is not None for c in self._init + self._containers)
 
     def pids(self) -> list[int]:
         """PIDs of the processes running now."""
@@ -190,6 +207,7 @@ class PodRunner:
             exit=container.last_exit,
             previous_exit=container.previous_exit,
             restarts=max(0, container.starts - 1),
+            image_id=container.plan.image_id,
         )
         if container.child is not None and container.started_wall is not None:
             return dataclasses.replace(
@@ -289,9 +307,13 @@ class PodRunner:
         for container in self._init + self._containers:
             self._signal(container, signal.SIGTERM)
 
-    @staticmethod
-    def _signal(container: _Container, sig: signal.Signals) -> None:
-        if container.child is not None and container.child.popen.poll() is None:
+    def _signal(self, container: _Container, sig: signal.Signals) -> None:
+        if container.child is None or container.child.popen.poll() is not None:
+            return
+        if sig is signal.SIGKILL and container.plan.run is not None and self._runtime:
+            # runc forwards what it is sent to the container, but it cannot forward SIGKILL.
+            self._runtime.kill(container.plan.container_id, sig)
+        else:
             container.child.popen.send_signal(sig)
 
     def tick(self, now: float) -> None:
@@ -379,6 +401,8 @@ class PodRunner:
         if code is None:
             return
         container.child = None
+        if container.plan.run is not None and self._runtime and self._bundles:
+            self._runtime.remove(container.plan.container_id, self._bundles / container.plan.name)
         for check in container.checks.values():
             check.cancel()
         container.checks.clear()
@@ -411,6 +435,17 @@ class PodRunner:
         delay = container.retry.failed(now)
         _LOG.info("%s: restarting %s in %.0fs", self.label, container.plan.name, delay)
 
+    def _launch(self, plan: podspec.ContainerPlan) -> processes.Managed:
+        if plan.run is None:
+            return processes.start(
+                plan.name, plan.argv, log_dir=self._log_dir, env=plan.env, cwd=plan.cwd
+            )
+        if self._runtime is None or self._bundles is None:
+            raise containers.ContainerError("no container runtime for a container from an image")
+        bundle = self._bundles / plan.name
+        self._runtime.create(bundle, plan.run)
+        return self._runtime.start(plan.container_id, bundle, name=plan.name, log_dir=self._log_dir)
+
     def _start(self, container: _Container, now: float) -> None:
         if not container.retry.ready(now):
             return
@@ -422,10 +457,8 @@ class PodRunner:
         try:
             _prepare_mounts(plan.mounts)
             plan.cwd.mkdir(parents=True, exist_ok=True)
-            container.child = processes.start(
-                plan.name, plan.argv, log_dir=self._log_dir, env=plan.env, cwd=plan.cwd
-            )
-        except OSError as exc:  # a missing command, say: the kubelet retries those too
+            container.child = self._launch(plan)
+        except (OSError, containers.ContainerError) as exc:  # the kubelet retries those too
             self._log_dir.mkdir(parents=True, exist_ok=True)
             with (self._log_dir / f"{plan.name}.log").open("a") as log:
                 log.write(f"[sim-kubelet] cannot start {list(plan.argv)}: {exc}{os.linesep}")

@@ -62,6 +62,8 @@ class ContainerView:
     ready: bool = False
     started: bool = False
     restarts: int = 0
+    image_id: str = ""
+    """``registry/repository@digest`` of the image it runs from (empty: none pulled)."""
 
 
 def container_status(view: ContainerView, image: str) -> dict[str, Any]:
@@ -87,7 +89,7 @@ def container_status(view: ContainerView, image: str) -> dict[str, Any]:
     return {
         "name": view.name,
         "image": image,
-        "imageID": "",
+        "imageID": view.image_id,
         "ready": view.ready,
         "started": view.started,
         "restartCount": view.restarts,
@@ -225,6 +227,45 @@ def never_started(
     body: dict[str, Any] = {
         "phase": "Failed",
         "conditions": failed,
+        "containerStatuses": [container_status(v, images.get(v.name, "")) for v in containers],
+    }
+    if init:
+        body["initContainerStatuses"] = [container_status(v, images.get(v.name, "")) for v in init]
+    return body
+
+
+def waiting(
+    pod_spec: Mapping[str, Any],
+    *,
+    reasons: Mapping[str, tuple[str, str]],
+    images: Mapping[str, str],
+    previous: Sequence[Mapping[str, Any]],
+    now: str,
+) -> dict[str, Any]:
+    """The status of a pod none of whose containers has started yet: ``Pending``.
+
+    ``reasons``: container name → ``(reason, message)`` of what it waits for (its image:
+    ``ErrImagePull``, ``ImagePullBackOff``, ...); the others wait ``PodInitializing`` (or
+    ``ContainerCreating`` in a pod without init containers).
+    """
+    specs = pod_spec.get("initContainers") or []
+    idle = "PodInitializing" if specs else "ContainerCreating"
+
+    def view(name: str, default: str) -> ContainerView:
+        reason, message = reasons.get(name, (default, ""))
+        return ContainerView(name, State.WAITING, reason=reason, message=message)
+
+    init = [view(c["name"], "PodInitializing") for c in specs]
+    containers = [view(c["name"], idle) for c in pod_spec.get("containers") or []]
+    sidecars = [v for v, c in zip(init, specs, strict=True) if c.get("restartPolicy") == "Always"]
+    must_complete = [v for v in init if v not in sidecars]
+    pending = conditions(
+        init=must_complete, sidecars=sidecars, containers=containers, initialized=not init,
+        final=None, gates=[], previous=previous, now=now,
+    )  # fmt: skip
+    body: dict[str, Any] = {
+        "phase": "Pending",
+        "conditions": pending,
         "containerStatuses": [container_status(v, images.get(v.name, "")) for v in containers],
     }
     if init:

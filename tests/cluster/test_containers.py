@@ -1,0 +1,175 @@
+"""Chart pods pulled from the cluster's registry and run from their image under runc.
+
+A cluster of its own (one rack of two nodes) whose simulated kubelet runs containers: the
+image is pulled by reference (Events, ``imageID``), a wrong tag ends in ``ImagePullBackOff``,
+a write to a read-only root fails as on a node, and a container finds the API server by
+in-cluster config alone (the projected ServiceAccount volume at its standard path).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from cdsim import cluster as sim_cluster
+from cdsim import publish, topology
+from cdsim.image import cache as image_cache
+from cdsim.kubelet import main as sim_kubelet
+from computedomains import waiting
+from tests.support import clusters, kube
+
+pytestmark = pytest.mark.cluster
+
+CHART_LABELS = {"app.kubernetes.io/name": "compute-domains", "test": "containers"}
+NODE = "gb200-r0-n00"
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def runc_cluster() -> Iterator[tuple[sim_cluster.SimCluster, str]]:
+    """The cluster, and this build's image reference in its registry."""
+    layout = topology.Topology(racks=1, nodes_per_rack=2)
+    with sim_cluster.SimCluster(
+        name=f"containers-{os.getpid()}", topology_spec=layout, runtime="runc"
+    ) as sim:
+        assert sim.control_plane is not None
+        build, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure()
+        image = publish.publish_image(
+            archive=build.archive, registry=sim.control_plane.registry, tag=build.tag,
+            log=lambda _: None,
+        )  # fmt: skip
+        yield sim, image
+
+
+@pytest.fixture
+def api(runc_cluster: tuple[sim_cluster.SimCluster, str]) -> client.ApiClient:
+    sim, _ = runc_cluster
+    return clusters.typed_client(sim.kubeconfig)
+
+
+def _events(api: client.ApiClient, namespace: str, pod: str) -> list[tuple[str, str]]:
+    """``(reason, message)`` of every Event about the pod, oldest first."""
+    selector = f"involvedObject.kind=Pod,involvedObject.name={pod}"
+    found = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=selector)
+    return [(str(e.reason), str(e.message)) for e in found.items]
+
+
+def _pod(name: str, image: str, args: list[str], **context: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": CHART_LABELS},
+        "spec": {
+            "nodeName": NODE,
+            "restartPolicy": "Never",
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "command": ["python3", "-c"],
+                    "args": args,
+                    "securityContext": {"runAsUser": 65532, "runAsNonRoot": True, **context},
+                }
+            ],
+        },
+    }
+
+
+def _finished(api: client.ApiClient, namespace: str, name: str) -> Any:
+    core = client.CoreV1Api(api)
+
+    def done() -> Any:
+        pod = core.read_namespaced_pod(name, namespace)
+        return pod if str(pod.status.phase) in ("Succeeded", "Failed") else None
+
+    return waiting.until(f"pod {namespace}/{name} to finish", done, timeout=120, interval=0.5)
+
+
+def _log(sim: sim_cluster.SimCluster, namespace: str, pod: Any) -> str:
+    assert sim.directory is not None
+    folder = sim_kubelet.pod_log_dir(
+        sim.directory, namespace=namespace, name=pod.metadata.name, uid=pod.metadata.uid
+    )
+    return (folder / "main.log").read_text()
+
+
+@pytest.fixture
+def namespace(api: client.ApiClient) -> Iterator[str]:
+    core = client.CoreV1Api(api)
+    name = f"containers-{os.urandom(2).hex()}"
+    core.create_namespace({"metadata": {"name": name}})
+    kube.wait_for_default_service_account(api, name)
+    yield name
+    core.delete_namespace(name)
+
+
+def test_a_pod_runs_from_its_pulled_image_and_finds_the_api_server_in_cluster(
+    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+) -> None:
+    sim, image = runc_cluster
+    program = (
+        "import os, pathlib, ssl, urllib.request\n"
+        "sa = pathlib.Path('/var/run/secrets/kubernetes.io/serviceaccount')\n"
+        "host = os.environ['KUBERNETES_SERVICE_HOST']\n"
+        "port = os.environ['KUBERNETES_SERVICE_PORT']\n"
+        "request = urllib.request.Request(\n"
+        "    f'https://{host}:{port}/api/v1/namespaces/{(sa / \"namespace\").read_text()}/pods',\n"
+        "    headers={'Authorization': 'Bearer ' + (sa / 'token').read_text()})\n"
+        "context = ssl.create_default_context(cafile=str(sa / 'ca.crt'))\n"
+        "try:\n"
+        "    urllib.request.urlopen(request, context=context, timeout=30)\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    print('api answered', exc.code)\n"  # the default ServiceAccount may not list pods
+        "print('uid', os.getuid(), 'root', os.listdir('/')[:0])\n"
+    )
+    client.CoreV1Api(api).create_namespaced_pod(namespace, _pod("in-cluster", image, [program]))
+    pod = _finished(api, namespace, "in-cluster")
+    said = _log(sim, namespace, pod)
+    assert pod.status.phase == "Succeeded", said
+    assert "api answered 403" in said and "uid 65532" in said, said
+    (status,) = pod.status.container_statuses
+    assert status.image_id.startswith(image.rpartition(":")[0] + "@sha256:"), status.image_id
+    reasons = [reason for reason, _ in _events(api, namespace, "in-cluster")]
+    assert "Pulled" in reasons, reasons
+
+
+def test_a_write_to_a_read_only_root_fails_as_on_a_node(
+    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+) -> None:
+    sim, image = runc_cluster
+    program = "open('/written', 'w')"
+    pod = _pod("read-only", image, [program], readOnlyRootFilesystem=True)
+    client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
+    finished = _finished(api, namespace, "read-only")
+    assert finished.status.phase == "Failed"
+    (status,) = finished.status.container_statuses
+    assert status.state.terminated.exit_code == 1
+    assert "Read-only file system: '/written'" in _log(sim, namespace, finished)
+
+
+def test_an_unknown_tag_ends_in_image_pull_back_off_with_events(
+    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+) -> None:
+    _, image = runc_cluster
+    missing = image.rpartition(":")[0] + ":no-such-tag"
+    client.CoreV1Api(api).create_namespaced_pod(namespace, _pod("missing", missing, ["pass"]))
+    core = client.CoreV1Api(api)
+
+    def backing_off() -> Any:
+        pod = core.read_namespaced_pod("missing", namespace)
+        statuses = pod.status.container_statuses or []
+        state = statuses[0].state.waiting if statuses else None
+        return state if state is not None and state.reason == "ImagePullBackOff" else None
+
+    state = waiting.until("the pod to back off pulling", backing_off, timeout=60, interval=0.5)
+    assert state.message == f'Back-off pulling image "{missing}"'
+    messages = _events(api, namespace, "missing")
+    assert ("Pulling", f'Pulling image "{missing}"') in messages, messages
+    assert ("Failed", "Error: ErrImagePull") in messages, messages
+    assert ("BackOff", f'Back-off pulling image "{missing}"') in messages, messages
+    failed = [m for r, m in messages if r == "Failed" and m.startswith("Failed to pull image")]
+    assert failed and "manifest unknown" in failed[0], messages
