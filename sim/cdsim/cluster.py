@@ -16,6 +16,7 @@ import os
 import pathlib
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import types
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from cdsim import controlplane, fakenvml, hosttree, kubeconfig, nodes, processes, tools, topology
+from cdsim.fakeimex import install as fake_imex
 from computedomains import waiting
 from computedomains.api import resources as kube_resources
 from computedomains.kube import client as kube_client
@@ -263,7 +265,12 @@ class SimCluster:
         )
         library = self.toolbox.nvml_library()
         for node in self.nodes:
-            tree = hosttree.write(self.directory / "nodes" / node.name, node, nvml_library=library)
+            tree = hosttree.write(
+                self.directory / "nodes" / node.name,
+                node,
+                nvml_library=library,
+                imex_python=fake_imex.IMAGE_PYTHON if self.runtime == "runc" else sys.executable,
+            )
             self.host_trees[node.name] = tree
             boot_id = tree.boot_id.read_text().strip()
             kube_nodes.create(api, nodes.manifest(node, kubelet_version=version, boot_id=boot_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import sys
 import uuid
 from typing import Any
 
@@ -190,11 +191,18 @@ def write_nvml_answers(tree: HostTree, model: fakenvml.Answers) -> None:
     )
 
 
-def write(root: pathlib.Path, node: topology.SimNode, *, nvml_library: pathlib.Path) -> HostTree:
+def write(
+    root: pathlib.Path,
+    node: topology.SimNode,
+    *,
+    nvml_library: pathlib.Path,
+    imex_python: str = sys.executable,
+) -> HostTree:
     """Create ``root`` as ``node``'s host tree (directories, /proc files, NVML, IMEX).
 
     ``nvml_library`` is the built fake ``libnvidia-ml.so.1``
-    (:meth:`cdsim.tools.ToolBox.nvml_library`); the tree gets a copy of it.
+    (:meth:`cdsim.tools.ToolBox.nvml_library`); the tree gets a copy of it. ``imex_python``
+    runs the fake IMEX where the node's agent runs it (the image's Python in a container).
     """
     tree = HostTree(root)
     for directory in _DIRECTORIES:
@@ -213,5 +221,5 @@ def write(root: pathlib.Path, node: topology.SimNode, *, nvml_library: pathlib.P
     fakenvml.install(nvml_library, tree.nvml_library.parent)
     write_nvml_answers(tree, fakenvml.answers(node))
     # Where the driver installs them; the IMEX agent runs <driver root>/usr/bin/nvidia-imex.
-    fake_imex.install(root / "usr/bin")
+    fake_imex.install(root / "usr/bin", python=imex_python)
     return tree

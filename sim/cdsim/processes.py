@@ -165,13 +165,13 @@ class ProcessInfo:
     cwd: pathlib.Path | None
     """Its working folder; None when unreadable (another user's, or gone meanwhile)."""
     root: pathlib.Path | None = None
-    """Its root folder: ``/`` for a process, the container's root for a container's."""
+    """The host folder its root is mounted from when it runs in a container (the bundle's
+    ``rootfs``, found from its root mount's overlay layer); None for a process of the host."""
 
     def inside(self, folder: pathlib.Path) -> bool:
         """It works in ``folder``, or runs in a container whose root lies below it."""
         return any(
-            path is not None and path.is_relative_to(folder) and path != pathlib.Path("/")
-            for path in (self.cwd, self.root)
+            path is not None and path.is_relative_to(folder) for path in (self.cwd, self.root)
         )
 
 
@@ -182,12 +182,38 @@ def _link(path: pathlib.Path) -> pathlib.Path | None:
         return None
 
 
+def _container_root(entry: pathlib.Path, own_namespace: pathlib.Path | None) -> pathlib.Path | None:
+    """The host folder a container's process has as its root, None for a host process.
+
+    Seen from the host, ``<pid>/root`` of a process in another mount namespace reads ``/``;
+    its own mount table names the overlay its ``/`` is: the upper layer lies in the container's
+    bundle, beside the ``rootfs`` the runtime mounted (:mod:`cdsim.kubelet.containers`).
+    """
+    namespace = _link(entry / "ns" / "mnt")
+    if namespace is None or namespace == own_namespace:
+        return None
+    try:
+        table = (entry / "mountinfo").read_text()
+    except OSError:
+        return None
+    for line in table.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == "/" and " - overlay " in line:
+            options = line.rpartition(" ")[2].split(",")
+            upper = next(
+                (o.removeprefix("upperdir=") for o in options if o.startswith("upperdir=")), ""
+            )
+            return pathlib.Path(upper).parent / "rootfs" if upper else None
+    return None
+
+
 def scan() -> list[ProcessInfo]:
     """Every live process of this machine's user that can be read: PID, arguments, folder.
 
     One pass over ``/proc``, for callers that look for many processes at once.
     """
     found = []
+    own_namespace = _link(pathlib.Path("/proc/self/ns/mnt"))
     for entry in pathlib.Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -195,7 +221,7 @@ def scan() -> list[ProcessInfo]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        cwd, root = _link(entry / "cwd"), _link(entry / "root")
+        cwd, root = _link(entry / "cwd"), _container_root(entry, own_namespace)
         decoded = tuple(a.decode(errors="replace") for a in argv if a)
         if decoded:
             found.append(ProcessInfo(int(entry.name), decoded, cwd, root))

@@ -191,12 +191,12 @@ def test_domain_state(states: list[PeerState], domain: str) -> None:
 
 
 def test_installed_programs_bring_their_package_into_the_node_tree(tmp_path: pathlib.Path) -> None:
-    paths = install.install(tmp_path / "usr/bin")
+    paths = install.install(tmp_path / "usr/bin", python=install.IMAGE_PYTHON)
     assert [p.name for p in paths] == ["nvidia-imex", "nvidia-imex-ctl"]
     for path, role in zip(paths, ("daemon", "ctl"), strict=True):
         assert path.stat().st_mode & 0o111
         text = path.read_text()
-        assert text.startswith(f"#!{install.INTERPRETER} -S\n")  # no shell in the image
+        assert text.startswith(f"#!{install.IMAGE_PYTHON} -S\n")  # no shell in the image
         assert f"from cdsim.fakeimex.{role} import main" in text
     library = tmp_path / "usr" / install.LIBRARY / "cdsim"
     assert (library / "fakeimex" / "daemon.py").is_file()

@@ -39,6 +39,9 @@ class Registry:
         self.have[str(ref)] = IMAGE
         return IMAGE
 
+    def close(self) -> None:
+        self.release.set()
+
 
 def _pod(image: str, policy: str = "IfNotPresent") -> dict[str, Any]:
     return {
@@ -127,4 +130,32 @@ def test_an_invalid_reference_is_named() -> None:
     _, waiting = puller.images(pod, pod["spec"]["containers"], 0.0)
     assert waiting["c"].reason == "InvalidImageName"
     assert "bad repository" in waiting["c"].message
+    puller.close()
+
+
+def test_a_changed_image_is_pulled_anew_and_any_failure_is_backed_off() -> None:
+    good = "127.0.0.1:5000/compute-domains:1"
+    puller, registry, seen = _setup({good})
+    registry.release.set()
+    pod = _pod("127.0.0.1:5000/compute-domains:typo")
+    puller.images(pod, pod["spec"]["containers"], 0.0)
+    _, waiting = _settle(puller, pod, 0.0)
+    assert waiting["c"].reason == "ErrImagePull"
+    pod["spec"]["containers"][0]["image"] = good  # fixed by the user: pulled now, no back-off
+    puller.images(pod, pod["spec"]["containers"], 1.0)
+    pulled, _ = _settle(puller, pod, 1.0)
+    assert pulled == {"c": IMAGE}
+
+    def broken(ref: imagestore.Reference, **_: object) -> imagestore.Image:
+        raise OSError(28, "No space left on device")
+
+    registry.pull = broken  # type: ignore[method-assign]
+    other = _pod("127.0.0.1:5000/compute-domains:2")
+    other["metadata"]["uid"] = "u3"
+    puller.images(other, other["spec"]["containers"], 2.0)
+    _, waiting = _settle(puller, other, 2.0)
+    assert waiting["c"].reason == "ErrImagePull" and "No space left" in waiting["c"].message
+    _, waiting = puller.images(other, other["spec"]["containers"], 3.0)
+    assert waiting["c"].reason == "ImagePullBackOff"
+    assert [r for r, _, _ in seen].count("Pulling") == 3
     puller.close()

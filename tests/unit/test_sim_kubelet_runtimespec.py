@@ -64,8 +64,13 @@ def test_run_as_non_root_refuses_a_root_user(rootfs: pathlib.Path) -> None:
 
 
 def test_an_image_user_missing_from_its_passwd_is_refused(rootfs: pathlib.Path) -> None:
+    nobody = imagestore.ImageConfig(user="nobody")
     with pytest.raises(runtimespec.RuntimeSpecError, match="'nobody' is not in its /etc/passwd"):
-        runtimespec.identity({}, {}, imagestore.ImageConfig(user="nobody"), rootfs)
+        runtimespec.identity({}, {}, nobody, rootfs)
+    # A runAsUser makes the image's user irrelevant, as in the kubelet.
+    assert runtimespec.identity({"runAsUser": 7}, {}, nobody, rootfs).uid == 7
+    with pytest.raises(runtimespec.RuntimeSpecError, match=r"non-numeric user \(nobody\)"):
+        runtimespec.identity({}, {"runAsNonRoot": True}, nobody, rootfs)
 
 
 def test_capabilities_start_from_containerds_defaults() -> None:

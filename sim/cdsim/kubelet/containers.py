@@ -66,6 +66,7 @@ def _unmount(path: pathlib.Path) -> None:
 
 def unmount_under(folder: pathlib.Path) -> list[pathlib.Path]:
     """Unmount every container root below ``folder`` (a pod's, or a whole cluster's)."""
+    folder = folder.resolve()
     found = [m for m in _mount_points() if m.is_relative_to(folder) and m != folder]
     for mount in sorted(found, key=lambda m: len(m.parts), reverse=True):
         _unmount(mount)
@@ -90,6 +91,7 @@ class Runc:
         written). A bundle left by an earlier start of the same container is replaced (its writable
         layer goes, as a restarted container starts from the image again).
         """
+        bundle = bundle.resolve()  # as the mount table will name it
         self.release(bundle)
         upper, work, merged = bundle / "upper", bundle / "work", bundle / "rootfs"
         for folder in (upper, work, merged):
@@ -128,7 +130,7 @@ class Runc:
     @staticmethod
     def release(bundle: pathlib.Path) -> None:
         """Unmount the bundle's root and remove the bundle."""
-        merged = bundle / "rootfs"
+        merged = bundle.resolve() / "rootfs"
         if merged in _mount_points():
             _unmount(merged)
         shutil.rmtree(bundle, ignore_errors=True)

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cdsim.image import arch as arches
+from computedomains import parentdeath
 
 DEFAULT_REGISTRY = "docker.io"
 """Where a reference without a registry host points (Docker's normalisation)."""
@@ -179,17 +180,23 @@ def registry_credentials(
         if not raw:
             continue
         try:
-            auths = json.loads(base64.b64decode(raw)).get("auths") or {}
-        except (ValueError, AttributeError):
+            found = _credentials_in(json.loads(base64.b64decode(raw)), registry)
+        except (ValueError, AttributeError, TypeError):
+            continue  # not a docker config: the kubelet skips such a Secret too
+        if found is not None:
+            return found
+    return None
+
+
+def _credentials_in(config: Any, registry: str) -> tuple[str, str] | None:
+    for host, entry in (config.get("auths") or {}).items():
+        if str(host).removeprefix("https://").removeprefix("http://").rstrip("/") != registry:
             continue
-        for host, entry in auths.items():
-            if host.removeprefix("https://").removeprefix("http://").rstrip("/") != registry:
-                continue
-            if entry.get("username"):
-                return str(entry["username"]), str(entry.get("password", ""))
-            if entry.get("auth"):
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-                return user, password
+        if entry.get("username"):
+            return str(entry["username"]), str(entry.get("password", ""))
+        if entry.get("auth"):
+            user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+            return user, password
     return None
 
 
@@ -209,6 +216,16 @@ class Store:
         self._tags: dict[str, str] = {}
         """``str(reference)`` → the digest it resolved to last."""
         self._unpacking: dict[str, threading.Lock] = {}
+        self._children: set[subprocess.Popen[bytes]] = set()
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop every tool still running for a pull (their pulls fail) and take no more."""
+        with self._lock:
+            self._closed = True
+            children = list(self._children)
+        for child in children:
+            child.kill()
 
     def present(self, ref: Reference) -> Image | None:
         """The image this node already has for ``ref`` (as last resolved), or None."""
@@ -217,41 +234,60 @@ class Store:
         return self._load(ref, digest) if digest else None
 
     def pull(self, ref: Reference, *, credentials: tuple[str, str] | None = None) -> Image:
-        """Resolve ``ref`` at its registry and unpack what it names (once per digest)."""
-        raw = self._skopeo(
-            "inspect", *self._tls(ref, "--tls-verify"), *_creds("--creds", credentials),
-            "--raw", f"docker://{ref}",
-        )  # fmt: skip
-        digest = "sha256:" + hashlib.sha256(raw).hexdigest()  # of the bytes served, as is
-        if ref.digest and ref.digest != digest:
-            raise PullError(f"the registry served {digest} for {ref}")
-        with self._lock:
-            self._tags[str(ref)] = digest
-            lock = self._unpacking.setdefault(digest, threading.Lock())
-        with lock:
-            found = self._load(ref, digest)
-            if found is None:
-                self._unpack(ref, digest, credentials)
+        """Resolve ``ref`` at its registry and unpack what it names (once per digest).
+
+        ``credentials`` reach skopeo in a private auth file, never on its command line.
+        """
+        self._cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix=".pull-", dir=self._cache) as scratch:
+            auth = _auth_file(pathlib.Path(scratch), ref.registry, credentials)
+            raw = self._tool(
+                "skopeo", "inspect", *self._tls(ref, "--tls-verify"), *auth, "--raw",
+                f"docker://{ref}",
+            )  # fmt: skip
+            digest = "sha256:" + hashlib.sha256(raw).hexdigest()  # of the bytes served, as is
+            if ref.digest and ref.digest != digest:
+                raise PullError(f"the registry served {digest} for {ref}")
+            with self._lock:
+                self._tags[str(ref)] = digest
+                lock = self._unpacking.setdefault(digest, threading.Lock())
+            with lock:
                 found = self._load(ref, digest)
+                if found is None:
+                    self._unpack(ref, digest, pathlib.Path(scratch), auth)
+                    found = self._load(ref, digest)
         if found is None:
             raise PullError(f"{ref} unpacked, but not found under {self._folder(digest)}")
         return found
 
     def prune(self, *, keep: int = 3, idle: float = 86400.0) -> list[pathlib.Path]:
-        """Remove unpacked images unused for ``idle`` seconds, beyond the ``keep`` used last.
+        """Remove images and pull scratch folders unused for ``idle`` seconds; returns them.
 
-        Each build is an image of its own (hundreds of MB unpacked); one a running cluster
-        still uses was used within the day (every container start marks it).
+        The ``keep`` images used last stay, whatever their age: each build is an image of
+        its own (hundreds of MB unpacked). An image some container root on this machine
+        still stands on stays too, however old.
         """
-        if not self._cache.is_dir():
-            return []
-        found = sorted(
-            (p for p in self._cache.iterdir() if (p / "image.json").is_file()),
-            key=lambda p: (p / "image.json").stat().st_mtime,
-            reverse=True,
-        )
         now = time.time()
-        gone = [p for p in found[keep:] if now - (p / "image.json").stat().st_mtime > idle]
+
+        def age(path: pathlib.Path) -> float | None:
+            try:
+                return now - path.stat().st_mtime
+            except OSError:
+                return None  # another kubelet removed it meanwhile
+
+        try:
+            entries = list(self._cache.iterdir())
+        except OSError:
+            return []
+        lowers = _overlay_lowers()
+        images = [(a, p) for p in entries if (a := age(p / "image.json")) is not None]
+        images.sort(key=lambda pair: pair[0])
+        gone = [
+            p
+            for a, p in images[keep:]
+            if a > idle and not any(low.is_relative_to(p) for low in lowers)
+        ]
+        gone += [p for p in entries if p.name.startswith(".pull-") and (age(p) or 0.0) > idle]
         for folder in gone:
             shutil.rmtree(folder, ignore_errors=True)
         return gone
@@ -274,42 +310,93 @@ class Store:
             size=int(meta["size"]),
         )
 
-    def _unpack(self, ref: Reference, digest: str, credentials: tuple[str, str] | None) -> None:
-        self._cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix=".pull-", dir=self._cache) as scratch:
-            layout = pathlib.Path(scratch) / "layout"
-            self._skopeo(
-                "copy", "--quiet", *self._tls(ref, "--src-tls-verify"),
-                *_creds("--src-creds", credentials),
-                "--override-arch", self._arch.name, "--override-os", "linux",
-                f"docker://{ref.pinned(digest)}", f"oci:{layout}:image",
-            )  # fmt: skip
-            manifest_digest = json.loads((layout / "index.json").read_text())["manifests"][0]
-            manifest = _blob(layout, manifest_digest["digest"])
+    def _unpack(
+        self, ref: Reference, digest: str, scratch: pathlib.Path, auth: Sequence[str]
+    ) -> None:
+        layout = scratch / "layout"
+        self._tool(
+            "skopeo", "copy", "--quiet", *self._tls(ref, "--src-tls-verify"),
+            *(a.replace("--authfile", "--src-authfile") for a in auth),
+            "--override-arch", self._arch.name, "--override-os", "linux",
+            f"docker://{ref.pinned(digest)}", f"oci:{layout}:image",
+        )  # fmt: skip
+        try:
+            top = json.loads((layout / "index.json").read_text())["manifests"][0]
+            manifest = _blob(layout, top["digest"])
             config = _blob(layout, manifest["config"]["digest"])
-            bundle = pathlib.Path(scratch) / "bundle"
-            _run(["umoci", "unpack", "--image", f"{layout}:image", str(bundle)], "umoci unpack")
-            unpacked = pathlib.Path(scratch) / "image"
-            unpacked.mkdir()
-            (bundle / "rootfs").rename(unpacked / "rootfs")
-            size = sum(int(layer["size"]) for layer in manifest.get("layers", []))
-            (unpacked / "image.json").write_text(json.dumps({"config": config, "size": size}))
-            try:
-                unpacked.rename(self._folder(digest))
-            except OSError:
-                if not (self._folder(digest) / "image.json").exists():
-                    raise  # not another puller's result already in place: a real failure
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            raise PullError(f"the copied image of {ref} is not an OCI layout: {exc}") from exc
+        bundle = scratch / "bundle"
+        self._tool("umoci", "unpack", "--image", f"{layout}:image", str(bundle))
+        unpacked = scratch / "image"
+        unpacked.mkdir()
+        (bundle / "rootfs").rename(unpacked / "rootfs")
+        size = sum(int(layer["size"]) for layer in manifest.get("layers", []))
+        (unpacked / "image.json").write_text(json.dumps({"config": config, "size": size}))
+        try:
+            unpacked.rename(self._folder(digest))
+        except OSError:
+            if not (self._folder(digest) / "image.json").exists():
+                raise  # not another puller's result already in place: a real failure
 
     def _tls(self, ref: Reference, flag: str) -> list[str]:
         return [f"{flag}=false"] if ref.registry in self._insecure else []
 
-    @staticmethod
-    def _skopeo(*args: str) -> bytes:
-        return _run(["skopeo", *args], f"skopeo {args[0]}")
+    def _tool(self, *argv: str) -> bytes:
+        """Run skopeo or umoci; its output, or its own words as the :class:`PullError`."""
+        what = " ".join(argv[:2])
+        if shutil.which(argv[0]) is None:
+            raise PullError(f"{argv[0]} not found on PATH (Debian package {argv[0]})")
+        child = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=parentdeath.die_with_parent(),  # noqa: PLW1509 - only prctl in the child
+        )  # fmt: skip
+        with self._lock:
+            if self._closed:
+                child.kill()
+            self._children.add(child)
+        try:
+            out, err = child.communicate(timeout=_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            raise PullError(f"{what} did not finish in {_TIMEOUT:.0f}s") from None
+        finally:
+            with self._lock:
+                self._children.discard(child)
+        if child.returncode != 0:
+            said = (err or out).decode(errors="replace").strip().splitlines()
+            raise PullError(said[-1] if said else f"{what} failed ({child.returncode})")
+        return out
 
 
-def _creds(flag: str, credentials: tuple[str, str] | None) -> list[str]:
-    return [flag, f"{credentials[0]}:{credentials[1]}"] if credentials else []
+def _auth_file(
+    folder: pathlib.Path, registry: str, credentials: tuple[str, str] | None
+) -> list[str]:
+    """``--authfile <file>`` holding ``credentials`` for ``registry`` (mode 0600); none without."""
+    if credentials is None:
+        return []
+    path = folder / "auth.json"
+    token = base64.b64encode(f"{credentials[0]}:{credentials[1]}".encode()).decode()
+    path.touch(mode=0o600)
+    path.write_text(json.dumps({"auths": {registry: {"auth": token}}}))
+    return ["--authfile", str(path)]
+
+
+def _overlay_lowers() -> list[pathlib.Path]:
+    """The lower layers of every overlay mounted on this machine now."""
+    try:
+        table = pathlib.Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return []
+    found = []
+    for line in table.splitlines():
+        if " - overlay " not in line:
+            continue
+        for option in line.rpartition(" ")[2].split(","):
+            if option.startswith("lowerdir="):
+                found += [pathlib.Path(p) for p in option.removeprefix("lowerdir=").split(":")]
+    return found
 
 
 def _blob(layout: pathlib.Path, digest: str) -> dict[str, Any]:
@@ -317,19 +404,3 @@ def _blob(layout: pathlib.Path, digest: str) -> dict[str, Any]:
         (layout / "blobs" / "sha256" / digest.removeprefix("sha256:")).read_bytes()
     )
     return loaded
-
-
-def _run(argv: list[str], what: str) -> bytes:
-    """Run a tool; its output, or its own words as the :class:`PullError`'s message."""
-    if shutil.which(argv[0]) is None:
-        raise PullError(f"{argv[0]} not found on PATH (Debian package {argv[0]})")
-    try:
-        done = subprocess.run(
-            argv, capture_output=True, timeout=_TIMEOUT, check=False, stdin=subprocess.DEVNULL
-        )
-    except subprocess.TimeoutExpired:
-        raise PullError(f"{what} did not finish in {_TIMEOUT:.0f}s") from None
-    if done.returncode != 0:
-        said = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
-        raise PullError(said[-1] if said else f"{what} failed ({done.returncode})")
-    return done.stdout

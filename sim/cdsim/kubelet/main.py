@@ -450,6 +450,14 @@ class SimKubelet:
             _LOG.error("%s cannot run: %s", label, exc)
             self._pod_event(pod, "Failed", f"Error: {exc}", True)
             self._unrunnable.add(meta["uid"])
+            if pulled:  # as a kubelet says it: every container waits on its configuration
+                spec_names = [
+                    c["name"]
+                    for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
+                ]
+                self._write_waiting(
+                    pod, {n: ("CreateContainerConfigError", str(exc)) for n in spec_names}
+                )
             return
         log_dir = pod_log_dir(
             self._cluster_dir, namespace=meta["namespace"], name=meta["name"], uid=meta["uid"]
@@ -496,10 +504,15 @@ class SimKubelet:
         pulled, waiting = self._pulls.images(pod, wanted, now)
         if not waiting:
             return pulled
+        self._write_waiting(pod, {name: (w.reason, w.message) for name, w in waiting.items()})
+        return None
+
+    def _write_waiting(self, pod: wire.Pod, reasons: Mapping[str, tuple[str, str]]) -> None:
+        """Write the status of a pod whose containers wait for ``reasons`` (when it changed)."""
         meta = pod["metadata"]
         status = pod_status.waiting(
-            spec,
-            reasons={name: (w.reason, w.message) for name, w in waiting.items()},
+            pod.get("spec", {}),
+            reasons=reasons,
             images=_images(pod),
             previous=pod.get("status", {}).get("conditions") or [],
             now=pod_status.stamp(datetime.datetime.now(datetime.UTC)),
@@ -507,7 +520,6 @@ class SimKubelet:
         last = self._waiting.get(meta["uid"])
         if _without_times(status) != _without_times(last) and self._patch_status(pod, status):
             self._waiting[meta["uid"]] = status
-        return None
 
     def _pull_credentials(self, pod: wire.Pod, ref: imagestore.Reference) -> tuple[str, str] | None:
         """The pod's ``imagePullSecrets`` entry for the registry of ``ref``.
@@ -549,23 +561,26 @@ class SimKubelet:
                 expiration_seconds=seconds, bound_pod=(meta["name"], meta["uid"]),
             )  # fmt: skip
 
-        try:
-            for volume in pod["spec"].get("volumes", []):
+        failed = []
+        for volume in pod["spec"].get("volumes", []):
+            name = volume.get("name", "")
+            try:
                 files = volumefiles.volume_files(
                     volume, pod, config_maps=lookup(resources.CONFIG_MAPS),
                     secrets=lookup(resources.SECRETS), token=token,
                 )  # fmt: skip
-                target = podspec.volume_dir(folder, volume.get("name", ""))
                 for file in files or []:
-                    _write(target / file.path, file.data, mode=file.mode)
-        except _MOUNT_ERRORS as exc:
-            delay = retry.failed(now)
-            message = f"MountVolume.SetUp failed: {exc}"
+                    _write(podspec.volume_dir(folder, name) / file.path, file.data, mode=file.mode)
+            except _MOUNT_ERRORS as exc:  # the others are still written (a token to renew)
+                failed.append(f'MountVolume.SetUp failed for volume "{name}" : {exc}')
+        if not failed:
+            retry.reset()
+            return True
+        delay = retry.failed(now)
+        for message in failed:
             _LOG.warning("%s/%s: %s (retry in %.0fs)", namespace, meta["name"], message, delay)
             self._pod_event(pod, "FailedMount", message, True)
-            return False
-        retry.reset()
-        return True
+        return False
 
     def _context(
         self,

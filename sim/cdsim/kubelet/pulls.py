@@ -41,6 +41,9 @@ class ImageSource(Protocol):
     ) -> imagestore.Image:
         """Pull ``ref`` (blocking); :class:`imagestore.PullError` when it fails."""
 
+    def close(self) -> None:
+        """End the pulls running now (they fail) and take no more."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Waiting:
@@ -83,7 +86,8 @@ class Pulls:
         """Pod UID → container name → its pull."""
 
     def close(self) -> None:
-        """Stop taking pulls; those running finish in the background."""
+        """Stop taking pulls and end those running (their tools are killed)."""
+        self._store.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def forget(self, keep: set[str]) -> None:
@@ -102,8 +106,8 @@ class Pulls:
         for container in containers:
             name = container.get("name", "")
             pull = mine.get(name)
-            if pull is None:
-                pull = mine[name] = self._new(pod, container)
+            if pull is None or pull.image != container.get("image", ""):
+                pull = mine[name] = self._new(pod, container)  # new, or its image was changed
             outcome = self._advance(pod, container, pull, now)
             if isinstance(outcome, Waiting):
                 waiting[name] = outcome
@@ -163,9 +167,12 @@ class Pulls:
         self._on_event(pod, "Pulling", f'Pulling image "{pull.image}"', False)
         pull.started = time.monotonic()
         pull.told_backoff = False
-        credentials = self._credentials(pod, ref)
-        pull.future = self._pool.submit(self._store.pull, ref, credentials=credentials)
+        pull.future = self._pool.submit(self._pull, pod, ref)
         return Waiting("ContainerCreating")
+
+    def _pull(self, pod: wire.Pod, ref: imagestore.Reference) -> imagestore.Image:
+        """On a worker: the pod's credentials for the registry, then the pull."""
+        return self._store.pull(ref, credentials=self._credentials(pod, ref))
 
     def _finished(self, pod: wire.Pod, pull: _Pull, now: float) -> imagestore.Image | Waiting:
         future, pull.future = pull.future, None
@@ -173,7 +180,7 @@ class Pulls:
         took = time.monotonic() - pull.started
         try:
             image = future.result()
-        except imagestore.PullError as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure (a full cache disk, say) is a failed pull, backed off
             pull.error = str(exc)
             pull.retry.failed(now)
             self._on_event(pod, "Failed", f'Failed to pull image "{pull.image}": {exc}', True)

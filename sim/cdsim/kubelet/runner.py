@@ -146,8 +146,10 @@ def _prepare_mounts(mounts: Sequence[podspec.Mount]) -> None:
         if mount.kind == "FileOrCreate":
             mount.host_path.parent.mkdir(parents=True, exist_ok=True)
             mount.host_path.touch(exist_ok=True)
-        elif mount.kind in ("", "DirectoryOrCreate", "files"):
+        elif mount.kind in ("", "DirectoryOrCreate"):
             mount.host_path.mkdir(parents=True, exist_ok=True)
+        elif mount.kind == "files" and not mount.host_path.exists():
+            mount.host_path.mkdir(parents=True)  # a volume with no files (all optional)
         elif mount.kind == "emptyDir":
             mount.host_path.mkdir(parents=True, exist_ok=True)
             mount.host_path.chmod(0o777)  # as the kubelet makes it: any container user writes

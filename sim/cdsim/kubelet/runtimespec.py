@@ -141,19 +141,26 @@ def identity(
         value = container_context.get(key)
         return pod_context.get(key) if value is None else value
 
-    image_uid, image_gid = _image_user(image.user, rootfs)
     run_as = setting("runAsUser")
-    uid = int(run_as) if run_as is not None else image_uid
-    if setting("runAsNonRoot") and uid == 0:
-        raise RuntimeSpecError(
-            "container has runAsNonRoot and image will run as root"
-            if run_as is None
-            else "container's runAsUser breaks non-root policy"
-        )
+    image_gid: int | None = None
+    if run_as is not None:
+        uid = int(run_as)
+        if setting("runAsNonRoot") and uid == 0:
+            raise RuntimeSpecError("container's runAsUser breaks non-root policy")
+    else:
+        named = image.user.partition(":")[0]
+        if setting("runAsNonRoot") and named and not named.isdigit():
+            raise RuntimeSpecError(
+                f"container has runAsNonRoot and image has non-numeric user ({named}), "
+                "cannot verify user is non-root"
+            )
+        uid, image_gid = _image_user(image.user, rootfs)
+        if setting("runAsNonRoot") and uid == 0:
+            raise RuntimeSpecError("container has runAsNonRoot and image will run as root")
     group = setting("runAsGroup")
     if group is not None:
         gid = int(group)
-    elif run_as is None and image_gid is not None:
+    elif image_gid is not None:
         gid = image_gid
     else:
         gid = _primary_group(rootfs, uid)
@@ -248,7 +255,7 @@ def config(run: ContainerRun) -> dict[str, Any]:
     ]  # fmt: skip
     mounts += [
         {"destination": b.destination, "type": "bind", "source": str(b.source),
-         "options": ["rbind", "ro" if b.readonly else "rw", "nosuid", "nodev"]}
+         "options": ["rbind", "rprivate", "ro" if b.readonly else "rw"]}
         for b in run.binds
     ]  # fmt: skip
     namespaces = ["ipc", "uts", "mount"] + ([] if run.host_pid else ["pid"])
