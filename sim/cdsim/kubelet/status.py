@@ -224,9 +224,21 @@ def never_started(
         init=init, sidecars=[], containers=containers, initialized=initialized, final="Failed",
         gates=[], previous=previous, now=now,
     )  # fmt: skip
+    return _pod_status("Failed", failed, init=init, containers=containers, images=images)
+
+
+def _pod_status(
+    phase_now: str,
+    pod_conditions: list[dict[str, Any]],
+    *,
+    init: Sequence[ContainerView],
+    containers: Sequence[ContainerView],
+    images: Mapping[str, str],
+) -> dict[str, Any]:
+    """A pod status body of a pod the kubelet ran no container of (yet)."""
     body: dict[str, Any] = {
-        "phase": "Failed",
-        "conditions": failed,
+        "phase": phase_now,
+        "conditions": pod_conditions,
         "containerStatuses": [container_status(v, images.get(v.name, "")) for v in containers],
     }
     if init:
@@ -263,11 +275,4 @@ def waiting(
         init=must_complete, sidecars=sidecars, containers=containers, initialized=not init,
         final=None, gates=[], previous=previous, now=now,
     )  # fmt: skip
-    body: dict[str, Any] = {
-        "phase": "Pending",
-        "conditions": pending,
-        "containerStatuses": [container_status(v, images.get(v.name, "")) for v in containers],
-    }
-    if init:
-        body["initContainerStatuses"] = [container_status(v, images.get(v.name, "")) for v in init]
-    return body
+    return _pod_status("Pending", pending, init=init, containers=containers, images=images)
