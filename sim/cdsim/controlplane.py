@@ -23,7 +23,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 
 from cdsim import kubeconfig, pki, processes, registry
-from cdsim.kubelet import containers, serviceproxy
+from cdsim.kubelet import containers, podspec, serviceproxy
 from computedomains import waiting
 
 SERVICE_CIDR = "10.96.0.0/16"
@@ -145,8 +145,8 @@ class ControlPlane:
             identity="system:kube-scheduler",
             extra=[],
         )
+        self.registry_port = self._start_registry()  # kwok's stages name it
         kwok_port = self._start_kwok(ca)
-        self.registry_port = self._start_registry()
         self._wait_healthy(
             "kube-controller-manager", f"https://127.0.0.1:{kcm_port}/healthz", timeout=timeout
         )
@@ -357,12 +357,15 @@ class ControlPlane:
         # kwok plays every simulated kubelet, so it gets cluster-admin, like kwokctl gives it.
         config = self._client_kubeconfig(ca, "kwok", "kwok", ("system:masters",))
         port = free_port()
+        stages = self.directory / STAGES_FILE.name
+        runs = podspec.runs_here_jq(self.registry if self.runtime == "runc" else "")
+        stages.write_text(STAGES_FILE.read_text().replace(podspec.STAGES_PLACEHOLDER, runs))
         self._spawn(
             "kwok",
             [
                 str(self.binaries.kwok),
                 f"--kubeconfig={config}",
-                f"--config={STAGES_FILE}",
+                f"--config={stages}",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
                 f"--server-address=127.0.0.1:{port}",
                 "--node-lease-duration-seconds=40",

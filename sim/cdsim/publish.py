@@ -106,13 +106,18 @@ def publish_chart(
 
 
 def publish_image(
-    *, archive: pathlib.Path, registry: str, tag: str, log: Callable[[str], None] = print
+    *,
+    archive: pathlib.Path,
+    registry: str,
+    tag: str,
+    repository: str = IMAGE_REPOSITORY,
+    log: Callable[[str], None] = print,
 ) -> str:
-    """Copy the OCI archive (its whole index) to ``<registry>/compute-domains:<tag>``.
+    """Copy the OCI archive (its whole index) to ``<registry>/<repository>:<tag>``.
 
     Returns the pushed reference.
     """
-    reference = f"{registry}/{IMAGE_REPOSITORY}:{tag}"
+    reference = f"{registry}/{repository}:{tag}"
     log(f"[publish] image {archive.name} -> {reference}")
     skopeo = _tool("skopeo", "skopeo")
     _run(

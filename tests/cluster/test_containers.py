@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,11 +18,15 @@ import pytest
 from kubernetes import client
 
 from cdsim import cluster as sim_cluster
-from cdsim import publish, topology
+from cdsim import hosttree, publish, tools, topology
 from cdsim.image import cache as image_cache
+from cdsim.image import debian, workload
 from cdsim.kubelet import main as sim_kubelet
+from cdsim.kubelet import node as sim_node
 from computedomains import waiting
-from tests.support import clusters, kube
+from computedomains.api import constants
+from tests.chart import rendering
+from tests.support import clusters, domains, kube
 
 pytestmark = pytest.mark.cluster
 
@@ -44,6 +49,32 @@ def runc_cluster() -> Iterator[tuple[sim_cluster.SimCluster, str]]:
             log=lambda _: None,
         )  # fmt: skip
         yield sim, image
+
+
+@pytest.fixture(scope="module")
+def workload_image(runc_cluster: tuple[sim_cluster.SimCluster, str]) -> str:
+    """The chart installed from the registry, and the workload image's reference there."""
+    sim, _ = runc_cluster
+    assert sim.control_plane is not None
+    registry = sim.control_plane.registry
+    toolbox = tools.ToolBox.from_env()
+    published = publish.publish_build(
+        helm=toolbox.path("helm3"), registry=registry, chart_dir=REPOSITORY / "chart",
+        log=lambda _: None,
+    )  # fmt: skip
+    subprocess.run(
+        [str(toolbox.path("helm3")), "install", "cd", *published.chart_args(),
+         "--namespace", "compute-domains", "--create-namespace", *rendering.sim_values(),
+         "--kubeconfig", str(sim.kubeconfig), "--wait", "--timeout", "5m"],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    built = workload.ensure(
+        toolbox.cache / "images", debian.Mirror.from_env(dict(os.environ)), log=lambda _: None
+    )
+    return publish.publish_image(
+        archive=built.archive, registry=registry, tag=workload.TAG,
+        repository=workload.REPOSITORY, log=lambda _: None,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -173,3 +204,84 @@ def test_an_unknown_tag_ends_in_image_pull_back_off_with_events(
     assert ("BackOff", f'Back-off pulling image "{missing}"') in messages, messages
     failed = [m for r, m in messages if r == "Failed" and m.startswith("Failed to pull image")]
     assert failed and "manifest unknown" in failed[0], messages
+
+
+CHANNELS = "/dev/nvidia-caps-imex-channels"
+
+
+def _domain(api: client.ApiClient, namespace: str, mode: str) -> dict[str, Any]:
+    name = f"cd-{mode.lower()}"
+    body = {
+        "apiVersion": f"{constants.GROUP}/{constants.STORAGE_VERSION}",
+        "kind": constants.COMPUTE_DOMAIN_KIND,
+        "metadata": {"name": name},
+        "spec": {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"},
+                             "allocationMode": mode}},
+    }  # fmt: skip
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        constants.GROUP, constants.STORAGE_VERSION, namespace, constants.COMPUTE_DOMAIN_PLURAL, body
+    )
+    return domains.get_domain(api, namespace, name)
+
+
+def _looking_pod(
+    api: client.ApiClient, namespace: str, domain: dict[str, Any], node: str, image: str
+) -> str:
+    """A pod of ``domain`` on ``node`` that lists the channels it was given, then waits."""
+    name = f"{domain['metadata']['name']}-looks"
+    spec = domains.pod_spec(domain, node=node)
+    spec["containers"][0] |= {
+        "image": image,
+        "command": ["sh", "-c", f"echo channels: $(ls {CHANNELS} | sort); exec sleep 3600"],
+    }
+    client.CoreV1Api(api).create_namespaced_pod(
+        namespace,
+        {
+            "metadata": {"name": name, "labels": {"domain": domain["metadata"]["name"]}},
+            "spec": spec,
+        },
+    )
+    return name
+
+
+def _seen_channels(
+    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, name: str
+) -> list[str]:
+    core = client.CoreV1Api(api)
+
+    def said() -> list[str] | None:
+        pod = core.read_namespaced_pod(name, namespace)
+        try:
+            text = _log(sim, namespace, pod)
+        except OSError:
+            return None
+        line = next((ln for ln in text.splitlines() if ln.startswith("channels:")), None)
+        return None if line is None else line.removeprefix("channels:").split()
+
+    return waiting.until(
+        f"pod {namespace}/{name} to list its channels", said, timeout=180, interval=1
+    )
+
+
+def test_a_workload_pod_sees_only_the_channels_its_claim_gave_it(
+    runc_cluster: tuple[sim_cluster.SimCluster, str],
+    workload_image: str,
+    api: client.ApiClient,
+    namespace: str,
+) -> None:
+    sim, _ = runc_cluster
+    single = _domain(api, namespace, "Single")
+    everything = _domain(api, namespace, "All")
+    first = _looking_pod(api, namespace, single, "gb200-r0-n00", workload_image)
+    second = _looking_pod(api, namespace, everything, "gb200-r0-n01", workload_image)
+    seen_single = _seen_channels(sim, api, namespace, first)
+    seen_all = _seen_channels(sim, api, namespace, second)
+    assert len(seen_single) == 1 and seen_single[0].startswith("channel"), seen_single
+    assert len(seen_all) == hosttree.IMEX_CHANNEL_COUNT, len(seen_all)
+    # Exactly what the claim's CDI devices named: the pod of the other domain sees only its own.
+    pod = client.CoreV1Api(api).read_namespaced_pod(first, namespace)
+    assert sim.directory is not None
+    folder = sim_node.pod_dir(sim.directory / "nodes" / "gb200-r0-n00", str(pod.metadata.uid))
+    prepared = (folder / sim_node.CDI_DEVICES_FILE).read_text()
+    assert f"{CHANNELS}/{seen_single[0]}" in prepared
+    domains.wait_ready(api, namespace, single, [first])

@@ -90,8 +90,13 @@ CLEANUP_RACE = "target is busy"
 """What mmdebstrap says when its chroot's /proc cannot be unmounted yet."""
 
 
-def mmdebstrap_argv(arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path) -> list[str]:
-    """The command that resolves and downloads the package set of ``arch`` into ``debs``."""
+def mmdebstrap_argv(
+    arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path, include: Sequence[str] = INCLUDE
+) -> list[str]:
+    """The command that downloads ``include`` of ``arch`` into ``debs``.
+
+    apt resolves what the packages depend on; those come too.
+    """
     if any(c.isspace() for c in str(debs)):
         raise DebianError(f"mmdebstrap's sync-out hook cannot take a path with spaces: {debs}")
     argv = [
@@ -99,7 +104,7 @@ def mmdebstrap_argv(arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path) -> 
         "--quiet",
         "--variant=extract",
         f"--architectures={arch.name}",
-        "--include=" + ",".join(INCLUDE),
+        "--include=" + ",".join(include),
         "--format=null",
         # Extract hooks run before the apt cache is emptied: copy the downloads out.
         f"--extract-hook=sync-out /var/cache/apt/archives {debs}",
@@ -110,14 +115,19 @@ def mmdebstrap_argv(arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path) -> 
 
 
 def download(
-    arch: arch_.Arch, mirror: Mirror, *, debs: pathlib.Path, epoch: int
+    arch: arch_.Arch,
+    mirror: Mirror,
+    *,
+    debs: pathlib.Path,
+    epoch: int,
+    include: Sequence[str] = INCLUDE,
 ) -> list[deb.Package]:
     """Fetch the package set of ``arch`` into ``debs``; returns the packages, by name."""
     debs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "SOURCE_DATE_EPOCH": str(epoch)}
     for attempt in range(CLEANUP_ATTEMPTS):
         done = subprocess.run(
-            mmdebstrap_argv(arch, mirror, debs=debs),
+            mmdebstrap_argv(arch, mirror, debs=debs, include=include),
             capture_output=True,
             text=True,
             env=env,

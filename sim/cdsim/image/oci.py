@@ -65,34 +65,59 @@ def platform(arch: arch_.Arch) -> dict[str, str]:
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Defaults:
+    """What a container of the image runs unless its pod says otherwise."""
+
+    user: str
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
+    working_dir: str = "/"
+
+
+PRODUCT = Defaults(
+    user=f"{spec.UID}:{spec.UID}",
+    entrypoint=spec.ENTRYPOINT,
+    env=spec.ENV,
+    working_dir=spec.WORKING_DIR,
+)
+"""The product image's defaults."""
+
+
 def image_config(
     arch: arch_.Arch,
     blobs: Sequence[layer.Blob],
     *,
-    identity: spec.Identity,
+    created: str,
+    defaults: Defaults,
+    labels: Mapping[str, str],
     layer_names: Sequence[str],
 ) -> dict[str, Any]:
     """The image configuration of ``arch``: user, entrypoint, environment, labels, layers."""
+    config: dict[str, Any] = {
+        "User": defaults.user,
+        "Env": list(defaults.env),
+        "WorkingDir": defaults.working_dir,
+        "Labels": dict(labels),
+    }
+    if defaults.entrypoint:
+        config["Entrypoint"] = list(defaults.entrypoint)
+    if defaults.cmd:
+        config["Cmd"] = list(defaults.cmd)
     return {
         **platform(arch),
-        "created": identity.created,
-        "config": {
-            "User": f"{spec.UID}:{spec.UID}",
-            "Entrypoint": list(spec.ENTRYPOINT),
-            "Env": list(spec.ENV),
-            "WorkingDir": spec.WORKING_DIR,
-            "Labels": spec.labels(identity),
-        },
+        "created": created,
+        "config": config,
         "rootfs": {"type": "layers", "diff_ids": [b.diff_id for b in blobs]},
         "history": [
-            {"created": identity.created, "created_by": f"cdsim image: {name}"}
-            for name in layer_names
+            {"created": created, "created_by": f"cdsim image: {name}"} for name in layer_names
         ],
     }
 
 
 def manifest(
-    config: Descriptor, layers: Sequence[Descriptor], *, identity: spec.Identity
+    config: Descriptor, layers: Sequence[Descriptor], *, labels: Mapping[str, str]
 ) -> dict[str, Any]:
     """The image manifest naming one config and its layers."""
     return {
@@ -100,17 +125,17 @@ def manifest(
         "mediaType": MANIFEST,
         "config": config.to_json(),
         "layers": [d.to_json() for d in layers],
-        "annotations": spec.labels(identity),
+        "annotations": dict(labels),
     }
 
 
-def index(manifests: Sequence[Descriptor], identity: spec.Identity) -> dict[str, Any]:
+def index(manifests: Sequence[Descriptor], *, labels: Mapping[str, str]) -> dict[str, Any]:
     """The image index: one manifest per platform."""
     return {
         "schemaVersion": 2,
         "mediaType": INDEX,
         "manifests": [d.to_json() for d in manifests],
-        "annotations": spec.labels(identity),
+        "annotations": dict(labels),
     }
 
 

@@ -196,7 +196,7 @@ class Recipe:
             )
             descriptors.append(descriptor)
             arches[arch.name] = built
-        index = layout.add_document(oci.INDEX, oci.index(descriptors, identity))
+        index = layout.add_document(oci.INDEX, oci.index(descriptors, labels=spec.labels(identity)))
         layout.tag(index, identity.tag)
         result = Build(
             directory=out,
@@ -246,11 +246,16 @@ class Recipe:
                 )
             )
         layer_descriptors = [layout.add_layer(b) for b in blobs]
+        labels = spec.labels(identity)
         config = layout.add_document(
-            oci.CONFIG, oci.image_config(arch, blobs, identity=identity, layer_names=LAYERS)
-        )
+            oci.CONFIG,
+            oci.image_config(
+                arch, blobs, created=identity.created, defaults=oci.PRODUCT, labels=labels,
+                layer_names=LAYERS,
+            ),
+        )  # fmt: skip
         manifest = layout.add_document(
-            oci.MANIFEST, oci.manifest(config, layer_descriptors, identity=identity)
+            oci.MANIFEST, oci.manifest(config, layer_descriptors, labels=labels)
         )
         built = ArchBuild(
             manifest=manifest.digest,

@@ -59,8 +59,6 @@ from computedomains.kube import events, informer, pods, wire
 
 CONTAINERS_DIR = "containers"
 """A pod's folder's folder of container bundles (root layer and runc configuration)."""
-CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
-"""Pods with this label run as processes; kwok fakes every other pod."""
 TOKEN_SECONDS = 3607
 """What the kubelet requests for projected tokens; it renews them at 80 % of their life."""
 """For the Service proxy the API server's webhook calls go through."""
@@ -108,10 +106,6 @@ def pod_log_dirs(cluster_dir: pathlib.Path, *, namespace: str, name: str) -> lis
     pattern = pod_log_dir(cluster_dir, namespace=namespace, name=name, uid="*").name
     found = (cluster_dir / "logs" / "pods").glob(pattern)
     return sorted(found, key=lambda path: path.stat().st_mtime)
-
-
-def _is_chart_pod(pod: wire.Pod) -> bool:
-    return pod.get("metadata", {}).get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]
 
 
 def _write(path: pathlib.Path, data: str | bytes, *, mode: int = 0o644) -> None:
@@ -202,6 +196,7 @@ class SimKubelet:
         cluster_dir: pathlib.Path,
         server: ApiServer,
         store: imagestore.Store | None = None,
+        registry: str = "",
     ) -> None:
         """Play the kubelet of every node under ``<cluster_dir>/nodes``.
 
@@ -209,6 +204,8 @@ class SimKubelet:
         without, as processes of this checkout.
         """
         self._api = api
+        self._registry = registry if store else ""
+        """Pods whose images all come from here run too (containers only)."""
         self._runtime = containers.Runc(cluster_dir / containers.STATE_DIR) if store else None
         self._pulls = (
             pulls.Pulls(store, on_event=self._pod_event, credentials=self._pull_credentials)
@@ -303,7 +300,10 @@ class SimKubelet:
 
     def _sync_processes(self, by_node: Mapping[str, list[wire.Pod]], now: float) -> None:
         chart = {
-            p["metadata"]["uid"]: p for pods_ in by_node.values() for p in pods_ if _is_chart_pod(p)
+            p["metadata"]["uid"]: p
+            for pods_ in by_node.values()
+            for p in pods_
+            if podspec.runs_here(p, self._registry)
         }
         wanted = {uid: p for uid, p in chart.items() if dra.is_active(p)}
         for uid, running in list(self._running.items()):
@@ -741,6 +741,7 @@ def run(
         cluster_dir=cluster_dir,
         server=ApiServer.from_kubeconfig(kubeconfig_path),
         store=store,
+        registry=registry,
     )
     _LOG.info("simulated kubelet for the nodes under %s", cluster_dir / "nodes")
     kubelet.run(stop)

@@ -28,6 +28,36 @@ _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
 _LABEL_FIELD = re.compile(r"metadata\.(labels|annotations)\['([^']+)'\]")
 
 
+CHART_LABEL = ("app.kubernetes.io/name", "compute-domains")
+"""The chart's pods: the simulated kubelet runs them (as processes, or from their image)."""
+STAGES_PLACEHOLDER = "KUBELET_RUNS"
+"""The word of the kwok stages that each cluster replaces by :func:`runs_here_jq`."""
+
+
+def runs_here(pod: wire.Pod, registry: str = "") -> bool:
+    """Whether the simulated kubelet runs ``pod``; kwok fakes the others.
+
+    The chart's pods always; with ``registry`` (containers under runc), also every pod whose
+    images all come from that registry. :func:`runs_here_jq` says the same to kwok.
+    """
+    meta, spec = pod.get("metadata", {}), pod.get("spec", {})
+    if meta.get("labels", {}).get(CHART_LABEL[0]) == CHART_LABEL[1]:
+        return True
+    images = [
+        c.get("image", "") for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
+    ]
+    return bool(registry) and bool(images) and all(i.startswith(f"{registry}/") for i in images)
+
+
+def runs_here_jq(registry: str = "") -> str:
+    """:func:`runs_here` as a jq expression over a pod, for kwok's stage selectors."""
+    chart = f'.metadata.labels["{CHART_LABEL[0]}"] == "{CHART_LABEL[1]}"'
+    if not registry:
+        return chart
+    images = "[(.spec.initContainers // [])[], .spec.containers[] | .image"
+    return f'{chart} or ({images} | startswith("{registry}/")] | all)'
+
+
 class PodSpecError(ValueError):
     """The pod asks for something the simulated kubelet cannot provide."""
 
