@@ -18,7 +18,7 @@ import time
 import types
 from typing import Any
 
-from cdsim import cluster, processes, tools, topology
+from cdsim import cluster, controlplane, processes, tools, topology
 from cdsim.image import cache as image_cache
 from cdsim.image import errors as image_errors
 from cdsim.image import source as image_source
@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NODE=PROFILE",
         help="fabric profile of one node: " + ", ".join(p.value for p in topology.FabricProfile),
     )
+    _add_runtime(up)
     up.add_argument("--show-nodes", action="store_true", help="list every node in the summary")
     up.add_argument(
         "--background",
@@ -104,6 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
         "overlay values/sim.yaml)",
     )
     demo.add_argument("--timeout", type=float, default=600, help="seconds to wait for Ready")
+    _add_runtime(demo)
     demo.set_defaults(func=_demo)
 
     _add_chaos_parser(subparsers)
@@ -191,6 +193,16 @@ def _add_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", default="default", help="cluster name (default: default)")
 
 
+def _add_runtime(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime",
+        choices=controlplane.RUNTIMES,
+        help="how the simulated kubelet runs pods: runc (containers from their image, the "
+        "default) or process (the chart's, as processes of this checkout); default: "
+        f"${controlplane.RUNTIME_ENV}, else {controlplane.DEFAULT_RUNTIME}",
+    )
+
+
 def _topology(args: argparse.Namespace) -> topology.Topology:
     overrides = {}
     for item in args.node_profile:
@@ -226,7 +238,7 @@ def _up(args: argparse.Namespace) -> int:
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
-    sim = cluster.SimCluster(name=args.name, topology_spec=spec)
+    sim = cluster.SimCluster(name=args.name, topology_spec=spec, runtime=args.runtime)
     try:
         state = sim.start()
         print(render_summary(sim, state), flush=True)
@@ -439,6 +451,7 @@ def _demo(args: argparse.Namespace) -> int:
         chart=args.chart,
         values=tuple(args.values or demo.DEFAULT_VALUES),
         racks=args.racks,
+        runtime=args.runtime,
         out=lambda line: print(line, flush=True),
         interactive=sys.stdout.isatty(),
     )

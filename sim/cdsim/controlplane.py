@@ -70,7 +70,7 @@ RUNTIMES = ("process", "runc")
 """How the simulated kubelet runs chart pods: as processes of this checkout, or from their
 images in the cluster's registry under runc."""
 RUNTIME_ENV = "COMPUTE_DOMAINS_SIM_RUNTIME"
-DEFAULT_RUNTIME = "process"
+DEFAULT_RUNTIME = "runc"
 
 
 def runtime_from(asked: str | None, env: Mapping[str, str] | None = None) -> str:

@@ -252,6 +252,8 @@ class Demo:
     out: Callable[[str], None]
     interactive: bool
     racks: int = 2
+    runtime: str | None = None
+    """How the simulated kubelet runs pods (:data:`controlplane.RUNTIMES`; None: the default)."""
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def step(self, name: str, started: float) -> None:
@@ -267,8 +269,9 @@ class Demo:
         box.ensure_all(["etcd", "kubernetes", "kwok", "helm3"])
         self.step("tools", started)
         sim = cluster.SimCluster(
-            name=cluster_name(), topology_spec=topology.Topology(racks=self.racks), toolbox=box
-        )
+            name=cluster_name(), topology_spec=topology.Topology(racks=self.racks), toolbox=box,
+            runtime=self.runtime,
+        )  # fmt: skip
         try:
             mark = time.monotonic()
             state = sim.start()

@@ -10,6 +10,7 @@ pointing at the registry (:meth:`Published.chart_args`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import shutil
 import subprocess
@@ -18,7 +19,9 @@ from collections.abc import Callable
 
 import yaml
 
+from cdsim import tools
 from cdsim.image import cache as image_cache
+from cdsim.image import debian, workload
 
 CHART_REPOSITORY = "charts"
 """The registry path the chart is pushed under: ``oci://<registry>/charts/<chart name>``."""
@@ -148,3 +151,17 @@ def publish_build(
     return publish_chart(
         helm=helm, chart_dir=chart_dir, registry=registry, version=build.version, log=log
     )
+
+
+def publish_workload(*, registry: str, log: Callable[[str], None] = print) -> str:
+    """Push the workload image (built on first use) to ``registry``; its reference there.
+
+    See :mod:`cdsim.image.workload`.
+    """
+    built = workload.ensure(
+        tools.cache_root() / "images", debian.Mirror.from_env(dict(os.environ)), log=log
+    )
+    return publish_image(
+        archive=built.archive, registry=registry, tag=workload.TAG,
+        repository=workload.REPOSITORY, log=log,
+    )  # fmt: skip

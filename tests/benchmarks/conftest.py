@@ -26,15 +26,22 @@ DRIVER_NAMESPACE = "cd-system"
 
 @contextlib.contextmanager
 def chart_cluster(
-    tmp_path: pathlib.Path, shape: topology.Topology, *, install_minutes: int = 5
+    tmp_path: pathlib.Path,
+    shape: topology.Topology,
+    *,
+    install_minutes: int = 5,
+    runtime: str | None = None,
 ) -> Iterator[tuple[cluster.SimCluster, Any, str]]:
     """A simulated cluster of ``shape``, the chart installed (fake IMEX start-up 0.5 s).
 
-    Yields once every plugin publishes: the cluster, an admin client, the driver namespace.
+    ``runtime``: how its kubelet runs the chart's pods (``cdsim.controlplane.RUNTIMES``; None:
+    the default, containers from the image). Yields once every plugin publishes: the cluster,
+    an admin client, the driver namespace.
     """
     sim = cluster.SimCluster(
-        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=shape, log=lambda _: None
-    )
+        name=f"bench-{uuid.uuid4().hex[:6]}", topology_spec=shape, log=lambda _: None,
+        runtime=runtime,
+    )  # fmt: skip
     with sim:
         api = clusters.typed_client(sim.kubeconfig)
         h = rendering.helm_for("helm3", tmp_path, kubeconfig=sim.kubeconfig)

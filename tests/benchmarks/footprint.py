@@ -1,7 +1,8 @@
 """What each node costs: RSS of the chart's per-node processes, API watches, requests, CPU.
 
-RSS comes from ``/proc`` (the simulated kubelet runs every container as a local process, its
-``--node-name`` in its arguments); watches and requests from the API server's own metrics, so
+RSS comes from ``/proc`` (every container the simulated kubelet runs, from its image under runc
+or as a process of the checkout, is a process of this machine with its ``--node-name`` in its
+arguments); watches and requests from the API server's own metrics, so
 they include the control plane's (kube-scheduler, kube-controller-manager, kwok's node leases):
 per node they are an upper bound of what our components add.
 """
@@ -44,11 +45,23 @@ def _processes(file: str) -> Iterator[tuple[int, list[str], str]]:
         yield int(proc.name), [a.decode(errors="replace") for a in raw if a], text
 
 
+def product_subcommand(argv: list[str]) -> str:
+    """The ``computedomains`` subcommand a command line runs ("" for another program).
+
+    ``python -m computedomains SUB`` (a process of the checkout) and the image's entrypoint
+    script, ``/usr/bin/python3 /usr/local/bin/computedomains SUB`` as the kernel runs it.
+    """
+    for at, arg in enumerate(argv[:-1]):
+        if pathlib.PurePosixPath(arg).name == "computedomains":
+            return argv[at + 1]
+    return ""
+
+
 def rss_by_node() -> dict[str, dict[str, float]]:
     """Node → component → RSS (MiB) of the per-node processes running now."""
     out: dict[str, dict[str, float]] = {}
     for _, argv, status in _processes("status"):
-        if "computedomains" not in argv:
+        if not product_subcommand(argv):
             continue
         node = next((a.split("=", 1)[1] for a in argv if a.startswith("--node-name=")), "")
         found = re.search(r"VmRSS:\s+(\d+)", status)
@@ -76,14 +89,13 @@ def component_of(argv: list[str]) -> str:
     name = pathlib.Path(argv[0]).name if argv else ""
     if name in CONTROL_PLANE:
         return name
-    if "-m" in argv[:-1]:
-        module = argv[argv.index("-m") + 1]
-        rest = argv[argv.index("-m") + 2 :]
-        if module == "cdsim" and rest[:1] == ["kubelet"]:
-            return "simulated kubelet"
-        if module == "computedomains" and rest:
-            return rest[0]
-        return ""
+    if argv[1:4] == ["-m", "cdsim", "kubelet"]:
+        return "simulated kubelet"
+    if name == "runc":
+        return "runc"
+    subcommand = product_subcommand(argv)
+    if subcommand:
+        return subcommand
     program = fake_imex.program_of(argv)
     return f"fake {program}" if program else ""
 

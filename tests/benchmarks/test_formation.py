@@ -292,7 +292,7 @@ def _per_formation(measured: Rounds) -> dict[str, float]:
     return {r: round(n / runs, 1) for r, n in sorted(measured.writes_by_resource.items()) if n}
 
 
-def _paired(measured: Rounds) -> dict[str, float]:
+def paired(measured: Rounds) -> dict[str, float]:
     """ComputeDomain minus plain DRA, run by run (the same run's pods, the same nodes)."""
     pairs = zip(measured.formation, measured.plain, strict=True)
     return report.summarize([form - plain for form, plain in pairs])
@@ -310,7 +310,7 @@ def _side_by_side(modes: dict[str, Rounds]) -> report.Table:
             "no claim": (report.summarize(measured.baseline), ""),
             "plain DRA claim": (report.summarize(measured.plain), ""),
             "ComputeDomain claim": (report.summarize(measured.formation), TARGETS["all Ready"]),
-            "ComputeDomain minus plain DRA (paired)": (_paired(measured),
+            "ComputeDomain minus plain DRA (paired)": (paired(measured),
                                                        TARGETS["minus plain DRA"]),
             "create calls, plain DRA": (report.summarize(measured.created_plain), ""),
             "create calls, ComputeDomain": (report.summarize(measured.created), ""),
@@ -333,7 +333,7 @@ def _by_size(sizes: dict[int, Rounds]) -> report.Table:
     rows: list[tuple[str, list[float | str]]] = []
     for nodes, measured in sorted(sizes.items()):
         plain, form = report.summarize(measured.plain), report.summarize(measured.formation)
-        minus = _paired(measured)
+        minus = paired(measured)
         cells: list[float | str] = [plain["p50"], form["p50"], minus["p50"], minus["p99"]]
         rows.append((f"{nodes} nodes", [*cells, minus["n"]]))
     title = ("The turn by domain size: seconds to all Ready (each node's agent, IMEX, plugin "
@@ -350,7 +350,7 @@ def _mode(measured: Rounds, stages: dict[str, dict[str, float]]) -> dict[str, An
         "baseline_no_claims_s": base,
         "plain_dra_claim_s": plain,
         "formation_18_nodes_s": form,
-        "formation_minus_plain_dra_s": _paired(measured),
+        "formation_minus_plain_dra_s": paired(measured),
         "formation_minus_baseline_p50_s": round(form["p50"] - base["p50"], 3),
         "stages_all_nodes_s": stages,
         "create_calls_plain_dra_s": report.summarize(measured.created_plain),
@@ -475,7 +475,7 @@ def _measure(sim: cluster.SimCluster, api: Any, driver_ns: str, tmp_path: pathli
             "turn_by_domain_size": {
                 str(n): {"runs": len(m.formation), "plain_dra_claim_s": report.summarize(m.plain),
                          "formation_s": report.summarize(m.formation),
-                         "formation_minus_plain_dra_s": _paired(m)}
+                         "formation_minus_plain_dra_s": paired(m)}
                 for n, m in sizes.items()
             },
         },

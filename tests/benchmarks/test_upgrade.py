@@ -32,30 +32,27 @@ def test_upgrade_wall_time_with_live_domains(
     namespace = f"bench-up-{uuid.uuid4().hex[:4]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     nodes = sorted(n.name for n in sim.nodes)
-    with previous.running_in(sim, old):
-        release = lifecycle.install_previous(releases, sim, api, old, "cd-bench")
-        live = [
-            lifecycle.live_domain(
-                api,
-                namespace,
-                nodes[i * NODES_PER_DOMAIN : (i + 1) * NODES_PER_DOMAIN],
-                num_nodes=NODES_PER_DOMAIN,
-            )[0]
-            for i in range(DOMAINS)
-        ]
-        before = [
-            lifecycle.observe(api, namespace, release.namespace, d, version=constants.VERSION)
-            for d in live
-        ]
-        started = time.monotonic()
-        release.upgrade(*releases.cluster.chart(), *rendering.sim_values())
-        seconds = time.monotonic() - started
-        after = [
-            lifecycle.observe(
-                api, namespace, release.namespace, d, version=constants.VERSION_V1BETA2
-            )
-            for d in live
-        ]
+    release = lifecycle.install_previous(releases, sim, api, old, "cd-bench")
+    live = [
+        lifecycle.live_domain(
+            api,
+            namespace,
+            nodes[i * NODES_PER_DOMAIN : (i + 1) * NODES_PER_DOMAIN],
+            num_nodes=NODES_PER_DOMAIN,
+        )[0]
+        for i in range(DOMAINS)
+    ]
+    before = [
+        lifecycle.observe(api, namespace, release.namespace, d, version=constants.VERSION)
+        for d in live
+    ]
+    started = time.monotonic()
+    release.upgrade(*releases.cluster.chart(), *rendering.sim_values())
+    seconds = time.monotonic() - started
+    after = [
+        lifecycle.observe(api, namespace, release.namespace, d, version=constants.VERSION_V1BETA2)
+        for d in live
+    ]
     moved = sum(
         1
         for b, a in zip(before, after, strict=True)

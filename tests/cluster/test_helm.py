@@ -78,7 +78,9 @@ def test_a_failing_pre_install_hook_fails_the_install_and_a_passing_one_lets_it_
 ) -> None:
     h = helm.Helm(binary=tools.ToolBox.from_env().path(major), kubeconfig=cluster.kubeconfig,
                   home=tmp_path)  # fmt: skip
-    hook = ["--set", "preInstallHook.enabled=true", "-n", namespace, "--wait", "--timeout", "2m"]
+    hook = ["--set", "preInstallHook.enabled=true", "--set",
+            f"preInstallHook.image={cluster.workload_image()}", "-n", namespace, "--wait",
+            "--timeout", "2m"]  # fmt: skip
 
     failed = h.attempt("install", "broken", str(TINY_CHART), *hook,
                        "--set", "preInstallHook.exitCode=1", timeout=180)  # fmt: skip

@@ -24,11 +24,13 @@ pytestmark = pytest.mark.cluster
 
 CHART_LABELS = {"app.kubernetes.io/name": "compute-domains", "test": "sim-kubelet"}
 
-# Proves the pod-bound token works: asks the API server who it is, writes the answer (and its
-# PID) to the file named by its first argument, then idles like a daemon.
+# Proves the pod-bound token works: asks the API server who it is (by in-cluster config: the
+# service variables and the token at its standard path, or where a process-mode kubelet puts
+# it), writes the answer to the file named by its first argument, then idles like a daemon.
 _WHOAMI = """
 import json, os, signal, ssl, sys, urllib.request
-sa = os.environ["COMPUTE_DOMAINS_SERVICEACCOUNT_DIR"]
+sa = os.environ.get("COMPUTE_DOMAINS_SERVICEACCOUNT_DIR",
+                    "/var/run/secrets/kubernetes.io/serviceaccount")
 host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
 review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 request = urllib.request.Request(
@@ -42,9 +44,10 @@ context = ssl.create_default_context(cafile=f"{sa}/ca.crt")
 review = json.load(urllib.request.urlopen(request, context=context, timeout=30))
 out = sys.argv[1]
 with open(out + ".tmp", "w") as f:
-    json.dump({"pid": os.getpid(), "user": review["status"]["userInfo"],
+    json.dump({"user": review["status"]["userInfo"],
                "namespace": open(f"{sa}/namespace").read(), "pod": os.environ["POD_NAME"]}, f)
 os.replace(out + ".tmp", out)
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # PID 1 in a container has no default
 signal.pause()
 """
 
@@ -53,11 +56,11 @@ def _field(name: str, path: str) -> dict[str, object]:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _daemonset(namespace: str, nodes: list[str]) -> dict[str, object]:
+def _daemonset(namespace: str, nodes: list[str], image: str) -> dict[str, object]:
     on_nodes = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
     container = {
         "name": "whoami",
-        "image": "python:3.11-slim",
+        "image": image,
         "command": ["python3", "-c", _WHOAMI],
         "args": ["$(OUT_FILE)"],
         "env": [
@@ -66,6 +69,8 @@ def _daemonset(namespace: str, nodes: list[str]) -> dict[str, object]:
             {"name": "OUT_FILE", "value": "/out/$(NODE_NAME).json"},
         ],
         "volumeMounts": [{"name": "out", "mountPath": "/out"}],
+        # The hostPath folder is root's, as a kubelet makes it.
+        "securityContext": {"runAsUser": 0},
     }
     out = {"path": f"/var/lib/sim-test/{namespace}", "type": "DirectoryOrCreate"}
     affinity = {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -87,10 +92,12 @@ def _daemonset(namespace: str, nodes: list[str]) -> dict[str, object]:
 
 
 def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
-    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str
-) -> None:
+    cluster: clusters.TestCluster, sim: sim_cluster.SimCluster, api: client.ApiClient,
+    namespace: str,
+) -> None:  # fmt: skip
     nodes = [n.name for n in sim.nodes[:3]]
-    client.AppsV1Api(api).create_namespaced_daemon_set(namespace, _daemonset(namespace, nodes))
+    daemonset = _daemonset(namespace, nodes, cluster.image())
+    client.AppsV1Api(api).create_namespaced_daemon_set(namespace, daemonset)
     outputs = {
         n: sim.host_trees[n].root / "var/lib/sim-test" / namespace / f"{n}.json" for n in nodes
     }
@@ -110,7 +117,6 @@ def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
     assert sorted(by_node) == sorted(nodes)
     for name, report in reports.items():
         pod = by_node[name]
-        assert processes.pid_alive(report["pid"])
         assert report["pod"] == pod.metadata.name
         assert report["namespace"] == namespace
         user = report["user"]
@@ -119,13 +125,14 @@ def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
         assert user["extra"]["authentication.kubernetes.io/pod-name"] == [pod.metadata.name]
         assert user["extra"]["authentication.kubernetes.io/pod-uid"] == [pod.metadata.uid]
         assert user["extra"]["authentication.kubernetes.io/node-name"] == [name]
-        token = node.pod_dir(sim.host_trees[name].root, pod.metadata.uid) / "serviceaccount/token"
-        assert token.read_text()
+        # Written by the kubelet into the pod's folder on the node, renewed there.
+        folder = node.pod_dir(sim.host_trees[name].root, pod.metadata.uid)
+        assert [t.read_text() for t in folder.rglob("token")] != [""]
 
-    pids = [r["pid"] for r in reports.values()]
-    # Marked as the cluster's, so a stop finds any that escaped the simulated kubelet.
-    assert sim.directory is not None
-    assert set(pids) <= set(processes.strays(sim.directory))
+    # One process per node, in that node's tree (its pod folder, or a container rooted there).
+    found = {n: kube.find_process(f"/out/{n}.json", under=sim.host_trees[n].root) for n in nodes}
+    pids = [pid for pid in found.values() if pid is not None]
+    assert len(set(pids)) == len(nodes), found
     client.AppsV1Api(api).delete_namespaced_daemon_set("whoami", namespace)
     waiting.until(
         f"the processes {pids} of the deleted DaemonSet's pods to be stopped",
@@ -375,6 +382,9 @@ def _finished_pod(api: client.ApiClient, namespace: str, job: str) -> client.V1P
     return pod
 
 
+GIVE_UP = "import sys; print('giving up', file=sys.stderr); sys.exit(3)"
+
+
 def test_a_chart_job_runs_its_process_and_succeeds_or_fails_by_its_exit_code(
     cluster: clusters.TestCluster,
     sim: sim_cluster.SimCluster,
@@ -382,14 +392,14 @@ def test_a_chart_job_runs_its_process_and_succeeds_or_fails_by_its_exit_code(
     namespace: str,
 ) -> None:
     batch = client.BatchV1Api(api)
-    image = "ghcr.io/compute-domains/compute-domains:dev"
+    image = cluster.image()
     batch.create_namespaced_job(
         namespace, _job("version", {"name": "main", "image": image, "args": ["--version"]})
     )
     failing = {
         "name": "main",
         "image": image,
-        "command": ["sh", "-c", "echo giving up >&2; exit 3"],
+        "command": ["python3", "-c", GIVE_UP],
     }
     batch.create_namespaced_job(namespace, _job("exits-3", failing))
 

@@ -23,13 +23,14 @@ from kubernetes.client.exceptions import ApiException
 from cdsim import cluster as sim_cluster
 from cdsim.kubelet import serviceproxy
 from computedomains import waiting
-from tests.support import kube
+from tests.support import clusters, kube
 
 pytestmark = [pytest.mark.cluster, pytest.mark.sim]
 
 PORT = 8080
 # Serves /whoami (the pod's name), and /readyz, /healthz as the files "unready" and "sick" in
-# its folder say; records each start's PID. Exits 0 on SIGTERM after $STOP_SECONDS seconds.
+# its folder say; records each start (its PID as it sees it). Exits 0 on SIGTERM after
+# $STOP_SECONDS seconds.
 _SERVER = """
 import http.server, os, signal, sys, time
 folder = os.path.join(sys.argv[1], os.environ["POD_NAME"])
@@ -58,13 +59,13 @@ def _field(name: str, path: str) -> dict[str, Any]:
 
 
 def _deployment(
-    name: str, labels: dict[str, str], node: str, *, stop_seconds: int
+    name: str, labels: dict[str, str], node: str, *, image: str, stop_seconds: int
 ) -> dict[str, Any]:
     http_get = {"path": "/readyz", "port": "http"}
     health = {**http_get, "path": "/healthz"}
     container = {
         "name": "server",
-        "image": "python:3.11-slim",
+        "image": image,
         "command": ["python3", "-c", _SERVER, "/state", str(PORT)],
         "env": [_field("POD_NAME", "metadata.name"), _field("POD_IP", "status.podIP"),
                 {"name": "STOP_SECONDS", "value": str(stop_seconds)}],
@@ -75,6 +76,7 @@ def _deployment(
         "startupProbe": {"httpGet": health, "periodSeconds": 1, "failureThreshold": 60},
         "livenessProbe": {"httpGet": health, "periodSeconds": 1, "failureThreshold": 2},
         "volumeMounts": [{"name": "state", "mountPath": "/state"}],
+        "securityContext": {"runAsUser": 0},  # the hostPath folder is root's
     }  # fmt: skip
     spec = {
         "nodeName": node,
@@ -142,8 +144,9 @@ def _container(pod: Any) -> Any:
 
 
 def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_container(
-    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, deployments: list[str]
-) -> None:
+    cluster: clusters.TestCluster, sim: sim_cluster.SimCluster, api: client.ApiClient,
+    namespace: str, deployments: list[str],
+) -> None:  # fmt: skip
     node = sim.nodes[0].name
     name = f"probed-{uuid.uuid4().hex[:6]}"
     deployments.append(name)
@@ -152,7 +155,7 @@ def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_conta
     # Both pods start unready: nothing may route to them yet.
     state.mkdir(parents=True)
     client.AppsV1Api(api).create_namespaced_deployment(
-        namespace, _deployment(name, labels, node, stop_seconds=0)
+        namespace, _deployment(name, labels, node, image=cluster.image(), stop_seconds=0)
     )
     core = client.CoreV1Api(api)
     service = core.create_namespaced_service(namespace, {
@@ -230,13 +233,14 @@ def test_readiness_decides_ready_and_service_traffic_liveness_restarts_the_conta
 
 
 def test_a_deleted_chart_pod_stays_terminating_until_its_process_has_stopped(
-    sim: sim_cluster.SimCluster, api: client.ApiClient, namespace: str, deployments: list[str]
-) -> None:
+    cluster: clusters.TestCluster, sim: sim_cluster.SimCluster, api: client.ApiClient,
+    namespace: str, deployments: list[str],
+) -> None:  # fmt: skip
     node = sim.nodes[1].name
     name = f"slowstop-{uuid.uuid4().hex[:6]}"
     deployments.append(name)
     labels = {"app.kubernetes.io/name": "compute-domains", "test": name}
-    deployment = _deployment(name, labels, node, stop_seconds=3)
+    deployment = _deployment(name, labels, node, image=cluster.image(), stop_seconds=3)
     deployment["spec"]["replicas"] = 1
     client.AppsV1Api(api).create_namespaced_deployment(namespace, deployment)
     core = client.CoreV1Api(api)
@@ -245,8 +249,9 @@ def test_a_deleted_chart_pod_stays_terminating_until_its_process_has_stopped(
         lambda: [p for p in _pods(api, namespace, labels) if kube.pod_ready(p)],
         timeout=120,
     )
-    starts = sim.host_trees[node].root / "var/lib" / name / pod.metadata.name / "starts"
-    pid = int(starts.read_text().split()[0])
+    # Its process as the host sees it (in a container, its own PID differs).
+    pid = kube.find_process("-c", _SERVER, under=sim.host_trees[node].root)
+    assert pid is not None
     core.delete_namespaced_pod(pod.metadata.name, namespace)
     terminating = core.read_namespaced_pod(pod.metadata.name, namespace)
     assert terminating.metadata.deletion_timestamp is not None

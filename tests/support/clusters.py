@@ -14,6 +14,8 @@ from kubernetes import client, config
 
 from cdsim import cluster as sim_cluster
 from cdsim import controlplane, kubeconfig, publish, tools
+from cdsim.image import cache as image_cache
+from tests.support import previous
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPOSITORY / "chart"
@@ -62,6 +64,8 @@ class TestCluster:
     values_file: pathlib.Path | None = None
     published: publish.Published | None = dataclasses.field(default=None, init=False)
     """This build in the simulated cluster's registry, once :meth:`chart` published it."""
+    workload: str | None = dataclasses.field(default=None, init=False)
+    """The workload image's reference there, once :meth:`workload_image` pushed it."""
 
     def chart(self) -> list[str]:
         """This build's chart as ``helm install|upgrade RELEASE`` takes it.
@@ -92,20 +96,43 @@ class TestCluster:
             return self.chart_version or str(chart["version"])
         return self.published.version
 
-    def chart_from(self, chart_dir: pathlib.Path, *, version: str | None = None) -> list[str]:
-        """Another chart (a previous release's, a changed copy) published to the simulated
-        cluster's registry (as ``version``, else its own) and referenced as :meth:`chart` is.
+    def image(self) -> str:
+        """This build's image in the simulated cluster's registry (published with :meth:`chart`
+        on first use), as a pod names it."""
+        self.simulation()
+        self.chart()
+        assert self.published is not None
+        return f"{self.published.image_repository}:{self.published.version}"
 
-        Only the chart is pushed: its pods run that release's code, mapped by image tag
-        (``cdsim.kubelet.images``).
-        """
+    def workload_image(self) -> str:
+        """The workload image (busybox) in the simulated cluster's registry, pushed on first
+        use, as a pod names it."""
+        if self.workload is None:
+            registry = self.registry()
+            self.workload = publish.publish_workload(registry=registry, log=lambda _: None)
+        return self.workload
+
+    def chart_from(self, chart_dir: pathlib.Path, *, version: str) -> list[str]:
+        """A changed copy of this chart, published to the simulated cluster's registry as a
+        later release would be: the chart at ``version`` and this build's image tagged
+        ``version`` too. Referenced as :meth:`chart` is."""
+        registry = self.registry()
+        build, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure()
+        publish.publish_image(
+            archive=build.archive, registry=registry, tag=version, log=lambda _: None
+        )
         return publish.publish_chart(
             helm=tools.ToolBox.from_env().path("helm3"),
             chart_dir=chart_dir,
-            registry=self.registry(),
+            registry=registry,
             version=version,
             log=lambda _: None,
         ).chart_args()
+
+    def previous_chart(self, release: previous.PreviousRelease) -> list[str]:
+        """A previous release's chart and image published to the simulated cluster's registry
+        (:func:`previous.publish`), referenced as :meth:`chart` is."""
+        return previous.publish(release, self.registry(), tools.ToolBox.from_env().path("helm3"))
 
     def registry(self) -> str:
         """The simulated cluster's OCI registry (``127.0.0.1:PORT``)."""

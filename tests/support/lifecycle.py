@@ -218,10 +218,10 @@ def install_previous(
     major: str = "helm3",
 ) -> Release:  # fmt: skip
     """A previous release (``tests.support.previous``) installed with its production profile
-    (:func:`previous_values`) by Helm ``major``, every plugin publishing. Call inside
-    ``previous.running_in``."""
+    (:func:`previous_values`) by Helm ``major`` from the cluster's registry, its image pulled
+    and run, every plugin publishing."""
     release = releases.new(prefix, major)
-    release.install(*releases.cluster.chart_from(old.chart), *previous_values(old))
+    release.install(*releases.cluster.previous_chart(old), *previous_values(old))
     wait_plugins(api, {n.name for n in sim.nodes})
     return release
 

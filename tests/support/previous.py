@@ -1,38 +1,35 @@
-"""Previous releases: their code in a virtualenv, their chart, for upgrade tests.
+"""Previous releases as users installed them: their image and their chart, for upgrade tests.
 
 Two are known: :data:`V0_1_0` (git tag v0.1.0) and :data:`EARLY_0_1_0`, a 0.1.0 build from
 before the IMEX agent's heartbeats and report annotations. :func:`build` resolves one to a
-commit (the tag, else the commit it names, for a clone without the tag), then builds once, under
-the tools' cache root and keyed by that commit:
+commit (the tag, else the commit it names, for a clone without the tag), then builds:
 
-- ``<cache>/previous/<commit>/venv``: a virtualenv with the package as of that commit;
+- the release's image, by this checkout's recipe from that commit's sources
+  (:mod:`cdsim.image`, cached per commit with the other images);
 - ``<cache>/previous/<commit>/source/chart`` and ``.../values``: that commit's chart and value
   profiles (``git archive``), for ``helm install``.
 
-:func:`running_in` tells the simulated kubelet to run pods whose image tag is the release's
-appVersion with that virtualenv's Python (:mod:`cdsim.kubelet.images`), so the
-release's chart runs the release's code. Both known releases say appVersion 0.1.0: one at a
-time.
+:func:`publish` pushes both to the simulated cluster's registry; the chart is then installed
+from there with the image pinned by digest (both known releases say appVersion 0.1.0, so
+their tag alone would not tell them apart), and the simulated kubelet pulls and runs it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import fcntl
 import io
 import pathlib
 import shutil
 import subprocess
-import sys
 import tarfile
-from collections.abc import Iterator
 
 import yaml
 
-from cdsim import cluster as sim_cluster
+from cdsim import publish as sim_publish
 from cdsim import tools
-from cdsim.kubelet import images
+from cdsim.image import cache as image_cache
+from cdsim.image import recipe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +44,9 @@ V0_1_0 = Ref("v0.1.0", "cf84093")
 """The previous release: the chart and code before the lifecycle work (API v1beta1 only)."""
 EARLY_0_1_0 = Ref(None, "6ac3ff58")
 """An earlier 0.1.0 build: its IMEX agent writes no heartbeat and no report annotations."""
+WAIVED = ("the simulator package",)
+"""Image checks 0.1.0 predates: its package carried the simulator (``computedomains.sim``),
+so its image does too, as it shipped."""
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 _STAMP = ".complete"
 
@@ -61,11 +61,7 @@ class PreviousRelease:
 
     commit: str
     directory: pathlib.Path
-
-    @property
-    def python(self) -> pathlib.Path:
-        """The virtualenv's Python, with the release's package installed."""
-        return self.directory / "venv" / "bin" / "python"
+    image: recipe.Build
 
     @property
     def chart(self) -> pathlib.Path:
@@ -78,7 +74,7 @@ class PreviousRelease:
 
     @property
     def app_version(self) -> str:
-        """The chart's appVersion: the default image tag of the release's pods."""
+        """The chart's appVersion: the tag of the release's image."""
         chart = yaml.safe_load((self.chart / "Chart.yaml").read_text())
         return str(chart["appVersion"])
 
@@ -103,56 +99,37 @@ def resolve_commit(ref: Ref = V0_1_0) -> str:
 
 
 def _extract(commit: str, dest: pathlib.Path) -> None:
-    """The commit's whole tree (the package needs hooks/ and node-init/ too) into ``dest``."""
-    archive = _git("archive", "--format=tar", commit)
+    """The commit's chart and value profiles into ``dest``."""
+    archive = _git("archive", "--format=tar", commit, "chart", "values")
     if archive.returncode != 0:
         raise PreviousReleaseError(f"git archive {commit}: {archive.stderr.decode().strip()}")
     with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(dest, filter="data")
 
 
-def _run(argv: list[str], what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=900)
-    if proc.returncode != 0:
-        raise PreviousReleaseError(
-            f"{what} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-        )
-
-
 def build(ref: Ref = V0_1_0, cache: pathlib.Path | None = None) -> PreviousRelease:
-    """A previous release, built on first use (minutes: a pip install) and cached after."""
+    """A previous release, built on first use (its image: a minute or two) and cached after."""
     commit = resolve_commit(ref)
-    root = (cache or tools.cache_root()) / "previous"
-    release = PreviousRelease(commit=commit, directory=root / commit)
-    root.mkdir(parents=True, exist_ok=True)
-    with (root / f"{commit}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once build it once
-        if (release.directory / _STAMP).exists():
-            return release
-        # A build that died half-way left no stamp: start again from nothing. The
-        # virtualenv is built where it stays, since its scripts name their own path.
-        shutil.rmtree(release.directory, ignore_errors=True)
-        _extract(commit, release.directory / "source")
-        venv = release.directory / "venv"
-        _run([sys.executable, "-m", "venv", str(venv)], f"creating a virtualenv for {commit[:9]}")
-        # Not editable: the virtualenv holds the release's code, whatever this checkout holds.
-        source = str(release.directory / "source")
-        _run(
-            [str(release.python), "-m", "pip", "install", "--quiet", source],
-            f"installing compute-domains {ref.tag or ''} ({commit[:9]}) into {venv}",
-        )
-        (release.directory / _STAMP).touch()
-    return release
+    image, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure(commit, waived=WAIVED)
+    directory = (cache or tools.cache_root()) / "previous" / commit
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with (directory.parent / f"{commit}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once extract it once
+        if not (directory / _STAMP).exists():
+            shutil.rmtree(directory, ignore_errors=True)  # a half-done extraction
+            _extract(commit, directory / "source")
+            (directory / _STAMP).touch()
+    return PreviousRelease(commit=commit, directory=directory, image=image)
 
 
-@contextlib.contextmanager
-def running_in(sim: sim_cluster.SimCluster, release: PreviousRelease) -> Iterator[None]:
-    """While inside, the simulated kubelet runs pods tagged with the release's appVersion with
-    the release's Python (pods started meanwhile keep it after the block)."""
-    assert sim.directory is not None
-    tag = release.app_version
-    images.register(sim.directory, tag, release.python)
-    try:
-        yield
-    finally:
-        images.unregister(sim.directory, tag)
+def publish(release: PreviousRelease, registry: str, helm: pathlib.Path) -> list[str]:
+    """Push the release's image (tagged with its appVersion) and chart to ``registry``; what
+    ``helm install|upgrade RELEASE`` takes to install it from there, image pinned by digest."""
+    sim_publish.publish_image(
+        archive=release.image.archive, registry=registry, tag=release.app_version,
+        log=lambda _: None,
+    )  # fmt: skip
+    published = sim_publish.publish_chart(
+        helm=helm, chart_dir=release.chart, registry=registry, log=lambda _: None
+    )
+    return [*published.chart_args(), "--set", f"image.digest={release.image.index}"]

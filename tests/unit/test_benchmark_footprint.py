@@ -29,6 +29,9 @@ def test_the_installed_fake_imex_programs_are_recognised(tmp_path: pathlib.Path)
         (["/opt/bin/kube-apiserver", "--secure-port=1"], "kube-apiserver"),
         (["python", "-m", "cdsim", "kubelet", "-c", "x"], "simulated kubelet"),
         (["python", "-m", "computedomains", "imex-agent", "-c", "x"], "imex-agent"),
+        # The image's entrypoint script under runc, as the kernel runs its #! line.
+        (["/usr/bin/python3", "/usr/local/bin/computedomains", "kubelet-plugin"], "kubelet-plugin"),
+        (["runc", "--root", "/x", "run", "--bundle", "/b", "c1"], "runc"),
         (["python", "-S", "-c", "print(1)"], ""),
         (["sh", "-c", "sleep 1"], ""),
         ([], ""),

@@ -195,35 +195,3 @@ def test_plan_pod_builds_processes_with_rewritten_paths_and_runtime_additions() 
     assert process.env["PYTHONUNBUFFERED"] == "1"
     assert process.cwd == ROOT / "var/run/cdi"
     assert not process.sidecar
-
-
-@pytest.mark.parametrize(
-    ("image", "tag"),
-    [
-        ("ghcr.io/compute-domains/compute-domains:0.1.0", "0.1.0"),
-        ("registry:5000/cd:0.2.0@sha256:abc", "0.2.0"),
-        ("registry:5000/cd@sha256:abc", ""),
-        ("busybox", ""),
-    ],
-)
-def test_image_tag(image: str, tag: str) -> None:
-    assert podspec.image_tag(image) == tag
-
-
-def test_a_mapped_image_tag_runs_the_entrypoint_with_that_python() -> None:
-    old: wire.Container = {"name": "old", "image": "cd:0.1.0", "args": ["controller"]}
-    new: wire.Container = {"name": "new", "image": "cd:0.2.0", "args": ["controller"]}
-    context = podspec.PodContext(
-        node_root=ROOT,
-        pod_dir=POD_DIR,
-        python="PY",
-        base_env={"PATH": "/bin", "PYTHONPATH": "/checkout/src"},
-        service_env={},
-        pythons={"0.1.0": "/previous/bin/python"},
-    )
-    plan = podspec.plan_pod(_pod(containers=[old, new]), context)
-    by_name = {c.name: c for c in plan.containers}
-    assert by_name["old"].argv == ("/previous/bin/python", "-m", "computedomains", "controller")
-    assert "PYTHONPATH" not in by_name["old"].env, "the release imports its own code"
-    assert by_name["new"].argv == ("PY", "-m", "computedomains", "controller")
-    assert by_name["new"].env["PYTHONPATH"] == "/checkout/src"

@@ -70,14 +70,19 @@ class ImageCache:
         build = recipe.Build.load(directory)
         return build if build.recipe == recipe_fingerprint(self.mirror) else None
 
-    def ensure(self, rev: str | None = None) -> tuple[recipe.Build, bool]:
-        """The build of ``rev`` (None: HEAD or the working tree), and whether it was reused."""
+    def ensure(
+        self, rev: str | None = None, *, waived: tuple[str, ...] = ()
+    ) -> tuple[recipe.Build, bool]:
+        """The build of ``rev`` (None: HEAD or the working tree), and whether it was reused.
+
+        ``waived``: see :attr:`recipe.Recipe.waived` (for a named release's commit only).
+        """
         src = source.resolve(self.repo, rev)
         with self._turn(src.key):
             found = self.lookup(src)
             if found is not None:
                 return found, True
-            return self.build(src), False
+            return self.build(src, waived=waived), False
 
     @contextlib.contextmanager
     def _turn(self, key: str) -> Iterator[None]:
@@ -87,7 +92,9 @@ class ImageCache:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield
 
-    def build(self, src: source.Source, *, out: pathlib.Path | None = None) -> recipe.Build:
+    def build(
+        self, src: source.Source, *, out: pathlib.Path | None = None, waived: tuple[str, ...] = ()
+    ) -> recipe.Build:
         """Build ``src`` into the cache (or into ``out``, bypassing the cache)."""
         started = time.monotonic()
         if out is not None and out.exists():
@@ -101,6 +108,7 @@ class ImageCache:
             recipe=recipe_fingerprint(self.mirror),
             fallback_lock=self.repo / wheels.LOCK,
             log=self.log,
+            waived=waived,
         )
         with tempfile.TemporaryDirectory(prefix="cd-image-") as work:
             try:

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import pathlib
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from cdsim.image import arch as arch_
 from cdsim.image import elf, errors, spec, wheels
@@ -136,11 +136,15 @@ def wheel_problems(root: pathlib.Path, arch: arch_.Arch) -> list[str]:
     return wheels.tag_problems(tags, arch)
 
 
-def product_problems(root: pathlib.Path) -> list[str]:
-    """What the image must not carry (:data:`FORBIDDEN`), and set-id files."""
+def product_problems(root: pathlib.Path, *, waived: Collection[str] = ()) -> list[str]:
+    """What the image must not carry, and set-id files.
+
+    :data:`FORBIDDEN` but for the ``what`` named in ``waived``.
+    """
     problems = [
         f"{match.relative_to(root)}: {what} does not belong in the image"
         for what, pattern in FORBIDDEN
+        if what not in waived
         for match in sorted(root.glob(pattern))
     ]
     for path in sorted(root.rglob("*")):
@@ -153,8 +157,11 @@ def product_problems(root: pathlib.Path) -> list[str]:
     return problems
 
 
-def problems(root: pathlib.Path, arch: arch_.Arch) -> list[str]:
-    """Every problem the checks find in the root filesystem of ``arch`` at ``root``."""
+def problems(root: pathlib.Path, arch: arch_.Arch, *, waived: Collection[str] = ()) -> list[str]:
+    """Every problem the checks find in the root filesystem of ``arch`` at ``root``.
+
+    ``waived``: see :func:`product_problems`.
+    """
     files = list(elf_files(root))
     if not files:
         return [f"no ELF file under {root}"]
@@ -163,13 +170,13 @@ def problems(root: pathlib.Path, arch: arch_.Arch) -> list[str]:
         *go_problems(files),
         *library_problems(root, files, arch=arch),
         *wheel_problems(root, arch),
-        *product_problems(root),
+        *product_problems(root, waived=waived),
     ]
 
 
-def verify(root: pathlib.Path, arch: arch_.Arch) -> None:
+def verify(root: pathlib.Path, arch: arch_.Arch, *, waived: Collection[str] = ()) -> None:
     """Raise :class:`CheckError` listing every problem, if there is any."""
-    found = problems(root, arch)
+    found = problems(root, arch, waived=waived)
     if found:
         shown = "\n  ".join(found[:50])
         more = f"\n  ... and {len(found) - 50} more" if len(found) > 50 else ""

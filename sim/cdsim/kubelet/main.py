@@ -40,7 +40,6 @@ from cdsim.kubelet import (
     backoff,
     containers,
     dra,
-    images,
     imagestore,
     logserver,
     node,
@@ -52,7 +51,6 @@ from cdsim.kubelet import (
     volumefiles,
 )
 from cdsim.kubelet import status as pod_status
-from computedomains import nodefiles
 from computedomains.api import resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import events, informer, pods, wire
@@ -495,12 +493,7 @@ class SimKubelet:
         if self._pulls is None:
             return {}
         spec = pod.get("spec", {})
-        pythons = self._image_pythons()  # a previous release's tag still runs as processes
-        wanted = [
-            c
-            for c in [*spec.get("initContainers", []), *spec.get("containers", [])]
-            if podspec.image_tag(c.get("image", "")) not in pythons
-        ]
+        wanted = [*spec.get("initContainers", []), *spec.get("containers", [])]
         pulled, waiting = self._pulls.images(pod, wanted, now)
         if not waiting:
             return pulled
@@ -605,18 +598,9 @@ class SimKubelet:
                 "KUBERNETES_SERVICE_PORT": str(self._server.port),
             },
             injections=injections,
-            pythons=self._image_pythons(),
             images=pulled,
             runc_state=self._runtime.state if self._runtime else None,
         )
-
-    def _image_pythons(self) -> dict[str, str]:
-        """The image tag → Python mapping as it is now (tests change it while we run)."""
-        try:
-            return images.read(self._cluster_dir)
-        except nodefiles.CorruptNodeFile as exc:
-            _LOG.error("ignoring %s", exc)
-            return {}
 
     def _report(self, running: _Running) -> bool:
         """Write the pod's status when it differs from what was last written; False if that failed.

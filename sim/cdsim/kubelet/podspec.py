@@ -223,13 +223,6 @@ def rewrite(value: str, mounts: Sequence[Mount]) -> str:
     return value
 
 
-def image_tag(image: str) -> str:
-    """The tag of an image reference (``repo:tag``, ``repo:tag@digest``); empty when none."""
-    name = image.partition("@")[0]
-    last = name.rpartition("/")[2]
-    return last.rpartition(":")[2] if ":" in last else ""
-
-
 def entrypoint(command: Sequence[str], args: Sequence[str], *, python: str) -> list[str]:
     """The argv a container runs: ``command + args``, or the image entrypoint with ``args``.
 
@@ -270,9 +263,6 @@ class PodContext:
     """Variables the kubelet injects and ``$(VAR)`` may refer to (KUBERNETES_SERVICE_*)."""
     injections: Mapping[str, Injection] = dataclasses.field(default_factory=dict)
     """Container name → what its CDI devices add."""
-    pythons: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """Image tag → the Python that runs the entrypoint of containers with that tag instead of
-    ``python`` (a previous release's virtualenv; see :mod:`cdsim.kubelet.images`)."""
     images: Mapping[str, imagestore.Image] = dataclasses.field(default_factory=dict)
     """Container name → its pulled image: such a container runs from it under runc."""
     runc_state: pathlib.Path | None = None
@@ -344,18 +334,14 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
     mounts.sort(key=lambda m: len(m.container_path), reverse=True)
     own = container_env(container, pod, ctx.service_env)
     mapping = {**ctx.service_env, **own}
-    python = ctx.pythons.get(image_tag(container.get("image", "")))
     argv = entrypoint(
         [rewrite(expand(a, mapping), mounts) for a in container.get("command", [])],
         [rewrite(expand(a, mapping), mounts) for a in container.get("args", [])],
-        python=python or ctx.python,
+        python=ctx.python,
     )
-    base = dict(ctx.base_env)
-    if python is not None:
-        base.pop("PYTHONPATH", None)  # it may name this checkout's code; the release has its own
     env = {
         **IMAGE_ENV,
-        **base,
+        **ctx.base_env,
         **ctx.service_env,
         **{k: rewrite(v, mounts) for k, v in own.items()},
         **{k: rewrite(v, mounts) for k, v in injection.env},
@@ -366,7 +352,7 @@ def plan_container(container: wire.Container, pod: wire.Pod, ctx: PodContext) ->
     def in_host_tree(command: Sequence[str]) -> probes.Exec:
         """An exec probe's command, mapped into the host tree like the container's own."""
         argv = entrypoint(
-            [rewrite(expand(a, mapping), mounts) for a in command], [], python=python or ctx.python
+            [rewrite(expand(a, mapping), mounts) for a in command], [], python=ctx.python
         )
         return probes.Exec(tuple(argv), env, str(cwd))
 

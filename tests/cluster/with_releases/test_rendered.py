@@ -116,43 +116,42 @@ def _render_apply_and_migrate(
 ) -> None:
     ns = app.namespace
     old = previous.build()
-    with previous.running_in(sim, old):
-        _apply(cluster, rendering.template(
-            app.helm, "--include-crds", *lifecycle.previous_values(old),
-            release=app.name, namespace=ns, chart=cluster.chart_from(old.chart),
-        ), applied[0])  # fmt: skip
-        lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
-        domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
-        before = lifecycle.observe(api, namespace, ns, domain, version=V1)
+    _apply(cluster, rendering.template(
+        app.helm, "--include-crds", *lifecycle.previous_values(old),
+        release=app.name, namespace=ns, chart=cluster.previous_chart(old),
+    ), applied[0])  # fmt: skip
+    lifecycle.wait_plugins(api, {n.name for n in sim.nodes})
+    domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
+    before = lifecycle.observe(api, namespace, ns, domain, version=V1)
 
-        # The next version, hooks and all, applied the same way.
-        _apply(cluster, rendering.template(
-            app.helm, "--include-crds", *rendering.sim_values(), release=app.name, namespace=ns,
-            chart=cluster.chart(),
-        ), applied[1])  # fmt: skip
-        fullname = f"{app.name}-compute-domains"
-        assert _job_done(api, ns, f"{fullname}-hook-uninstall") == "Complete"
-        log = kube.job_log(cluster, ns, f"{fullname}-hook-uninstall", "uninstall")
-        assert "not an uninstall" in log, log
-        assert "removed finalizer" not in log and "stopping" not in log
-        assert _job_done(api, ns, f"{fullname}-hook-migrate") == "Complete"
+    # The next version, hooks and all, applied the same way.
+    _apply(cluster, rendering.template(
+        app.helm, "--include-crds", *rendering.sim_values(), release=app.name, namespace=ns,
+        chart=cluster.chart(),
+    ), applied[1])  # fmt: skip
+    fullname = f"{app.name}-compute-domains"
+    assert _job_done(api, ns, f"{fullname}-hook-uninstall") == "Complete"
+    log = kube.job_log(cluster, ns, f"{fullname}-hook-uninstall", "uninstall")
+    assert "not an uninstall" in log, log
+    assert "removed finalizer" not in log and "stopping" not in log
+    assert _job_done(api, ns, f"{fullname}-hook-migrate") == "Complete"
 
-        # Nothing that runs was deleted; the domain kept its finalizer, its nodes their labels.
-        assert {f"DaemonSet/{fullname}-imex-agent", f"DaemonSet/{fullname}-kubelet-plugin",
-                f"Deployment/{fullname}-controller"} <= _workloads(api, ns)  # fmt: skip
-        current = domains.get_domain(api, namespace, domain["metadata"]["name"], version=V2)
-        assert constants.FINALIZER in current["metadata"]["finalizers"]
-        for node in NODES:
-            labels = client.CoreV1Api(api).read_node(node).metadata.labels
-            assert labels[constants.COMPUTE_DOMAIN_LABEL] == domain["metadata"]["uid"]
-        assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before
-        # Migrated: every object stored at v1beta2, storedVersions pruned.
-        for crd in lifecycle.CRD_NAMES:
-            assert lifecycle.crd_versions(api, crd) == ([V1, V2], [V2])
-        for plural in (constants.COMPUTE_DOMAIN_PLURAL, constants.CLIQUE_PLURAL):
-            stored = {v for _, v in migration.stored(migration.etcd_url(sim), plural,
-                                                     group=constants.GROUP)}  # fmt: skip
-            assert stored == {constants.API_VERSION_V1BETA2}, plural
+    # Nothing that runs was deleted; the domain kept its finalizer, its nodes their labels.
+    assert {f"DaemonSet/{fullname}-imex-agent", f"DaemonSet/{fullname}-kubelet-plugin",
+            f"Deployment/{fullname}-controller"} <= _workloads(api, ns)  # fmt: skip
+    current = domains.get_domain(api, namespace, domain["metadata"]["name"], version=V2)
+    assert constants.FINALIZER in current["metadata"]["finalizers"]
+    for node in NODES:
+        labels = client.CoreV1Api(api).read_node(node).metadata.labels
+        assert labels[constants.COMPUTE_DOMAIN_LABEL] == domain["metadata"]["uid"]
+    assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before
+    # Migrated: every object stored at v1beta2, storedVersions pruned.
+    for crd in lifecycle.CRD_NAMES:
+        assert lifecycle.crd_versions(api, crd) == ([V1, V2], [V2])
+    for plural in (constants.COMPUTE_DOMAIN_PLURAL, constants.CLIQUE_PLURAL):
+        stored = {v for _, v in migration.stored(migration.etcd_url(sim), plural,
+                                                 group=constants.GROUP)}  # fmt: skip
+        assert stored == {constants.API_VERSION_V1BETA2}, plural
 
     # Without hooks only migrate is rendered, as an ordinary Job of this chart version; it
     # finds nothing left to do.

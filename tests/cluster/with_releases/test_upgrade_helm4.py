@@ -37,24 +37,21 @@ metadata:
 spec:
   backoffLimit: 0
   template:
-    metadata:
-      labels:
-        # The simulated kubelet runs pods with this label as processes.
-        app.kubernetes.io/name: compute-domains
     spec:
       restartPolicy: Never
       containers:
         - name: fail
-          image: busybox:1.37
+          image: IMAGE
           command: [sh, -c, "echo forced failure after everything was applied; exit 1"]
 """
 
 
-def _failing_chart(folder: pathlib.Path) -> pathlib.Path:
-    """This chart with a post-upgrade hook that fails once every object is applied."""
+def _failing_chart(folder: pathlib.Path, image: str) -> pathlib.Path:
+    """This chart with a post-upgrade hook that fails once every object is applied, running
+    ``image`` (one with a shell)."""
     chart = folder / "chart"
     shutil.copytree(rendering.CHART, chart)
-    (chart / "templates" / "forced-failure.yaml").write_text(FAILING_HOOK)
+    (chart / "templates" / "forced-failure.yaml").write_text(FAILING_HOOK.replace("IMAGE", image))
     return chart
 
 
@@ -72,42 +69,43 @@ def test_the_documented_upgrade_from_0_1_0_completes_on_helm_4_and_a_failure_rol
     tmp_path: pathlib.Path,
 ) -> None:
     old = previous.build()
-    with previous.running_in(sim, old):
-        release = lifecycle.install_previous(releases, sim, api, old, "cd-h4", major="helm4")
-        ns = release.namespace
-        domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
-        before = lifecycle.observe(api, namespace, ns, domain, version=V1)
-        step1 = [*rendering.sim_values(), "--set", "crds.storageVersion=v1beta1"]
+    release = lifecycle.install_previous(releases, sim, api, old, "cd-h4", major="helm4")
+    ns = release.namespace
+    domain, _ = lifecycle.live_domain(api, namespace, NODES, num_nodes=2)
+    before = lifecycle.observe(api, namespace, ns, domain, version=V1)
+    step1 = [*rendering.sim_values(), "--set", "crds.storageVersion=v1beta1"]
 
-        # Helm 4's default wait would wait for ever on the OnDelete agents: refused first.
-        refused = release.helm.attempt(
-            "upgrade", release.name, *cluster.chart(), *step1, "--namespace", ns,
-            "--wait", "--rollback-on-failure", "--timeout", "8m",
-        )  # fmt: skip
-        said = refused.stdout + refused.stderr
-        assert refused.returncode != 0, said
-        assert "--wait=legacy" in said and "preflight.helm4Wait=legacy" in said, said
-        _crds_at(api, [V1], [V1])
-        assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
+    # Helm 4's default wait would wait for ever on the OnDelete agents: refused first.
+    refused = release.helm.attempt(
+        "upgrade", release.name, *cluster.chart(), *step1, "--namespace", ns,
+        "--wait", "--rollback-on-failure", "--timeout", "8m",
+    )  # fmt: skip
+    said = refused.stdout + refused.stderr
+    assert refused.returncode != 0, said
+    assert "--wait=legacy" in said and "preflight.helm4Wait=legacy" in said, said
+    _crds_at(api, [V1], [V1])
+    assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
 
-        # A failure once everything is applied: rolled back to 0.1.0, CRDs included.
-        failing = cluster.chart_from(_failing_chart(tmp_path), version=f"{cluster.version()}.f")
-        failed = release.helm.attempt(
-            "upgrade", release.name, *failing, *step1, "--set", "preflight.helm4Wait=legacy",
-            "--namespace", ns, "--wait=legacy", "--rollback-on-failure", "--timeout", "8m",
-        )  # fmt: skip
-        said = failed.stdout + failed.stderr
-        assert failed.returncode != 0 and "forced failure after everything" in said, said
-        assert "rolled back" in said and "server-side apply failed" not in said, said
-        _crds_at(api, [V1], [V1])
-        assert "deployed" in release.run("status").lower()
-        assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
+    # A failure once everything is applied: rolled back to 0.1.0, CRDs included.
+    failing = cluster.chart_from(
+        _failing_chart(tmp_path, cluster.workload_image()), version=f"{cluster.version()}.f"
+    )
+    failed = release.helm.attempt(
+        "upgrade", release.name, *failing, *step1, "--set", "preflight.helm4Wait=legacy",
+        "--namespace", ns, "--wait=legacy", "--rollback-on-failure", "--timeout", "8m",
+    )  # fmt: skip
+    said = failed.stdout + failed.stderr
+    assert failed.returncode != 0 and "forced failure after everything" in said, said
+    assert "rolled back" in said and "server-side apply failed" not in said, said
+    _crds_at(api, [V1], [V1])
+    assert "deployed" in release.run("status").lower()
+    assert lifecycle.observe(api, namespace, ns, domain, version=V1) == before
 
-        # The documented commands: both steps complete; the domain and its pods stay.
-        release.upgrade_as_documented(*cluster.chart(), *step1)
-        _crds_at(api, [V1, V2], [V1])
-        release.upgrade_as_documented(
-            *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2"
-        )
-        _crds_at(api, [V1, V2], [V2])
-        assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before
+    # The documented commands: both steps complete; the domain and its pods stay.
+    release.upgrade_as_documented(*cluster.chart(), *step1)
+    _crds_at(api, [V1, V2], [V1])
+    release.upgrade_as_documented(
+        *cluster.chart(), "--reuse-values", "--set", "crds.storageVersion=v1beta2"
+    )
+    _crds_at(api, [V1, V2], [V2])
+    assert lifecycle.observe(api, namespace, ns, domain, version=V2) == before

@@ -1,86 +1,37 @@
-"""Chart pods pulled from the cluster's registry and run from their image under runc.
+"""Pods pulled from the cluster's registry and run from their image under runc.
 
-A cluster of its own (one rack of two nodes) whose simulated kubelet runs containers: the
-image is pulled by reference (Events, ``imageID``), a wrong tag ends in ``ImagePullBackOff``,
-a write to a read-only root fails as on a node, and a container finds the API server by
-in-cluster config alone (the projected ServiceAccount volume at its standard path).
+The image is pulled by reference (Events, ``imageID``), a wrong tag ends in
+``ImagePullBackOff``, a write to a read-only root fails as on a node, a container finds the API
+server by in-cluster config alone (the projected ServiceAccount volume at its standard path),
+and a workload pod sees from inside exactly the IMEX channels its claim gave it.
 """
 
 from __future__ import annotations
 
-import os
-import pathlib
-import subprocess
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
 
 from cdsim import cluster as sim_cluster
-from cdsim import hosttree, publish, tools, topology
-from cdsim.image import cache as image_cache
-from cdsim.image import debian, workload
+from cdsim import hosttree
 from cdsim.kubelet import main as sim_kubelet
 from cdsim.kubelet import node as sim_node
 from computedomains import waiting
 from computedomains.api import constants
-from tests.chart import rendering
-from tests.support import clusters, domains, kube
+from tests.support import clusters, domains
 
 pytestmark = pytest.mark.cluster
 
-CHART_LABELS = {"app.kubernetes.io/name": "compute-domains", "test": "containers"}
+LABELS = {"test": "containers"}
+"""Not the chart's: a pod runs here because its image is in the cluster's registry."""
 NODE = "gb200-r0-n00"
-REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def runc_cluster() -> Iterator[tuple[sim_cluster.SimCluster, str]]:
-    """The cluster, and this build's image reference in its registry."""
-    layout = topology.Topology(racks=1, nodes_per_rack=2)
-    with sim_cluster.SimCluster(
-        name=f"containers-{os.getpid()}", topology_spec=layout, runtime="runc"
-    ) as sim:
-        assert sim.control_plane is not None
-        build, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure()
-        image = publish.publish_image(
-            archive=build.archive, registry=sim.control_plane.registry, tag=build.tag,
-            log=lambda _: None,
-        )  # fmt: skip
-        yield sim, image
-
-
-@pytest.fixture(scope="module")
-def workload_image(runc_cluster: tuple[sim_cluster.SimCluster, str]) -> str:
-    """The chart installed from the registry, and the workload image's reference there."""
-    sim, _ = runc_cluster
-    assert sim.control_plane is not None
-    registry = sim.control_plane.registry
-    toolbox = tools.ToolBox.from_env()
-    published = publish.publish_build(
-        helm=toolbox.path("helm3"), registry=registry, chart_dir=REPOSITORY / "chart",
-        log=lambda _: None,
-    )  # fmt: skip
-    subprocess.run(
-        [str(toolbox.path("helm3")), "install", "cd", *published.chart_args(),
-         "--namespace", "compute-domains", "--create-namespace", *rendering.sim_values(),
-         "--kubeconfig", str(sim.kubeconfig), "--wait", "--timeout", "5m"],
-        check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
-    built = workload.ensure(
-        toolbox.cache / "images", debian.Mirror.from_env(dict(os.environ)), log=lambda _: None
-    )
-    return publish.publish_image(
-        archive=built.archive, registry=registry, tag=workload.TAG,
-        repository=workload.REPOSITORY, log=lambda _: None,
-    )  # fmt: skip
 
 
 @pytest.fixture
-def api(runc_cluster: tuple[sim_cluster.SimCluster, str]) -> client.ApiClient:
-    sim, _ = runc_cluster
-    return clusters.typed_client(sim.kubeconfig)
+def image(cluster: clusters.TestCluster) -> str:
+    """This build's image in the cluster's registry."""
+    return cluster.image()
 
 
 def _events(api: client.ApiClient, namespace: str, pod: str) -> list[tuple[str, str]]:
@@ -92,7 +43,7 @@ def _events(api: client.ApiClient, namespace: str, pod: str) -> list[tuple[str, 
 
 def _pod(name: str, image: str, args: list[str], **context: Any) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "labels": CHART_LABELS},
+        "metadata": {"name": name, "labels": LABELS},
         "spec": {
             "nodeName": NODE,
             "restartPolicy": "Never",
@@ -128,20 +79,9 @@ def _log(sim: sim_cluster.SimCluster, namespace: str, pod: Any) -> str:
     return (folder / "main.log").read_text()
 
 
-@pytest.fixture
-def namespace(api: client.ApiClient) -> Iterator[str]:
-    core = client.CoreV1Api(api)
-    name = f"containers-{os.urandom(2).hex()}"
-    core.create_namespace({"metadata": {"name": name}})
-    kube.wait_for_default_service_account(api, name)
-    yield name
-    core.delete_namespace(name)
-
-
 def test_a_pod_runs_from_its_pulled_image_and_finds_the_api_server_in_cluster(
-    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+    sim: sim_cluster.SimCluster, image: str, api: client.ApiClient, namespace: str
 ) -> None:
-    sim, image = runc_cluster
     program = (
         "import os, pathlib, ssl, urllib.request\n"
         "sa = pathlib.Path('/var/run/secrets/kubernetes.io/serviceaccount')\n"
@@ -169,9 +109,8 @@ def test_a_pod_runs_from_its_pulled_image_and_finds_the_api_server_in_cluster(
 
 
 def test_a_write_to_a_read_only_root_fails_as_on_a_node(
-    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+    sim: sim_cluster.SimCluster, image: str, api: client.ApiClient, namespace: str
 ) -> None:
-    sim, image = runc_cluster
     program = "open('/written', 'w')"
     pod = _pod("read-only", image, [program], readOnlyRootFilesystem=True)
     client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
@@ -183,9 +122,8 @@ def test_a_write_to_a_read_only_root_fails_as_on_a_node(
 
 
 def test_an_unknown_tag_ends_in_image_pull_back_off_with_events(
-    runc_cluster: tuple[sim_cluster.SimCluster, str], api: client.ApiClient, namespace: str
+    image: str, api: client.ApiClient, namespace: str
 ) -> None:
-    _, image = runc_cluster
     missing = image.rpartition(":")[0] + ":no-such-tag"
     client.CoreV1Api(api).create_namespaced_pod(namespace, _pod("missing", missing, ["pass"]))
     core = client.CoreV1Api(api)
@@ -264,12 +202,13 @@ def _seen_channels(
 
 
 def test_a_workload_pod_sees_only_the_channels_its_claim_gave_it(
-    runc_cluster: tuple[sim_cluster.SimCluster, str],
-    workload_image: str,
+    chart: str,
+    cluster: clusters.TestCluster,
+    sim: sim_cluster.SimCluster,
     api: client.ApiClient,
     namespace: str,
 ) -> None:
-    sim, _ = runc_cluster
+    workload_image = cluster.workload_image()
     single = _domain(api, namespace, "Single")
     everything = _domain(api, namespace, "All")
     first = _looking_pod(api, namespace, single, "gb200-r0-n00", workload_image)
