@@ -25,6 +25,7 @@ from typing import IO, Any
 
 from cdsim import controlplane, fakenvml, hosttree, kubeconfig, nodes, processes, tools, topology
 from cdsim.fakeimex import install as fake_imex
+from cdsim.kubelet import containers
 from computedomains import waiting
 from computedomains.api import resources as kube_resources
 from computedomains.kube import client as kube_client
@@ -76,6 +77,26 @@ def state_dir(env: dict[str, str] | None = None) -> pathlib.Path:
 def state_file(name: str) -> pathlib.Path:
     """The state file of the cluster called ``name``."""
     return state_dir() / f"{name}.json"
+
+
+def remove_leftovers(directory: pathlib.Path, log: Callable[[str], None]) -> None:
+    """Remove a cluster's folder and whatever of it still runs, saying what did.
+
+    After a clean stop nothing runs: a crash leaves the processes that carry the cluster's
+    mark (:func:`processes.strays`) and runc's containers with their overlay mounts. One left
+    alive keeps its loopback address and port, so the next cluster given the same address
+    block could not start that component there; a live mount would stop the removal half-way.
+    """
+    found = processes.strays(directory)
+    if found:
+        log(f"[sim] warning: {len(found)} process(es) outlived their supervisor; stopping:")
+        for pid, command in found.items():
+            log(f"[sim]   pid {pid}: {command[:160]}")
+        processes.stop_pids(list(found), grace=2.0)
+    left = containers.Runc(directory / containers.STATE_DIR).remove_all(directory)
+    if left:
+        log(f"[sim] warning: removed containers {left} that outlived their supervisor")
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -202,31 +223,15 @@ class SimCluster:
                 self.log(f"[sim] stopping cluster {self.name}")
                 self.control_plane.stop()
                 self.control_plane = None
-            if self.directory is not None:
-                self._stop_strays(self.directory)
         finally:
             # Whatever failed above, the files and the locks on the name and block go.
             if self.directory is not None:
-                shutil.rmtree(self.directory, ignore_errors=True)
+                remove_leftovers(self.directory, self.log)
                 self.directory = None
             if self.state is not None:
                 state_file(self.name).unlink(missing_ok=True)
                 self.state = None
             self._locks.close()
-
-    def _stop_strays(self, directory: pathlib.Path) -> None:
-        """Stop the processes of this cluster that escaped their supervisor, saying which.
-
-        There should be none. One left alive keeps its loopback address and port, and the
-        next cluster given the same address block cannot start that component there.
-        """
-        found = processes.strays(directory)
-        if not found:
-            return
-        self.log(f"[sim] warning: {len(found)} process(es) outlived their supervisor; stopping:")
-        for pid, command in found.items():
-            self.log(f"[sim]   pid {pid}: {command[:160]}")
-        processes.stop_pids(list(found), grace=2.0)
 
     def _claim_names(self) -> int:
         """Lock this cluster's name and a free loopback address block; returns the block."""
@@ -244,8 +249,7 @@ class SimCluster:
             self.log(
                 f"[sim] removing leftovers of a crashed cluster {self.name!r}: {old.directory}"
             )
-            self._stop_strays(pathlib.Path(old.directory))
-            shutil.rmtree(old.directory, ignore_errors=True)
+            remove_leftovers(pathlib.Path(old.directory), self.log)
             stale.unlink()
         for block in range(topology.ADDRESS_BLOCKS):
             lock = self._locks.enter_context(_exclusive(state_dir() / "blocks" / f"{block}.lock"))

@@ -9,7 +9,6 @@ import argparse
 import json
 import pathlib
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -323,8 +322,7 @@ def _down(args: argparse.Namespace) -> int:
     if still:
         print(f"error: processes {still} are still running", file=sys.stderr)
         return 1
-    directory = pathlib.Path(state.directory)
-    shutil.rmtree(directory, ignore_errors=True)
+    cluster.remove_leftovers(pathlib.Path(state.directory), print)
     path.unlink(missing_ok=True)
     print(f"Simulated cluster {args.name!r} stopped.")
     return 0

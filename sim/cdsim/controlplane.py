@@ -67,8 +67,8 @@ class Binaries:
 
 
 RUNTIMES = ("process", "runc")
-"""How the simulated kubelet runs chart pods: as processes of this checkout, or from their
-images in the cluster's registry under runc."""
+"""How the simulated kubelet runs pods: from their images in the cluster's registry under runc
+(the default), or the chart's as processes of this checkout (the benchmarks' baseline)."""
 RUNTIME_ENV = "COMPUTE_DOMAINS_SIM_RUNTIME"
 DEFAULT_RUNTIME = "runc"
 

@@ -21,7 +21,7 @@ import yaml
 
 from cdsim import tools
 from cdsim.image import cache as image_cache
-from cdsim.image import debian, workload
+from cdsim.image import debian, recipe, workload
 
 CHART_REPOSITORY = "charts"
 """The registry path the chart is pushed under: ``oci://<registry>/charts/<chart name>``."""
@@ -137,20 +137,26 @@ def publish_build(
     registry: str,
     chart_dir: pathlib.Path,
     log: Callable[[str], None] = print,
+    build: recipe.Build | None = None,
+    version: str | None = None,
 ) -> Published:
-    """Publish a checkout's build: its image, then the chart ``chart_dir``, at one version.
+    """Publish a build: its image, then the chart ``chart_dir``, at one version.
 
-    The checkout is the one ``chart_dir`` lies in. Its image is built, or reused from the cache
-    (:mod:`cdsim.image.cache`); the version is the build's (:mod:`cdsim.versions`).
+    ``build``: None for the checkout ``chart_dir`` lies in, built or reused from the cache
+    (:mod:`cdsim.image.cache`). ``version``: the image tag and the chart's version and
+    appVersion (a changed chart published as a later release); None: the build's
+    (:mod:`cdsim.versions`).
     """
-    repository = pathlib.Path(
-        _run(["git", "-C", str(chart_dir), "rev-parse", "--show-toplevel"], "git").strip()
-    )
-    build, _ = image_cache.ImageCache.from_env(repository).ensure()
-    publish_image(archive=build.archive, registry=registry, tag=build.tag, log=log)
+    if build is None:
+        repository = pathlib.Path(
+            _run(["git", "-C", str(chart_dir), "rev-parse", "--show-toplevel"], "git").strip()
+        )
+        build, _ = image_cache.ImageCache.from_env(repository).ensure()
+    publish_image(archive=build.archive, registry=registry, tag=version or build.tag, log=log)
     return publish_chart(
-        helm=helm, chart_dir=chart_dir, registry=registry, version=build.version, log=log
-    )
+        helm=helm, chart_dir=chart_dir, registry=registry, version=version or build.version,
+        log=log,
+    )  # fmt: skip
 
 
 def publish_workload(*, registry: str, log: Callable[[str], None] = print) -> str:

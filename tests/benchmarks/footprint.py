@@ -49,7 +49,8 @@ def product_subcommand(argv: list[str]) -> str:
     """The ``computedomains`` subcommand a command line runs ("" for another program).
 
     ``python -m computedomains SUB`` (a process of the checkout) and the image's entrypoint
-    script, ``/usr/bin/python3 /usr/local/bin/computedomains SUB`` as the kernel runs it.
+    script, ``/usr/bin/python3.11 /usr/local/bin/computedomains SUB`` as the kernel runs its
+    ``#!`` line.
     """
     for at, arg in enumerate(argv[:-1]):
         if pathlib.PurePosixPath(arg).name == "computedomains":
@@ -69,6 +70,17 @@ def rss_by_node() -> dict[str, dict[str, float]]:
             if node and found and all(w in argv for w in words):
                 out.setdefault(node, {})[component] = int(found.group(1)) / 1024
     return out
+
+
+def runtime_rss_mib() -> float:
+    """RSS (MiB) of every ``runc`` process running now: what the simulation's container runtime
+    adds (a ``runc run`` per container; none in process mode)."""
+    total = 0
+    for _, argv, status in _processes("status"):
+        found = re.search(r"VmRSS:\s+(\d+)", status)
+        if argv and pathlib.Path(argv[0]).name == "runc" and found:
+            total += int(found.group(1))
+    return round(total / 1024, 1)
 
 
 CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager", "kwok")

@@ -1,4 +1,4 @@
-"""The simulated kubelet: chart pods run as real processes; DRA plugins are called like a kubelet.
+"""The simulated kubelet: chart pods run from their image; DRA plugins are called like a kubelet.
 
 The DRA tests use a made-up driver (tests/support/fakedra.py) serving the real gRPC APIs on
 one node's sockets, with a hand-written DeviceClass and ResourceSlice for it.
@@ -125,9 +125,11 @@ def test_chart_daemonset_runs_one_process_per_node_with_a_pod_bound_token(
         assert user["extra"]["authentication.kubernetes.io/pod-name"] == [pod.metadata.name]
         assert user["extra"]["authentication.kubernetes.io/pod-uid"] == [pod.metadata.uid]
         assert user["extra"]["authentication.kubernetes.io/node-name"] == [name]
-        # Written by the kubelet into the pod's folder on the node, renewed there.
+        # Written by the kubelet into the pod's folder on the node (the projected volume
+        # under runc, the process mode's own folder), renewed there.
         folder = node.pod_dir(sim.host_trees[name].root, pod.metadata.uid)
-        assert [t.read_text() for t in folder.rglob("token")] != [""]
+        tokens = [*folder.glob("volumes/*/token"), *folder.glob("serviceaccount/token")]
+        assert len(tokens) == 1 and tokens[0].read_text(), tokens
 
     # One process per node, in that node's tree (its pod folder, or a container rooted there).
     found = {n: kube.find_process(f"/out/{n}.json", under=sim.host_trees[n].root) for n in nodes}
@@ -351,7 +353,7 @@ def test_unprepare_uses_what_was_recorded_when_the_claim_is_already_gone(
 
 
 def _job(name: str, container: dict[str, object]) -> dict[str, object]:
-    """A chart Job (run as a process) with one try: its pod's exit code decides it."""
+    """A chart Job (run by the simulated kubelet) with one try: its pod's exit code decides it."""
     return {
         "metadata": {"name": name},
         "spec": {

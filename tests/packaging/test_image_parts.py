@@ -162,6 +162,15 @@ def test_forbidden_paths_are_reported(tmp_path: pathlib.Path) -> None:
         assert what in problems
 
 
+def test_a_waived_check_is_the_only_one_skipped(tmp_path: pathlib.Path) -> None:
+    site = tmp_path / spec.SITE_PACKAGES
+    (site / "computedomains/sim").mkdir(parents=True)
+    (site / "pip").mkdir()
+    waived = " ".join(checks.product_problems(tmp_path, waived=("the simulator package",)))
+    assert "the simulator package" not in waived and "pip" in waived
+    assert "the simulator package" in " ".join(checks.product_problems(tmp_path))
+
+
 @pytest.mark.parametrize(
     ("path", "kept"),
     [

@@ -19,6 +19,7 @@ from tests.support import previous
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 CHART = REPOSITORY / "chart"
+PUBLIC_BUSYBOX = "busybox:1.37"
 
 
 def typed_client(kubeconfig_path: pathlib.Path) -> client.ApiClient:
@@ -105,8 +106,11 @@ class TestCluster:
         return f"{self.published.image_repository}:{self.published.version}"
 
     def workload_image(self) -> str:
-        """The workload image (busybox) in the simulated cluster's registry, pushed on first
-        use, as a pod names it."""
+        """An image with a shell, as a pod names it: the workload image (busybox) in the
+        simulated cluster's registry, pushed on first use; a public busybox against an existing
+        cluster."""
+        if self.sim is None:
+            return PUBLIC_BUSYBOX
         if self.workload is None:
             registry = self.registry()
             self.workload = publish.publish_workload(registry=registry, log=lambda _: None)
@@ -116,18 +120,11 @@ class TestCluster:
         """A changed copy of this chart, published to the simulated cluster's registry as a
         later release would be: the chart at ``version`` and this build's image tagged
         ``version`` too. Referenced as :meth:`chart` is."""
-        registry = self.registry()
         build, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure()
-        publish.publish_image(
-            archive=build.archive, registry=registry, tag=version, log=lambda _: None
-        )
-        return publish.publish_chart(
-            helm=tools.ToolBox.from_env().path("helm3"),
-            chart_dir=chart_dir,
-            registry=registry,
-            version=version,
-            log=lambda _: None,
-        ).chart_args()
+        return publish.publish_build(
+            helm=tools.ToolBox.from_env().path("helm3"), registry=self.registry(),
+            chart_dir=chart_dir, log=lambda _: None, build=build, version=version,
+        ).chart_args()  # fmt: skip
 
     def previous_chart(self, release: previous.PreviousRelease) -> list[str]:
         """A previous release's chart and image published to the simulated cluster's registry

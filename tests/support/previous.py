@@ -17,7 +17,6 @@ their tag alone would not tell them apart), and the simulated kubelet pulls and 
 from __future__ import annotations
 
 import dataclasses
-import fcntl
 import io
 import pathlib
 import shutil
@@ -107,14 +106,12 @@ def _extract(commit: str, dest: pathlib.Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def build(ref: Ref = V0_1_0, cache: pathlib.Path | None = None) -> PreviousRelease:
+def build(ref: Ref = V0_1_0) -> PreviousRelease:
     """A previous release, built on first use (its image: a minute or two) and cached after."""
     commit = resolve_commit(ref)
     image, _ = image_cache.ImageCache.from_env(REPOSITORY).ensure(commit, waived=WAIVED)
-    directory = (cache or tools.cache_root()) / "previous" / commit
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with (directory.parent / f"{commit}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once extract it once
+    directory = tools.cache_root() / "previous" / commit
+    with image_cache.turn(directory.parent, commit):  # two test runs at once extract it once
         if not (directory / _STAMP).exists():
             shutil.rmtree(directory, ignore_errors=True)  # a half-done extraction
             _extract(commit, directory / "source")
@@ -123,13 +120,11 @@ def build(ref: Ref = V0_1_0, cache: pathlib.Path | None = None) -> PreviousRelea
 
 
 def publish(release: PreviousRelease, registry: str, helm: pathlib.Path) -> list[str]:
-    """Push the release's image (tagged with its appVersion) and chart to ``registry``; what
-    ``helm install|upgrade RELEASE`` takes to install it from there, image pinned by digest."""
-    sim_publish.publish_image(
-        archive=release.image.archive, registry=registry, tag=release.app_version,
-        log=lambda _: None,
+    """Push the release's image (tagged with its version, 0.1.0) and chart to ``registry``;
+    what ``helm install|upgrade RELEASE`` takes to install it from there, image pinned by
+    digest."""
+    published = sim_publish.publish_build(
+        helm=helm, registry=registry, chart_dir=release.chart, log=lambda _: None,
+        build=release.image,
     )  # fmt: skip
-    published = sim_publish.publish_chart(
-        helm=helm, chart_dir=release.chart, registry=registry, log=lambda _: None
-    )
     return [*published.chart_args(), "--set", f"image.digest={release.image.index}"]

@@ -8,6 +8,7 @@ import shlex
 import pytest
 
 from cdsim.fakeimex import install
+from cdsim.image import spec
 from tests.benchmarks import footprint
 
 
@@ -30,7 +31,7 @@ def test_the_installed_fake_imex_programs_are_recognised(tmp_path: pathlib.Path)
         (["python", "-m", "cdsim", "kubelet", "-c", "x"], "simulated kubelet"),
         (["python", "-m", "computedomains", "imex-agent", "-c", "x"], "imex-agent"),
         # The image's entrypoint script under runc, as the kernel runs its #! line.
-        (["/usr/bin/python3", "/usr/local/bin/computedomains", "kubelet-plugin"], "kubelet-plugin"),
+        ([spec.PYTHON, f"/{spec.SCRIPTS}/computedomains", "kubelet-plugin"], "kubelet-plugin"),
         (["runc", "--root", "/x", "run", "--bundle", "/b", "c1"], "runc"),
         (["python", "-S", "-c", "print(1)"], ""),
         (["sh", "-c", "sleep 1"], ""),

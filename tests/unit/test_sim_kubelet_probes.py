@@ -19,6 +19,7 @@ import grpc
 import pytest
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from cdsim import processes
 from cdsim.kubelet import podspec, probes, runner
 from computedomains import certificates, waiting
 
@@ -233,6 +234,36 @@ def test_exec_checks_pass_on_exit_code_zero_and_are_bounded(tmp_path: pathlib.Pa
     script = "import os, sys; sys.exit(os.environ['X'] != 'y' or os.getcwd() != sys.argv[1])"
     env = _check(probes.Exec((python, "-c", script, str(tmp_path)), {"X": "y"}, str(tmp_path)))
     assert env.ok, env.message
+
+
+def test_a_timed_out_exec_check_kills_what_the_runtime_started_and_names_the_pods_command(
+    tmp_path: pathlib.Path,
+) -> None:
+    # Plays `runc exec --pid-file`: the command runs outside the exec's own process group (in
+    # the container), its PID written to the file (and, for this test, to a second one that
+    # stays); killing the exec would leave it running.
+    pid_file, kept = tmp_path / "probe.pid", tmp_path / "kept.pid"
+    runtime = (
+        "import subprocess, sys, time\n"
+        "inside = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
+        "                          start_new_session=True)\n"
+        "for path in sys.argv[1:]:\n"
+        "    open(path, 'w').write(str(inside.pid))\n"
+        "time.sleep(60)\n"
+    )
+    action = probes.Exec(
+        (sys.executable, "-c", runtime, str(pid_file), str(kept)), command=("cat", "/ready"),
+        pid_file=str(pid_file),
+    )  # fmt: skip
+    slow = _check(action, timeout=1.0)
+    assert not slow.ok and slow.message == "command ['cat', '/ready'] timed out after 1s"
+    inside = int(kept.read_text())
+    waiting.until(
+        "the command inside the container to be killed",
+        lambda: not processes.pid_alive(inside),
+        timeout=10,
+    )
+    assert not pid_file.exists()
 
 
 @pytest.mark.parametrize("status", [0, 1, 2])

@@ -33,9 +33,23 @@ def recipe_fingerprint(mirror: debian.Mirror) -> str:
     """Hex digest of this package's sources and the mirror: what else decides the bytes."""
     digest = hashlib.sha256()
     for path in sorted(_PACKAGE.glob("*.py")):
+        if path.name == "workload.py":  # the workload image's recipe, not the product's
+            continue
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(repr(mirror).encode())
     return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def turn(root: pathlib.Path, key: str) -> Iterator[None]:
+    """Hold ``root``'s lock of ``key`` (released when the process dies, too).
+
+    Builders of one key take turns, so the second finds the first's work done.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / f".{key}.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def _stderr(line: str) -> None:
@@ -78,19 +92,11 @@ class ImageCache:
         ``waived``: see :attr:`recipe.Recipe.waived` (for a named release's commit only).
         """
         src = source.resolve(self.repo, rev)
-        with self._turn(src.key):
+        with turn(self.root, src.key):
             found = self.lookup(src)
             if found is not None:
                 return found, True
             return self.build(src, waived=waived), False
-
-    @contextlib.contextmanager
-    def _turn(self, key: str) -> Iterator[None]:
-        """Hold the lock of ``key``'s build (released when the process dies, too)."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / f".{key}.lock").open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
 
     def build(
         self, src: source.Source, *, out: pathlib.Path | None = None, waived: tuple[str, ...] = ()

@@ -60,6 +60,8 @@ class Build:
     arches: dict[str, ArchBuild]
     recipe: str
     """Fingerprint of the recipe and mirror that built it (see :mod:`cdsim.image.cache`)."""
+    waived: tuple[str, ...] = ()
+    """Checks it was built without (:attr:`Recipe.waived`)."""
 
     @property
     def layout(self) -> pathlib.Path:
@@ -82,6 +84,7 @@ class Build:
         """Read a build's ``build.json``."""
         data = json.loads((directory / "build.json").read_text())
         data["arches"] = {k: ArchBuild(**v) for k, v in data["arches"].items()}
+        data["waived"] = tuple(data.get("waived", ()))
         return cls(directory=directory, **data)
 
     def describe(self) -> str:
@@ -96,6 +99,8 @@ class Build:
             f"{a.unpacked / mib:6.1f} MiB unpacked  (manifest {a.manifest[:19]}…)"
             for name, a in self.arches.items()
         ]
+        if self.waived:
+            lines.append(f"  built without the checks of: {', '.join(self.waived)}")
         lines += [
             f"  oci-archive   {self.archive}",
             f"  oci layout    {self.layout}  (tag {self.tag})",
@@ -210,6 +215,7 @@ class Recipe:
             python=pins,
             arches=arches,
             recipe=self.recipe,
+            waived=self.waived,
         )
         oci.write_archive(layout.root, result.archive, epoch=src.epoch)
         result.save()

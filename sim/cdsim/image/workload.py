@@ -10,17 +10,15 @@ under ``workload-<fingerprint>``, and pushed to each cluster's registry as
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import fcntl
 import hashlib
 import pathlib
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from cdsim.image import arch as arch_
-from cdsim.image import deb, debian, layer, oci
+from cdsim.image import cache, deb, debian, layer, oci
 
 PACKAGE = "busybox-static"
 REPOSITORY = "compute-domains-workload"
@@ -42,9 +40,15 @@ LABELS = {
 }
 
 
+RECIPE = ("workload.py", "arch.py", "deb.py", "debian.py", "layer.py", "oci.py")
+"""The modules of this package that decide the image's bytes."""
+
+
 def fingerprint(mirror: debian.Mirror) -> str:
-    """What decides the image's bytes: this recipe, the Debian mirror."""
-    digest = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+    """What decides the image's bytes: this recipe and the parts it uses, the Debian mirror."""
+    digest = hashlib.sha256()
+    for name in RECIPE:
+        digest.update(name.encode() + b"\0" + (pathlib.Path(__file__).parent / name).read_bytes())
     digest.update(repr(mirror).encode())
     return digest.hexdigest()[:16]
 
@@ -82,18 +86,10 @@ def ensure(
 ) -> Workload:
     """The workload image in the cache ``images``, built first when missing."""
     final = images / f"workload-{fingerprint(mirror)}"
-    with _turn(images, final.name):
+    with cache.turn(images, final.name):
         if not (final / "index").is_file():
             _build(final, mirror, log)
     return Workload(final / "workload.oci.tar", (final / "index").read_text().strip())
-
-
-@contextlib.contextmanager
-def _turn(images: pathlib.Path, key: str) -> Iterator[None]:
-    images.mkdir(parents=True, exist_ok=True)
-    with (images / f".{key}.lock").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 def _build(final: pathlib.Path, mirror: debian.Mirror, log: Callable[[str], None]) -> None:

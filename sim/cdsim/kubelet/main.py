@@ -2,8 +2,10 @@
 
 Pods come from an informer (list+watch). The loop hands each node's pods to that node's DRA
 thread (:class:`node.NodeDra`) and runs chart pods (label
-``app.kubernetes.io/name=compute-domains``) as processes once they have an IP (kwok gave the
-pod its "sandbox") and, with claims, once those are prepared. From then on this loop owns the
+``app.kubernetes.io/name=compute-domains``), and with a registry every pod whose images all
+come from it, once they have an IP (kwok gave the pod its "sandbox") and, with claims, once
+those are prepared: from their images under runc, or (without a store) as processes of this
+checkout. From then on this loop owns the
 chart pod's status as a kubelet does: phase, ``Initialized``/``ContainersReady``/``Ready``
 from the containers' processes and the probes it runs (:mod:`runner`, :mod:`probes`), and
 every container's state, ``ready``, ``started`` and restarts. A chart pod whose containers are

@@ -10,6 +10,7 @@ in the node's host tree, since a process shares the host's filesystem.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import pathlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -425,12 +426,17 @@ def _in_container(
         host_pid=bool(spec.get("hostPID")),
     )
     state = ctx.runc_state
+    made = itertools.count()
 
     def in_runc(command: Sequence[str]) -> probes.Exec:
-        """An exec probe's command, run inside the container by runc."""
-        return probes.Exec(
-            tuple(runtimespec.exec_argv(state, cid, [expand(a, mapping) for a in command]))
-        )
+        """An exec probe's command, run inside the container by runc.
+
+        A PID file per probe: one probe's checks never overlap.
+        """
+        expanded = tuple(expand(a, mapping) for a in command)
+        pid_file = ctx.pod_dir / f"probe-{name}-{next(made)}.pid"
+        argv = runtimespec.exec_argv(state, cid, expanded, pid_file=pid_file)
+        return probes.Exec(tuple(argv), command=expanded, pid_file=str(pid_file))
 
     return ContainerPlan(
         name=name,

@@ -23,6 +23,7 @@ import dataclasses
 import enum
 import http.client
 import os
+import pathlib
 import signal
 import socket
 import ssl
@@ -84,6 +85,11 @@ class Exec:
     argv: tuple[str, ...]
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
     cwd: str | None = None
+    command: tuple[str, ...] = ()
+    """The command as the pod gave it, for messages (``argv`` when empty)."""
+    pid_file: str | None = None
+    """Where the runtime writes the PID of the command it started in the container: a check
+    that times out kills that process too (a killed ``runc exec`` leaves it running)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,6 +331,7 @@ def _tcp(action: TcpSocket, timeout: float) -> Result:
 
 
 def _exec(action: Exec, timeout: float) -> Result:
+    shown = list(action.command or action.argv)
     # Its own session, so a timeout ends what the command started too, as a runtime's exec does.
     with subprocess.Popen(
         list(action.argv), env=dict(action.env), cwd=action.cwd, stdin=subprocess.DEVNULL,
@@ -335,12 +342,28 @@ def _exec(action: Exec, timeout: float) -> Result:
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGKILL)
+            _kill_named(action.pid_file)
             child.communicate()
-            return Result(False, f"command {list(action.argv)} timed out after {timeout:g}s")
+            return Result(False, f"command {shown} timed out after {timeout:g}s")
+        finally:
+            if action.pid_file:
+                pathlib.Path(action.pid_file).unlink(missing_ok=True)
     if child.returncode == 0:
         return Result(True)
     output = out.decode(errors="replace").strip()[-_BODY_LIMIT:]
-    return Result(False, f"command {list(action.argv)} exited with {child.returncode}: {output}")
+    return Result(False, f"command {shown} exited with {child.returncode}: {output}")
+
+
+def _kill_named(pid_file: str | None) -> None:
+    """SIGKILL the process whose PID ``pid_file`` holds, if it names one."""
+    if not pid_file:
+        return
+    try:
+        pid = int(pathlib.Path(pid_file).read_text().strip())
+    except (OSError, ValueError):  # not started yet, or already gone
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _varint(value: int) -> bytes:

@@ -1,4 +1,4 @@
-"""Keep one pod's containers running as processes, as the kubelet keeps containers running.
+"""Keep one pod's containers running, as the kubelet keeps containers running.
 
 Init containers run in order, each to completion (retried with the kubelet's crash-loop
 backoff when they fail), then every container starts and is restarted per the pod's

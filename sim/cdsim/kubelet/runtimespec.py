@@ -49,9 +49,14 @@ def runc_argv(state: pathlib.Path, *args: str) -> list[str]:
     return ["runc", "--root", str(state), *args]
 
 
-def exec_argv(state: pathlib.Path, container: str, command: Sequence[str]) -> list[str]:
-    """The command line that runs ``command`` inside the running ``container`` (exec probes)."""
-    return runc_argv(state, "exec", container, *command)
+def exec_argv(
+    state: pathlib.Path, container: str, command: Sequence[str], *, pid_file: pathlib.Path
+) -> list[str]:
+    """The command line that runs ``command`` inside the running ``container`` (exec probes).
+
+    runc writes the command's PID, as this machine sees it, to ``pid_file``.
+    """
+    return runc_argv(state, "exec", "--pid-file", str(pid_file), container, *command)
 
 
 class RuntimeSpecError(ValueError):

@@ -47,9 +47,9 @@ def chart(
     tests that need it.
 
     The simulated kubelet runs node-init, the kubelet plugin, the IMEX agent and the controller
-    as real processes with their own tokens and the chart's arguments. Yields the release
-    namespace once every node's plugin has published its devices; uninstalled before the
-    chart tests (which install their own releases) run.
+    from the image in the cluster's registry, with their own tokens and the chart's arguments.
+    Yields the release namespace once every node's plugin has published its devices;
+    uninstalled before the chart tests (which install their own releases) run.
     """
     api = cluster.api()
     namespace = f"cd-system-{uuid.uuid4().hex[:4]}"

@@ -19,7 +19,7 @@ from cdsim.kubelet import main as sim_kubelet
 from cdsim.kubelet import node as sim_node
 from computedomains import waiting
 from computedomains.api import constants
-from tests.support import clusters, domains
+from tests.support import clusters, domains, kube
 
 pytestmark = pytest.mark.cluster
 
@@ -172,6 +172,8 @@ def _looking_pod(
         "image": image,
         "command": ["sh", "-c", f"echo channels: $(ls {CHANNELS} | sort); exec sleep 3600"],
     }
+    # sleep, PID 1 of its container, ignores SIGTERM: the shared nodes are free at once.
+    spec["terminationGracePeriodSeconds"] = 0
     client.CoreV1Api(api).create_namespaced_pod(
         namespace,
         {
@@ -224,3 +226,20 @@ def test_a_workload_pod_sees_only_the_channels_its_claim_gave_it(
     prepared = (folder / sim_node.CDI_DEVICES_FILE).read_text()
     assert f"{CHANNELS}/{seen_single[0]}" in prepared
     domains.wait_ready(api, namespace, single, [first])
+
+
+def test_an_exec_probe_runs_inside_the_container(
+    image: str, api: client.ApiClient, namespace: str
+) -> None:
+    # The file exists only in the container's own root: a check run anywhere else fails.
+    program = "import pathlib, time; pathlib.Path('/tmp/ready').touch(); time.sleep(600)"
+    pod = _pod("exec-probe", image, [program])
+    exists = "import os, sys; sys.exit(not os.path.exists('/tmp/ready'))"
+    pod["spec"]["containers"][0]["readinessProbe"] = {
+        "exec": {"command": ["python3", "-c", exists]}, "periodSeconds": 1,
+    }  # fmt: skip
+    pod["spec"]["terminationGracePeriodSeconds"] = 0
+    client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
+    ready = kube.wait_for_pod(api, namespace, "exec-probe", "Ready by its exec probe",
+                              kube.pod_ready, timeout=120)  # fmt: skip
+    assert ready.status.phase == "Running"

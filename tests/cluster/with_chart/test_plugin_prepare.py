@@ -1,7 +1,7 @@
 """The kubelet plugin as the chart runs it, prepared and unprepared by the simulated kubelet.
 
 The chart (values/sim.yaml) is installed once for the module: the simulated kubelet runs
-node-init and the plugin on every simulated node as real processes, with their own
+node-init and the plugin on every simulated node from the image, with their own
 ServiceAccount tokens and the chart's arguments. Workload pods use ResourceClaimTemplates like
 the ones the controller will create; the tests write each node's IMEX status as the IMEX
 agent will.

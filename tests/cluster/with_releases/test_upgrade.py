@@ -1,7 +1,7 @@
 """Upgrade from the previous chart (v0.1.0) with live domains, then roll back to it.
 
-The previous release really runs: its chart from git, its components with its own code (the
-simulated kubelet runs pods tagged 0.1.0 with that release's Python). Hooks really run as Jobs.
+The previous release really runs: its chart from git, its components from its own image, built
+from its commit and pulled from the cluster's registry. Hooks really run as Jobs.
 """
 
 from __future__ import annotations
