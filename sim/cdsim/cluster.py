@@ -18,6 +18,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Callable, Iterator
@@ -99,6 +100,37 @@ def remove_leftovers(directory: pathlib.Path, log: Callable[[str], None]) -> Non
     shutil.rmtree(directory, ignore_errors=True)
 
 
+def _block_lock(block: int) -> pathlib.Path:
+    """The lock of loopback address block ``block``.
+
+    It names the folder of the cluster on the block (empty once that cluster stopped cleanly).
+    """
+    return state_dir() / "blocks" / f"{block}.lock"
+
+
+def _left_in(block: int) -> pathlib.Path | None:
+    """The folder of a cluster that held ``block`` and did not clean up, if one is left."""
+    try:
+        named = _block_lock(block).read_text().strip()
+    except OSError:
+        return None
+    return pathlib.Path(named) if named and pathlib.Path(named).exists() else None
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ignore SIGINT and SIGTERM inside (main thread only: Python sets handlers nowhere else)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 @contextlib.contextmanager
 def _exclusive(path: pathlib.Path, *, remove: bool = False) -> Iterator[IO[str] | None]:
     """Hold an flock on ``path`` (None when another process holds it); freed on exit or death.
@@ -154,6 +186,8 @@ class SimCluster:
         self.toolbox = toolbox or tools.ToolBox.from_env()
         self.log = log or self.toolbox.log
         self.directory: pathlib.Path | None = None
+        self._block: int | None = None
+        """The loopback address block held, once claimed."""
         self.nodes: list[topology.SimNode] = []
         self.host_trees: dict[str, hosttree.HostTree] = {}
         self.control_plane: controlplane.ControlPlane | None = None
@@ -183,6 +217,8 @@ class SimCluster:
             )
             block = self._claim_names()
             self.directory = pathlib.Path(tempfile.mkdtemp(prefix="cds-"))
+            self._block = block
+            _block_lock(block).write_text(str(self.directory))  # for whoever takes it next
             self.nodes = topology.expand(self.topology, cluster_name=self.name, address_block=block)
             self.control_plane = controlplane.ControlPlane(
                 directory=self.directory,
@@ -217,7 +253,14 @@ class SimCluster:
         return self.state
 
     def stop(self) -> None:
-        """Stop every process this cluster started and remove its files; safe to repeat."""
+        """Stop every process this cluster started and remove its files; safe to repeat.
+
+        Ctrl-C and SIGTERM wait meanwhile: a second one must not leave containers behind.
+        """
+        with _signals_held():
+            self._stop()
+
+    def _stop(self) -> None:
         try:
             if self.control_plane is not None:
                 self.log(f"[sim] stopping cluster {self.name}")
@@ -228,6 +271,9 @@ class SimCluster:
             if self.directory is not None:
                 remove_leftovers(self.directory, self.log)
                 self.directory = None
+            if self._block is not None:
+                _block_lock(self._block).write_text("")  # nothing of ours is left there
+                self._block = None
             if self.state is not None:
                 state_file(self.name).unlink(missing_ok=True)
                 self.state = None
@@ -251,10 +297,17 @@ class SimCluster:
             )
             remove_leftovers(pathlib.Path(old.directory), self.log)
             stale.unlink()
-        for block in range(topology.ADDRESS_BLOCKS):
-            lock = self._locks.enter_context(_exclusive(state_dir() / "blocks" / f"{block}.lock"))
-            if lock is not None:
-                return block
+        # A block a crashed cluster left (its folder named in the lock, its containers maybe
+        # still on the block's addresses) only when no clean one is free: then it is cleared.
+        blocks = range(topology.ADDRESS_BLOCKS)
+        for block in sorted(blocks, key=lambda b: _left_in(b) is not None):
+            if self._locks.enter_context(_exclusive(_block_lock(block))) is None:
+                continue
+            left = _left_in(block)
+            if left is not None:
+                self.log(f"[sim] address block {block}: removing a crashed cluster's {left}")
+                remove_leftovers(left, self.log)
+            return block
         raise ClusterError(f"all {topology.ADDRESS_BLOCKS} loopback address blocks are in use")
 
     # -- nodes ----------------------------------------------------------------------------

@@ -15,10 +15,12 @@ import sys
 import uuid
 
 import pytest
+from kubernetes import client
 
 from cdsim import cluster as sim_cluster
-from cdsim import processes, topology
+from cdsim import processes, publish, topology
 from computedomains import waiting
+from tests.support import clusters, kube
 
 SMALL = topology.Topology(racks=1, nodes_per_rack=2)
 
@@ -152,3 +154,44 @@ def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
     assert down.returncode == 0, down.stdout + down.stderr
     assert not pathlib.Path(state.directory).exists()
     assert not sim_cluster.state_file(name).exists()
+
+
+def test_a_killed_supervisors_containers_outlive_it_until_sim_down_removes_them() -> None:
+    name = f"teardown-{uuid.uuid4().hex[:6]}"
+    child, state = _start_cli(name)
+    directory = pathlib.Path(state.directory)
+    try:
+        image = publish.publish_workload(registry=state.registry, log=lambda _: None)
+        core = client.CoreV1Api(clusters.typed_client(pathlib.Path(state.kubeconfig)))
+        kube.wait_for_default_service_account(core.api_client, "default")
+        node = topology.expand(SMALL, cluster_name=name, address_block=state.address_block)[0]
+        core.create_namespaced_pod("default", {
+            "metadata": {"name": "sleeper"},
+            "spec": {"nodeName": node.name, "containers": [
+                {"name": "main", "image": image, "command": ["sleep", "3600"]}]},
+        })  # fmt: skip
+        pid = waiting.until(
+            "the pod's container to run",
+            lambda: processes.find("sleep", "3600", under=directory),
+            timeout=120,
+        )
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=10)
+    # The kubelet and its runc died with the supervisor; the container did not (as on a node
+    # whose kubelet dies): only `cdsim down` (or a start that must reuse its block) removes it.
+    waiting.until(
+        "the control-plane processes of a SIGKILLed supervisor to exit",
+        lambda: not any(processes.pid_alive(p) for p in state.children.values()),
+        timeout=30,
+    )
+    assert processes.pid_alive(pid)
+    down = subprocess.run(
+        [sys.executable, "-m", "cdsim", "down", "--name", name],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "removed containers" in down.stdout, down.stdout
+    assert not processes.pid_alive(pid)
+    assert str(directory) not in pathlib.Path("/proc/self/mounts").read_text()
+    assert not directory.exists()
