@@ -96,7 +96,6 @@ def test_the_config_carries_the_root_binds_and_device_nodes(tmp_path: pathlib.Pa
         capabilities=frozenset(),
         no_new_privileges=True,
         binds=(runtimespec.Bind(tmp_path / "proc", "/host-proc", readonly=True),),
-        memory_dirs=("/tmp",),
         devices=(runtimespec.DeviceNode("/dev/nvidia-caps-imex-channels/channel3", 235, 3),),
     )
     config = runtimespec.config(run)

@@ -227,8 +227,6 @@ class ContainerRun:
     privileged: bool = False
     no_new_privileges: bool = False
     binds: tuple[Bind, ...] = ()
-    memory_dirs: tuple[str, ...] = ()
-    """``emptyDir`` with ``medium: Memory``: a tmpfs each."""
     devices: tuple[DeviceNode, ...] = ()
     host_pid: bool = False
 
@@ -253,11 +251,6 @@ def config(run: ContainerRun) -> dict[str, Any]:
     """The ``config.json`` runc runs ``run`` from."""
     caps = sorted(f"CAP_{c}" for c in run.capabilities)
     mounts = _base_mounts(run.privileged)
-    mounts += [
-        {"destination": d, "type": "tmpfs", "source": "tmpfs",
-         "options": ["nosuid", "nodev", "mode=1777"]}
-        for d in run.memory_dirs
-    ]  # fmt: skip
     mounts += [
         {"destination": b.destination, "type": "bind", "source": str(b.source),
          "options": ["rbind", "rprivate", "ro" if b.readonly else "rw"]}
