@@ -108,6 +108,11 @@ FULL_TOPOLOGY = topology.Topology(racks=2, nodes_per_rack=18)
 """The session's cluster: two GB200 NVL72 racks of 18 nodes."""
 LIFECYCLE_TOPOLOGY = topology.Topology(racks=2, nodes_per_rack=4)
 """The lifecycle tests' cluster: two racks (two cliques) of four nodes."""
+LIFECYCLE_CHART_VALUES = ("--set", "kubeletPlugin.updateStrategy.rollingUpdate.maxUnavailable=50%")
+"""What the lifecycle cluster's releases are installed with: the production profile's 10 %
+rolls a plugin at a time on every size up to ten nodes, as a user of a cluster this small would
+not leave it. Four at a time turns each release's roll of the eight nodes from eight rounds into
+two; the session cluster's install keeps the profile's pace."""
 
 
 def _test_cluster(
@@ -116,6 +121,7 @@ def _test_cluster(
     *,
     name: str,
     layout: topology.Topology,
+    chart_values: tuple[str, ...] = (),
 ) -> Iterator[clusters.TestCluster]:
     """A simulated cluster of ``layout`` (stopped, every process by PID, when the generator
     closes), or the cluster ``--kubeconfig`` names, whatever the layout."""
@@ -128,6 +134,7 @@ def _test_cluster(
         "chart_path": pathlib.Path(chart_path) if chart_path else None,
         "chart_version": _plugin_setting(config, helm_charts.ENV_VAR_CHART_VERSION),
         "values_file": pathlib.Path(values_file) if values_file else None,
+        "chart_values": chart_values,
     }
     # The plugin's --kubeconfig; its fixture would also take $KUBECONFIG, we do not.
     kubeconfig = config.getoption(
@@ -160,7 +167,11 @@ def lifecycle_cluster(
     clique, jobs kept on their agents) need only a few. Started on first use.
     """
     yield from _test_cluster(
-        request, tmp_path_factory, name="pytest-lifecycle", layout=LIFECYCLE_TOPOLOGY
+        request,
+        tmp_path_factory,
+        name="pytest-lifecycle",
+        layout=LIFECYCLE_TOPOLOGY,
+        chart_values=LIFECYCLE_CHART_VALUES,
     )
 
 

@@ -114,8 +114,8 @@ def _check_daemonset_covers_gpu_nodes(
     assert gpu_nodes, f"no node matches {selector}"
     assert ds.status.desired_number_scheduled == len(gpu_nodes)
 
-    # `helm install --wait` counts a DaemonSet ready within its maxUnavailable (100% in the sim
-    # profile), so the last pods may still be coming up: wait for all of them.
+    # `helm install --wait` counts a DaemonSet ready within its maxUnavailable, so the last
+    # pods may still be coming up: wait for all of them.
     def all_ready() -> bool:
         status = apps.read_namespaced_daemon_set_status(ds.metadata.name, namespace).status
         return bool(status.number_ready == len(gpu_nodes))

@@ -6,6 +6,7 @@ clusters run side by side (free ports, separate loopback blocks).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -81,9 +82,16 @@ def test_stop_runs_when_the_body_fails() -> None:
     assert _gone(seen["pids"], seen["dir"])
 
 
-def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterState]:
+def _start_cli(
+    name: str, log_path: pathlib.Path
+) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterState]:
+    log = log_path.open("wb")
     child = subprocess.Popen(
         [
+            # Ctrl-C with its default action, as from a terminal: a test run started in the
+            # background ignores SIGINT, and its children would inherit that.
+            "env",
+            "--default-signal=INT",
             sys.executable,
             "-m",
             "cdsim",
@@ -96,9 +104,10 @@ def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterS
             "2",
         ],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
+    log.close()
 
     def ready() -> sim_cluster.ClusterState | None:
         if child.poll() is not None:
@@ -109,9 +118,30 @@ def _start_cli(name: str) -> tuple[subprocess.Popen[bytes], sim_cluster.ClusterS
     return child, waiting.until(f"`sim up --name {name}` to be ready", ready, timeout=120)
 
 
-def test_ctrl_c_on_sim_up_stops_everything() -> None:
+def _stopped(child: subprocess.Popen[bytes], log: pathlib.Path, *, timeout: float) -> int:
+    """``child``'s exit status once it exits; if it has not within ``timeout``, its stacks
+    (``kill -USR1``) and output in the failure, and it is killed."""
+    try:
+        return child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(waiting.WaitTimeout):
+            waiting.until(
+                "the stack dump of the stuck cdsim",
+                lambda: b"most recent call first" in log.read_bytes(),
+                timeout=10,
+            )
+        child.kill()
+        child.wait(timeout=10)
+        raise AssertionError(
+            f"cdsim up did not exit {timeout:g} s after Ctrl-C:\n"
+            + log.read_text(errors="replace")[-6000:]
+        ) from None
+
+
+def test_ctrl_c_on_sim_up_stops_everything(tmp_path: pathlib.Path) -> None:
     name = f"teardown-{uuid.uuid4().hex[:6]}"
-    child, state = _start_cli(name)
+    child, state = _start_cli(name, tmp_path / "up.log")
     pids = list(state.children.values())
     status = subprocess.run(
         [sys.executable, "-m", "cdsim", "status", "--name", name, "--json"],
@@ -125,14 +155,16 @@ def test_ctrl_c_on_sim_up_stops_everything() -> None:
     assert {p["pid"] for p in report["processes"].values()} == set(pids)
     assert all(p["running"] for p in report["processes"].values())
     child.send_signal(signal.SIGINT)
-    assert child.wait(timeout=60) == 0
+    assert _stopped(child, tmp_path / "up.log", timeout=60) == 0
     assert _gone(pids, pathlib.Path(state.directory))
     assert not sim_cluster.state_file(name).exists()
 
 
-def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
+def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up(
+    tmp_path: pathlib.Path,
+) -> None:
     name = f"teardown-{uuid.uuid4().hex[:6]}"
-    child, state = _start_cli(name)
+    child, state = _start_cli(name, tmp_path / "up.log")
     pids = list(state.children.values())
     os.kill(child.pid, signal.SIGKILL)
     child.wait(timeout=10)
@@ -156,9 +188,11 @@ def test_killed_supervisor_takes_its_children_and_sim_down_cleans_up() -> None:
     assert not sim_cluster.state_file(name).exists()
 
 
-def test_a_killed_supervisors_containers_outlive_it_until_sim_down_removes_them() -> None:
+def test_a_killed_supervisors_containers_outlive_it_until_sim_down_removes_them(
+    tmp_path: pathlib.Path,
+) -> None:
     name = f"teardown-{uuid.uuid4().hex[:6]}"
-    child, state = _start_cli(name)
+    child, state = _start_cli(name, tmp_path / "up.log")
     directory = pathlib.Path(state.directory)
     try:
         image = publish.publish_workload(registry=state.registry, log=lambda _: None)

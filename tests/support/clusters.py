@@ -63,6 +63,9 @@ class TestCluster:
     chart_path: pathlib.Path | None = None
     chart_version: str | None = None
     values_file: pathlib.Path | None = None
+    chart_values: tuple[str, ...] = ()
+    """Helm arguments every chart of this cluster is installed with (:meth:`chart`,
+    :meth:`chart_from`, :meth:`previous_chart`): what a user sets for a cluster of its size."""
     published: publish.Published | None = dataclasses.field(default=None, init=False)
     """This build in the simulated cluster's registry, once :meth:`chart` published it."""
     workload: str | None = dataclasses.field(default=None, init=False)
@@ -78,7 +81,7 @@ class TestCluster:
         """
         if self.sim is None:
             version = ["--version", self.chart_version] if self.chart_version else []
-            return [str(self.chart_path or CHART), *version]
+            return [str(self.chart_path or CHART), *version, *self.chart_values]
         if self.published is None:
             self.published = publish.publish_build(
                 helm=tools.ToolBox.from_env().path("helm3"),
@@ -86,7 +89,7 @@ class TestCluster:
                 chart_dir=CHART,
                 log=lambda _: None,
             )
-        return self.published.chart_args()
+        return [*self.published.chart_args(), *self.chart_values]
 
     def version(self) -> str:
         """The version :meth:`chart` installs: this build's (the chart's ``version`` and
@@ -124,12 +127,13 @@ class TestCluster:
         return publish.publish_build(
             helm=tools.ToolBox.from_env().path("helm3"), registry=self.registry(),
             chart_dir=chart_dir, log=lambda _: None, build=build, version=version,
-        ).chart_args()  # fmt: skip
+        ).chart_args() + list(self.chart_values)  # fmt: skip
 
     def previous_chart(self, release: previous.PreviousRelease) -> list[str]:
         """A previous release's chart and image published to the simulated cluster's registry
         (:func:`previous.publish`), referenced as :meth:`chart` is."""
-        return previous.publish(release, self.registry(), tools.ToolBox.from_env().path("helm3"))
+        helm = tools.ToolBox.from_env().path("helm3")
+        return [*previous.publish(release, self.registry(), helm), *self.chart_values]
 
     def registry(self) -> str:
         """The simulated cluster's OCI registry (``127.0.0.1:PORT``)."""
