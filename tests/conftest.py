@@ -38,10 +38,17 @@ SESSION_FILES = ("tests/chart/test_schemas.py",)
 """Files outside tests/cluster that use the session cluster (server-side dry runs)."""
 DEMO_TEST = "tests/cluster/test_demo.py"
 """Starts its own clusters (two demos side by side), the heaviest single test."""
+OWN_CLUSTER_FILES = (
+    DEMO_TEST,
+    "tests/cluster/test_teardown.py",
+    "tests/cluster/test_preflight_apis.py",
+)
+"""Files under tests/cluster that start clusters (or API servers) of their own: each a piece
+of its own, so the session cluster's worker does not wait for them."""
 
 
 def work_unit(nodeid: str) -> str:
-    """The piece of the suite a test belongs to under two workers (``TEST_WORKERS=2``).
+    """The piece of the suite a test belongs to under several workers (``make test``).
 
     Every test of a cluster goes to the one worker that starts that cluster, once: the session
     cluster's tests (the chart's package among them, which shares one install), and the
@@ -51,7 +58,9 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", maxsplit=1)[0]
     if path.startswith("tests/cluster/with_releases/") or path == "tests/chart/test_install.py":
         return LIFECYCLE_SCOPE
-    if (path.startswith("tests/cluster/") and path != DEMO_TEST) or path in SESSION_FILES:
+    if (path.startswith("tests/cluster/") and path not in OWN_CLUSTER_FILES) or (
+        path in SESSION_FILES
+    ):
         return SESSION_SCOPE
     if path.startswith("tests/unit/"):
         return UNIT_SCOPE
