@@ -1138,7 +1138,7 @@ seccompProfile:
 compute-domains.podDomainLabel
   Takes: the root context.
   Returns: the pod label the webhook sets on a ComputeDomain's pods, `computedomains.io/domain`
-  (webhook/placement.py DOMAIN_LABEL): the admission policy guards it, and a pod arriving with
+  (webhook/podaffinity.py DOMAIN_LABEL): the admission policy guards it, and a pod arriving with
   it reaches the webhook's failurePolicy Fail entry.
 */}}
 {{- define "compute-domains.podDomainLabel" -}}

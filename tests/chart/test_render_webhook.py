@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from computedomains.api import constants
-from computedomains.webhook import placement as webhook_placement
+from computedomains.webhook import podaffinity
 from tests.chart import rendering as r
 from tests.support import helm
 
@@ -261,4 +261,4 @@ def test_the_pod_domain_label_helper_is_the_webhooks_label(h: helm.Helm) -> None
     )
     mutating = r.find(objects, "MutatingWebhookConfiguration", NAME)
     for rendered in (policy, mutating):
-        assert f"'{webhook_placement.DOMAIN_LABEL}' in object.metadata.labels" in str(rendered)
+        assert f"'{podaffinity.DOMAIN_LABEL}' in object.metadata.labels" in str(rendered)

@@ -32,10 +32,10 @@ from hypothesis import strategies as st
 from computedomains.api import constants, conversion, models, schema
 from computedomains.api.schema import ValidationError
 from computedomains.controller import claimcheck
-from computedomains.webhook import placement
+from computedomains.webhook import podaffinity
 
 V1, V2 = constants.API_VERSION, constants.API_VERSION_V1BETA2
-DOMAIN_LABEL = placement.DOMAIN_LABEL
+DOMAIN_LABEL = podaffinity.DOMAIN_LABEL
 TEMPLATE_AT = ("spec", "channel", "resourceClaimTemplate", "name")
 PARAMETERS_AT: tuple[str | int, ...] = ("spec", "devices", "config", 0, "opaque", "parameters")
 PARAMETERS_LIMIT = 10 * 1024
@@ -888,7 +888,7 @@ def pod_works(
     The domain label is the webhook's: the pod carries it, with the domain's UID, exactly when
     it claims the domain's template; a forged one never survives admission.
     """
-    want = uid if template in placement.claimed_templates(sent) else None
+    want = uid if template in podaffinity.claimed_templates(sent) else None
     got = ((answer.get("metadata") or {}).get("labels") or {}).get(DOMAIN_LABEL)
     if got != want:
         return f"admitted with {DOMAIN_LABEL}={got!r}, expected {want!r}"

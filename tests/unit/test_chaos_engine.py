@@ -28,6 +28,7 @@ from computedomains import waiting
 from computedomains.api import constants, imex, placement
 from computedomains.kube import client
 from computedomains.kubeletplugin import cdi, checkpoint
+from computedomains.kubeletplugin.devices import DeviceType
 
 RELEASE = "cd-system"
 BOOT = "boot-1"
@@ -360,7 +361,7 @@ class World:
                 path.unlink()
             entries = {}
             for claim_uid, domain_uid in claims.items():
-                info = cdi.SpecInfo(claim_uid, "ns", "c", domain_uid, "channel")
+                info = cdi.SpecInfo(claim_uid, "ns", "c", domain_uid, DeviceType.CHANNEL)
                 cdi.write(tree.cdi, claim_uid, cdi.spec(info=info, devices={}))
                 entries[claim_uid] = checkpoint.ClaimEntry(
                     claim_uid,
@@ -368,7 +369,7 @@ class World:
                     "c",
                     checkpoint.ClaimState.COMPLETED,
                     domain_uid,
-                    "channel",
+                    DeviceType.CHANNEL,
                     "a",
                 )
             tree.plugin_checkpoint.parent.mkdir(parents=True, exist_ok=True)

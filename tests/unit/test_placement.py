@@ -11,8 +11,8 @@ import pytest
 
 from computedomains.api import constants, models, placement
 from computedomains.controller import decide as decide_domain
+from computedomains.controller import freenodes as decide
 from computedomains.controller import objects
-from computedomains.controller import placement as decide
 from computedomains.controller.views import Claim, NodeInfo, NodeName
 from computedomains.kubeletplugin import claims, devices
 from tests.support import snapshots

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from computedomains.kubeletplugin import cdi, checkpoint
+from computedomains.kubeletplugin.devices import DeviceType
+
+CHANNEL = DeviceType.CHANNEL
 
 ENTRY = checkpoint.ClaimEntry(
     uid="u1",
@@ -16,7 +19,7 @@ ENTRY = checkpoint.ClaimEntry(
     name="c",
     state=checkpoint.ClaimState.COMPLETED,
     domain_uid="d",
-    device_type="channel",
+    device_type=CHANNEL,
     allocation="abc",
     devices=(
         checkpoint.PreparedDevice(
@@ -27,7 +30,7 @@ ENTRY = checkpoint.ClaimEntry(
 
 
 ABORTED = checkpoint.ClaimEntry(
-    "u2", "ns", "c2", checkpoint.ClaimState.ABORTED, "d", "channel", "def", aborted_at=12.5
+    "u2", "ns", "c2", checkpoint.ClaimState.ABORTED, "d", CHANNEL, "def", aborted_at=12.5
 )
 
 
@@ -175,19 +178,23 @@ def test_cdi_spec_for_all_channels(tmp_path: pathlib.Path) -> None:
     assert not cdi.spec_path(tmp_path, "u1").exists()
 
 
-def _info(uid: str, device_type: str = "channel", domain: str = "d") -> cdi.SpecInfo:
+def _info(uid: str, device_type: DeviceType = CHANNEL, domain: str = "d") -> cdi.SpecInfo:
     return cdi.SpecInfo(uid, "ns", f"claim-{uid}", domain, device_type)
 
 
 def test_a_spec_records_its_claim_for_a_rebuild(tmp_path: pathlib.Path) -> None:
     edits = cdi.Edits(env=("CLIQUE_ID=abc.1",))
     cdi.write(tmp_path, "u1", cdi.spec(info=_info("u1"), devices={"channel-0-s2": edits}))
-    cdi.write(tmp_path, "u2", cdi.spec(info=_info("u2", "daemon", ""), devices={"daemon-0": edits}))
+    cdi.write(
+        tmp_path,
+        "u2",
+        cdi.spec(info=_info("u2", DeviceType.DAEMON, ""), devices={"daemon-0": edits}),
+    )
     (tmp_path / "k8s.compute-domain.nvidia.com-claim_torn.yaml").write_text('{"cdiVers')
     (tmp_path / "other-vendor.yaml").write_text("{}")
     found = {s.claim_uid: s for s in cdi.read_specs(tmp_path)}
     assert found == {
-        "u1": cdi.SpecInfo("u1", "ns", "claim-u1", "d", "channel", ("channel-0-s2",)),
-        "u2": cdi.SpecInfo("u2", "ns", "claim-u2", "", "daemon", ("daemon-0",)),
+        "u1": cdi.SpecInfo("u1", "ns", "claim-u1", "d", CHANNEL, ("channel-0-s2",)),
+        "u2": cdi.SpecInfo("u2", "ns", "claim-u2", "", DeviceType.DAEMON, ("daemon-0",)),
     }
     assert cdi.read_specs(tmp_path / "missing") == []

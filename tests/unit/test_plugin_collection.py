@@ -8,6 +8,7 @@ import pathlib
 import pytest
 
 from computedomains.kubeletplugin import checkpoint, collection, ledger
+from computedomains.kubeletplugin.devices import DeviceType
 
 STARTED = checkpoint.ClaimState.STARTED
 COMPLETED = checkpoint.ClaimState.COMPLETED
@@ -20,7 +21,7 @@ def _entry(
     state: checkpoint.ClaimState = COMPLETED,
     *,
     domain: str = "cd-1",
-    device_type: str = "channel",
+    device_type: DeviceType = DeviceType.CHANNEL,
     aborted_at: float | None = None,
     allocation: str = "alloc",
 ) -> checkpoint.ClaimEntry:
@@ -54,7 +55,7 @@ def _entry(
         ),
         pytest.param([_entry("a")], {}, [], [], id="not looked up (an API error): kept"),
         pytest.param(
-            [_entry("agent", device_type="daemon", domain="")],
+            [_entry("agent", device_type=DeviceType.DAEMON, domain="")],
             {"agent": False},
             [],
             ["agent"],
@@ -109,7 +110,7 @@ def test_how_a_prepare_that_waited_ends(
         ([], None),
         ([_entry("a"), _entry("b", STARTED)], "cd-1"),
         ([_entry("a", ABORTED, aborted_at=1.0)], None),
-        ([_entry("agent", device_type="daemon", domain="")], None),
+        ([_entry("agent", device_type=DeviceType.DAEMON, domain="")], None),
         ([_entry("b", STARTED, domain="cd-2"), _entry("a", domain="cd-1")], "cd-1"),
     ],
     ids=["nothing", "held", "aborted holds nothing", "daemon claims never", "two: a stable pick"],

@@ -201,7 +201,9 @@ def test_plans_for_channel_modes_and_a_node_without_fabric() -> None:
 def _entry(
     uid: str, domain: str, state: checkpoint.ClaimState = checkpoint.ClaimState.COMPLETED
 ) -> checkpoint.ClaimEntry:
-    return checkpoint.ClaimEntry(uid, "team-a", uid, state, domain, "channel", "digest")
+    return checkpoint.ClaimEntry(
+        uid, "team-a", uid, state, domain, devices.DeviceType.CHANNEL, "digest"
+    )
 
 
 def test_several_claims_of_one_domain_share_a_node_but_another_domain_is_refused_by_name() -> None:
@@ -216,7 +218,7 @@ def test_several_claims_of_one_domain_share_a_node_but_another_domain_is_refused
     assert "team-a/other (cd-2)" in refused.message and "team-a/cd (cd-1)" in refused.message
     aborted = [_entry("a", "cd-1", checkpoint.ClaimState.ABORTED)]
     assert validate.other_holder(other, aborted) is None  # aborted claims hold nothing
-    daemon = dataclasses.replace(_entry("d", "cd-2"), device_type="daemon")
+    daemon = dataclasses.replace(_entry("d", "cd-2"), device_type=devices.DeviceType.DAEMON)
     assert validate.other_holder(daemon, held) is None  # a daemon claim never joins a domain
     assert validate.other_holder(_entry("a", "cd-2"), [_entry("a", "cd-1")]) is None  # itself
 

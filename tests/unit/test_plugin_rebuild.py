@@ -12,6 +12,7 @@ from computedomains.kubeletplugin import cdi, checkpoint, claims, devices, rebui
 NODE = "n1"
 DOMAIN, OTHER = "cd-1", "cd-2"
 COMPLETED, STARTED = checkpoint.ClaimState.COMPLETED, checkpoint.ClaimState.STARTED
+CHANNEL = devices.DeviceType.CHANNEL
 
 
 def _claim(
@@ -47,11 +48,15 @@ def _claim(
 
 
 def _spec(uid: str, device: str = "channel-0", *, domain: str = DOMAIN) -> cdi.SpecInfo:
-    kind = "daemon" if device == devices.DAEMON_DEVICE else "channel"
+    kind = (
+        devices.DeviceType.DAEMON if device == devices.DAEMON_DEVICE else devices.DeviceType.CHANNEL
+    )
     return cdi.SpecInfo(uid, "team-a", f"claim-{uid}", domain, kind, (device,))
 
 
-def _states(plan: rebuild.Plan) -> dict[str, tuple[checkpoint.ClaimState, str, str]]:
+def _states(
+    plan: rebuild.Plan,
+) -> dict[str, tuple[checkpoint.ClaimState, str, devices.DeviceType | None]]:
     return {u: (e.state, e.domain_uid, e.device_type) for u, e in plan.entries.items()}
 
 
@@ -60,7 +65,7 @@ CASES = [
         [_spec("a"), _spec("b", "channel-0-s1")],
         [_claim("a"), _claim("b", "channel-0-s1")],
         DOMAIN,
-        {"a": (COMPLETED, DOMAIN, "channel"), "b": (COMPLETED, DOMAIN, "channel")},
+        {"a": (COMPLETED, DOMAIN, CHANNEL), "b": (COMPLETED, DOMAIN, CHANNEL)},
         (),
         id="specs of claims allocated here: prepared",
     ),
@@ -68,7 +73,7 @@ CASES = [
         [_spec("a")],
         [_claim("a")],
         None,
-        {"a": (COMPLETED, DOMAIN, "channel")},
+        {"a": (COMPLETED, DOMAIN, CHANNEL)},
         (),
         id="a spec holds the node even when the label was removed by hand",
     ),
@@ -76,7 +81,7 @@ CASES = [
         [_spec("a")],
         [_claim("a"), _claim("w", "channel-0-s1")],
         DOMAIN,
-        {"a": (COMPLETED, DOMAIN, "channel"), "w": (STARTED, DOMAIN, "channel")},
+        {"a": (COMPLETED, DOMAIN, CHANNEL), "w": (STARTED, DOMAIN, CHANNEL)},
         (),
         id="a claim of the label's domain without a spec was waiting for IMEX",
     ),
@@ -84,7 +89,7 @@ CASES = [
         [],
         [_claim("a"), _claim("b", "channel-0-s1")],
         DOMAIN,
-        {"a": (STARTED, DOMAIN, "channel"), "b": (STARTED, DOMAIN, "channel")},
+        {"a": (STARTED, DOMAIN, CHANNEL), "b": (STARTED, DOMAIN, CHANNEL)},
         (),
         id="no spec (a node without a fabric writes none): prepared again, checked again",
     ),
@@ -92,7 +97,7 @@ CASES = [
         [_spec("a")],
         [_claim("a"), _claim("x", "channel-0-s1", domain=OTHER)],
         DOMAIN,
-        {"a": (COMPLETED, DOMAIN, "channel")},
+        {"a": (COMPLETED, DOMAIN, CHANNEL)},
         (),
         id="another domain's claim refused here holds nothing",
     ),
@@ -108,7 +113,7 @@ CASES = [
         [_spec("gone"), _spec("a")],
         [_claim("a"), _claim("elsewhere", node="n2")],
         DOMAIN,
-        {"a": (COMPLETED, DOMAIN, "channel")},
+        {"a": (COMPLETED, DOMAIN, CHANNEL)},
         ("gone",),
         id="specs of claims deleted (or allocated elsewhere) are stale",
     ),
@@ -116,7 +121,7 @@ CASES = [
         [_spec("agent", devices.DAEMON_DEVICE, domain="")],
         [_claim("agent", devices.DAEMON_DEVICE, domain=""), _claim("d2", devices.DAEMON_DEVICE)],
         None,
-        {"agent": (COMPLETED, "", "daemon")},
+        {"agent": (COMPLETED, "", devices.DeviceType.DAEMON)},
         (),
         id="the agent's daemon claim is rebuilt from its spec, never from the API alone",
     ),

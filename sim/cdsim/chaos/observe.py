@@ -23,6 +23,7 @@ from computedomains.api import constants, imex, models, placement, resources
 from computedomains.kube import client as kube_client
 from computedomains.kube import pods as kube_pods
 from computedomains.kubeletplugin import cdi, checkpoint
+from computedomains.kubeletplugin.devices import DeviceType
 
 CHART_SELECTOR = "app.kubernetes.io/name=compute-domains"
 
@@ -121,7 +122,7 @@ def _checkpoint(path: pathlib.Path) -> tuple[state.Entry, ...] | None:
     except (nodefiles.CorruptNodeFile, OSError, ValueError):
         return None
     return tuple(
-        state.Entry(e.uid, e.domain_uid, e.state.value, channel=e.device_type == "channel")
+        state.Entry(e.uid, e.domain_uid, e.state.value, channel=e.device_type is DeviceType.CHANNEL)
         for e in loaded.claims.values()
     )
 

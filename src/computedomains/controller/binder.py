@@ -1,4 +1,4 @@
-"""The thin act step of placement: answer the binding conditions :mod:`placement` decides.
+"""The thin act step of placement: answer the binding conditions :mod:`freenodes` decides.
 
 One node at a time (its work-queue key), on the leader only. Answers go to the claim's
 ``status.devices``; the scheduler, waiting in PreBind, then binds the pod or places it again.
@@ -23,16 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from computedomains import rfc3339, trace
-from computedomains.api import placement as contract
-from computedomains.api import resources
-from computedomains.controller import claimcheck, placement
+from computedomains.api import placement, resources
+from computedomains.controller import claimcheck, freenodes
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, events, resourceclaims, workqueue, writes
 
 log = logging.getLogger(__name__)
 
 
-def _key(allocation: contract.ChannelAllocation) -> tuple[str, str, tuple[str, ...], str]:
+def _key(allocation: placement.ChannelAllocation) -> tuple[str, str, tuple[str, ...], str]:
     """One allocation of one claim (a claim refused a node is allocated again later)."""
     return (allocation.uid, allocation.node, allocation.devices, allocation.allocated_at)
 
@@ -159,7 +158,7 @@ class Binder:
         }
         recorded = self._caches.recorded(node)
         foreign = self._overlay(self._caches.allocations(node=node, foreign=True))
-        answers = placement.decide(
+        answers = freenodes.decide(
             node=node, recorded=recorded, allocations=allocations, domains=domains,
             foreign=foreign,
         )  # fmt: skip
@@ -182,9 +181,9 @@ class Binder:
                 log.warning("claim %s/%s on node %s: answer refused: %s", claim.namespace,
                             claim.name, node, exc)  # fmt: skip
                 refused.append(exc)
-        holder = contract.holder(recorded=recorded, allocations=allocations)
+        holder = placement.holder(recorded=recorded, allocations=allocations)
         for allocation in allocations:
-            if contract.stranded(allocation, holder=holder):
+            if placement.stranded(allocation, holder=holder):
                 named = self._name_for(holder, allocation.namespace)
                 for pod in allocation.pods:
                     self._unstrand(allocation, pod, holder=named)
@@ -198,14 +197,14 @@ class Binder:
             return "another ComputeDomain"
         return f"ComputeDomain {namespace}/{domain['metadata'].get('name')}"
 
-    def _pending(self) -> list[contract.ChannelAllocation]:
+    def _pending(self) -> list[placement.ChannelAllocation]:
         """Every allocation waiting for an answer, those of foreign claims included."""
         every = self._caches.allocations() + self._caches.allocations(foreign=True)
         return [a for a in every if a.pending]
 
     def _overlay(
-        self, allocations: list[contract.ChannelAllocation]
-    ) -> list[contract.ChannelAllocation]:
+        self, allocations: list[placement.ChannelAllocation]
+    ) -> list[placement.ChannelAllocation]:
         """The cached allocations with this binder's answers the caches do not show yet."""
         with self._lock:
             pending = {_key(a) for a in self._pending()}
@@ -223,7 +222,7 @@ class Binder:
         if not self._may_write():
             raise writes.Fenced("not answering: this replica may no longer hold the lease")
 
-    def _answer(self, answer: placement.Answer) -> None:
+    def _answer(self, answer: freenodes.Answer) -> None:
         """Write one answer into the claim's device status, unless the claim moved on.
 
         A full status update with the resourceVersion just read, as the scheduler writes it
@@ -239,10 +238,10 @@ class Binder:
             if exc.failure is client.Failure.NOT_FOUND:
                 return  # the claim is gone: nothing waits for the answer
             raise
-        now = contract.parse_claim(current)
+        now = placement.parse_claim(current)
         if now is None or _key(now) != _key(claim) or not now.pending:
             return  # deallocated, placed again, or answered: the next round sees it
-        current["status"] = contract.answered_status(
+        current["status"] = placement.answered_status(
             current.get("status") or {},
             claim,
             granted=answer.granted,
@@ -285,7 +284,7 @@ class Binder:
                           _SPELLINGS[-1])  # fmt: skip
 
     def _unstrand(
-        self, allocation: contract.ChannelAllocation, pod: tuple[str, str], *, holder: str
+        self, allocation: placement.ChannelAllocation, pod: tuple[str, str], *, holder: str
     ) -> None:
         """Have a pod stranded on a node another domain took recreated, or say why it waits."""
         name, uid = pod
@@ -325,7 +324,7 @@ class Binder:
             )
         self._recorder.emit(
             events.ObjectRef("Pod", name, allocation.namespace, uid),
-            reason=contract.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
+            reason=placement.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
             message=f"{where}; {outcome}",
             warning=True,
         )

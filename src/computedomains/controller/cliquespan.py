@@ -1,7 +1,7 @@
 """A ``clique: Required`` domain whose members span NVLink cliques (pure).
 
 The webhook keeps a ``Required`` domain in one clique with a required pod affinity added at
-pod CREATE (``webhook/placement.py``). Its pod entry is ``failurePolicy: Ignore``, so a pod
+pod CREATE (``webhook/podaffinity.py``). Its pod entry is ``failurePolicy: Ignore``, so a pod
 created while the webhook is down gets neither the domain label nor the affinity and may land
 in any clique; its node still becomes a member (membership follows claims, not labels). Pods
 that did get the affinity match only labelled pods, so they share one clique; the members

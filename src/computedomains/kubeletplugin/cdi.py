@@ -17,6 +17,7 @@ from typing import Any
 
 from computedomains import nodefiles
 from computedomains.api import constants
+from computedomains.kubeletplugin.devices import DeviceType
 
 CDI_VERSION = "0.6.0"
 """The lowest CDI version with spec annotations, the newest field we use."""
@@ -37,7 +38,8 @@ class SpecInfo:
     name: str
     domain_uid: str
     """"" for the IMEX agent's daemon claim, which names no domain."""
-    device_type: str
+    device_type: DeviceType | None
+    """None when the spec's annotation names no device type this plugin knows."""
     devices: tuple[str, ...] = ()
     """The claim's device names (``channel-0-s3``), as the spec's devices carry them."""
 
@@ -47,7 +49,7 @@ class SpecInfo:
             "claim-uid": self.claim_uid,
             "claim": f"{self.namespace}/{self.name}",
             "domain-uid": self.domain_uid,
-            "device-type": self.device_type,
+            "device-type": self.device_type.value if self.device_type else "",
         }
         return {_ANNOTATION.format(k): v for k, v in sorted(info.items())}
 
@@ -68,9 +70,16 @@ def parse_info(document: dict[str, Any]) -> SpecInfo | None:
         namespace=namespace,
         name=name,
         domain_uid=str(annotations.get(_ANNOTATION.format("domain-uid"), "")),
-        device_type=str(annotations.get(_ANNOTATION.format("device-type"), "")),
+        device_type=_device_type(annotations.get(_ANNOTATION.format("device-type"))),
         devices=tuple(n.removeprefix(prefix) for n in names if n.startswith(prefix)),
     )
+
+
+def _device_type(annotation: object) -> DeviceType | None:
+    try:
+        return DeviceType(str(annotation))
+    except ValueError:
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

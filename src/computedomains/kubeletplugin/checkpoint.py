@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from computedomains import nodefiles
+from computedomains.kubeletplugin.devices import DeviceType
 
 KIND = "PluginCheckpoint"
 VERSION = 1
@@ -59,7 +60,8 @@ class ClaimEntry:
     state: ClaimState
     domain_uid: str
     """The ComputeDomain the claim belongs to ("" for an IMEX-agent claim without one)."""
-    device_type: str
+    device_type: DeviceType | None
+    """None for a claim rebuilt from an allocation that names no single device type."""
     allocation: str
     """Digest of the claim's allocation: a prepare finishes only the allocation it started."""
     devices: tuple[PreparedDevice, ...] = ()
@@ -67,7 +69,7 @@ class ClaimEntry:
 
     def holds_node(self) -> bool:
         """True while this claim keeps the node in its domain."""
-        return self.state is not ClaimState.ABORTED and self.device_type == "channel"
+        return self.state is not ClaimState.ABORTED and self.device_type is DeviceType.CHANNEL
 
 
 @dataclasses.dataclass
@@ -136,7 +138,7 @@ def _entry_to_dict(entry: ClaimEntry) -> dict[str, Any]:
         "name": entry.name,
         "state": entry.state.value,
         "domain_uid": entry.domain_uid,
-        "device_type": entry.device_type,
+        "device_type": entry.device_type.value if entry.device_type else "",
         "allocation": entry.allocation,
         "devices": [
             {
@@ -162,7 +164,7 @@ def _entry_from_dict(raw: dict[str, Any]) -> ClaimEntry:
         name=raw["name"],
         state=ClaimState(raw["state"]),
         domain_uid=raw["domain_uid"],
-        device_type=raw["device_type"],
+        device_type=DeviceType(raw["device_type"]) if raw["device_type"] else None,
         allocation=raw["allocation"],
         devices=devices,
         aborted_at=raw.get("aborted_at"),

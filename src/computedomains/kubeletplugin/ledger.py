@@ -15,7 +15,7 @@ import pathlib
 import threading
 from collections.abc import Callable, Iterable
 
-from computedomains.kubeletplugin import cdi, checkpoint, validate
+from computedomains.kubeletplugin import cdi, checkpoint, devices, validate
 
 ClaimState = checkpoint.ClaimState
 
@@ -96,14 +96,12 @@ class Ledger:
 
     def completed_devices(self) -> dict[str, int]:
         """Devices of completed claims by device type."""
-        counts = {"channel": 0, "daemon": 0}
+        counts = dict.fromkeys(devices.DeviceType, 0)
         with self._lock:
             for entry in self._checkpoint.claims.values():
-                if entry.state is ClaimState.COMPLETED:
-                    counts[entry.device_type] = counts.get(entry.device_type, 0) + len(
-                        entry.devices
-                    )
-        return counts
+                if entry.state is ClaimState.COMPLETED and entry.device_type is not None:
+                    counts[entry.device_type] += len(entry.devices)
+        return {kind.value: count for kind, count in counts.items()}
 
     def now(self) -> float:
         """The ledger's clock: what a prepare notes as the time it read its claim."""
@@ -195,7 +193,7 @@ class Ledger:
             cdi.remove(self._cdi_root, uid)  # also for unknown claims: a crash may have left it
             if entry is None:
                 claims[uid] = checkpoint.ClaimEntry(
-                    uid, namespace, name, ClaimState.ABORTED, "", "", "",
+                    uid, namespace, name, ClaimState.ABORTED, "", None, "",
                     aborted_at=self._clock(),
                 )  # fmt: skip
                 self._save()

@@ -113,7 +113,7 @@ class Preparer:
             name=view.name,
             state=checkpoint.ClaimState.STARTED,
             domain_uid=plan.domain_uid,
-            device_type=plan.device_type.value,
+            device_type=plan.device_type,
             allocation=view.allocation_digest,
         )
         recorded = self._recorded() if plan.device_type is devices.DeviceType.CHANNEL else ""
@@ -257,7 +257,7 @@ class Preparer:
                 namespace=view.namespace,
                 name=view.name,
                 domain_uid=plan.domain_uid,
-                device_type=plan.device_type.value,
+                device_type=plan.device_type,
             )
             document = cdi.spec(info=info, devices={d.device: edits for d in view.devices})
             cdi.write(self._cfg.cdi_root, view.uid, document)

@@ -116,11 +116,7 @@ def _entry(
         name=view.name,
         state=state,
         domain_uid=spec.domain_uid if spec is not None else claim.domain_uid,
-        device_type=(
-            spec.device_type
-            if spec is not None
-            else (claim.device_type.value if claim.device_type else "")
-        ),
+        device_type=spec.device_type if spec is not None else claim.device_type,
         allocation=view.allocation_digest,
         devices=prepared,
     )

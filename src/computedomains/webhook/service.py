@@ -35,7 +35,7 @@ from computedomains.webhook import (
     config,
     inject,
     metrics,
-    placement,
+    podaffinity,
     review,
     server,
     tlssecret,
@@ -67,7 +67,7 @@ def routes(known: Known, *, spread: bool = False) -> dict[str, server.Route]:
             body, lambda request: validation.validate(request, known())
         ),
         "/mutate/pods": lambda body: review.admission(
-            body, lambda request: placement.place(request, known(), spread=spread)
+            body, lambda request: podaffinity.place(request, known(), spread=spread)
         ),
     }
 

@@ -10,10 +10,10 @@ import pytest
 
 from computedomains.api import constants, domainview
 from computedomains.api.models import CliquePlacement
-from computedomains.webhook import placement, review
+from computedomains.webhook import podaffinity, review
 
 NS = "team-a"
-LABEL = placement.DOMAIN_LABEL
+LABEL = podaffinity.DOMAIN_LABEL
 TERM = {"labelSelector": {"matchLabels": {LABEL: "uid-1"}}, "topologyKey": constants.CLIQUE_LABEL}
 PREFERRED = {"weight": 100, "podAffinityTerm": TERM}
 
@@ -59,7 +59,7 @@ def _apply_add(doc: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def _applied(pod: dict[str, Any], known: list[domainview.Domain]) -> dict[str, Any]:
-    verdict = placement.place(_request(pod), known)
+    verdict = podaffinity.place(_request(pod), known)
     assert verdict.allowed
     return _apply_add(copy.deepcopy(pod), verdict.patch)
 
@@ -90,13 +90,13 @@ def test_preferred_adds_a_preferred_term_of_weight_100() -> None:
     ids=["placement-none", "other-template", "other-namespace", "no-domain"],
 )
 def test_pods_of_no_placed_domain_are_left_alone(known: list[domainview.Domain]) -> None:
-    verdict = placement.place(_request(_pod()), known)
+    verdict = podaffinity.place(_request(_pod()), known)
     assert verdict.allowed and verdict.patch == [] and not verdict.warnings
 
 
 def test_a_pod_without_template_claims_is_left_alone() -> None:
     pod = _pod(resourceClaims=[{"name": "x", "resourceClaimName": "made-by-hand"}])
-    assert placement.place(_request(pod), [_domain(CliquePlacement.REQUIRED)]).patch == []
+    assert podaffinity.place(_request(pod), [_domain(CliquePlacement.REQUIRED)]).patch == []
 
 
 def test_existing_labels_and_affinities_are_kept() -> None:
@@ -134,7 +134,7 @@ def test_an_existing_pod_affinity_of_the_other_kind_gets_the_list() -> None:
 
 def test_a_pod_placed_already_gets_no_second_patch() -> None:
     once = _applied(_pod(), [_domain(CliquePlacement.REQUIRED)])
-    assert placement.place(_request(once), [_domain(CliquePlacement.REQUIRED)]).patch == []
+    assert podaffinity.place(_request(once), [_domain(CliquePlacement.REQUIRED)]).patch == []
 
 
 def _two_domains(
@@ -153,7 +153,7 @@ def _two_domains(
 
 def test_a_pod_of_two_placed_domains_gets_a_warning_and_no_placement() -> None:
     pod, known = _two_domains(CliquePlacement.REQUIRED, CliquePlacement.PREFERRED)
-    verdict = placement.place(_request(pod), known)
+    verdict = podaffinity.place(_request(pod), known)
     assert verdict.allowed and verdict.patch == []
     assert "a, b" in verdict.warnings[0]
 
@@ -161,7 +161,7 @@ def test_a_pod_of_two_placed_domains_gets_a_warning_and_no_placement() -> None:
 def test_the_label_key_is_escaped_in_the_pointer() -> None:
     pod = _pod()
     pod["metadata"]["labels"] = {}
-    [op, _] = placement.patch(pod, _domain(CliquePlacement.REQUIRED))
+    [op, _] = podaffinity.patch(pod, _domain(CliquePlacement.REQUIRED))
     assert op["path"] == "/metadata/labels/computedomains.io~1domain"
 
 
@@ -179,7 +179,7 @@ ANTI = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def _spread(pod: dict[str, Any], known: list[domainview.Domain]) -> dict[str, Any]:
-    verdict = placement.place(_request(pod), known, spread=True)
+    verdict = podaffinity.place(_request(pod), known, spread=True)
     assert verdict.allowed and not verdict.warnings
     return _apply_add(copy.deepcopy(pod), verdict.patch)
 
@@ -196,7 +196,7 @@ def test_spread_and_clique_placement_both_land_in_one_affinity() -> None:
         "podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [PREFERRED]},
         "podAntiAffinity": {ANTI: [SPREAD]},
     }
-    again = placement.place(_request(pod), [_domain(CliquePlacement.PREFERRED)], spread=True)
+    again = podaffinity.place(_request(pod), [_domain(CliquePlacement.PREFERRED)], spread=True)
     assert again.patch == [], "a pod placed already gets no second term"
 
 
@@ -218,15 +218,15 @@ def test_spread_appends_to_the_users_own_anti_affinity() -> None:
 
 
 def test_spread_leaves_pods_of_no_domain_or_of_two_alone() -> None:
-    assert placement.place(_request(_pod()), [], spread=True).patch == []
+    assert podaffinity.place(_request(_pod()), [], spread=True).patch == []
     pod, known = _two_domains(CliquePlacement.NONE, CliquePlacement.NONE)
-    verdict = placement.place(_request(pod), known, spread=True)
+    verdict = podaffinity.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and not verdict.warnings
 
 
 def test_spread_and_clique_from_no_affinity_each_operation_adds_only_its_own_term() -> None:
     pod = _pod()
-    ops = placement.place(_request(pod), [_domain(CliquePlacement.REQUIRED)], spread=True).patch
+    ops = podaffinity.place(_request(pod), [_domain(CliquePlacement.REQUIRED)], spread=True).patch
     assert [op["path"] for op in ops] == [
         "/metadata/labels", "/spec/affinity", "/spec/affinity/podAntiAffinity",
     ]  # fmt: skip
@@ -242,7 +242,7 @@ def test_spread_and_clique_from_no_affinity_each_operation_adds_only_its_own_ter
 
 def test_the_warning_names_only_the_domains_that_ask_for_a_clique() -> None:
     pod, known = _two_domains(CliquePlacement.REQUIRED, CliquePlacement.NONE)
-    verdict = placement.place(_request(pod), known, spread=True)
+    verdict = podaffinity.place(_request(pod), known, spread=True)
     assert verdict.patch == [] and "(a)" in verdict.warnings[0]
 
 
@@ -263,7 +263,7 @@ def _forged(pod: dict[str, Any]) -> dict[str, Any]:
 )  # fmt: skip
 def test_a_forged_domain_label_is_removed_with_a_warning(known: list[domainview.Domain]) -> None:
     pod = _forged(_pod(resourceClaims=[{"name": "a", "resourceClaimTemplateName": "a-channel"}]))
-    verdict = placement.place(_request(pod), known, spread=True)
+    verdict = podaffinity.place(_request(pod), known, spread=True)
     assert verdict.allowed
     assert verdict.patch == [{"op": "remove", "path": "/metadata/labels/computedomains.io~1domain"}]
     assert any("removed the label" in w for w in verdict.warnings)
@@ -276,4 +276,4 @@ def test_a_forged_label_on_a_domains_pod_is_replaced_by_its_domains_uid() -> Non
 
 def test_a_domain_being_deleted_places_nothing() -> None:
     dying = dataclasses.replace(_domain(CliquePlacement.REQUIRED), deleting=True)
-    assert placement.place(_request(_pod()), [dying], spread=True) == review.Verdict()
+    assert podaffinity.place(_request(_pod()), [dying], spread=True) == review.Verdict()
