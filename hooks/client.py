@@ -16,8 +16,7 @@ import kubernetes.config
 import kubernetes.dynamic
 from kubernetes.config import incluster_config
 
-from computedomains import flags
-from computedomains.api import flaggroups
+from computedomains import flaggroups, flags
 from computedomains.kube import client as kube_client
 
 

@@ -17,9 +17,9 @@ import pathlib
 import time
 from collections.abc import Mapping, Sequence
 
-from computedomains import flags, waiting
+from computedomains import flaggroups, flags, waiting
 from computedomains.api import crds as api_crds
-from computedomains.api import flaggroups, resources
+from computedomains.api import resources
 from computedomains.hooks import (
     adopt,
     client,

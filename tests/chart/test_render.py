@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from computedomains.api import constants, flaggroups
+from computedomains import flaggroups
+from computedomains.api import constants
 from computedomains.nodeinit import plan as node_plan
 from tests.chart import rendering as r
 from tests.support import helm

@@ -9,8 +9,7 @@ import pathlib
 
 import pytest
 
-from computedomains import cli, flags
-from computedomains.api import flaggroups
+from computedomains import cli, flaggroups, flags
 from computedomains.controller.config import ControllerConfig
 from computedomains.hooks.migrate import Settings as MigrateSettings
 from computedomains.imexagent.config import AgentConfig

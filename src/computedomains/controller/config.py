@@ -6,8 +6,7 @@ import dataclasses
 import pathlib
 import socket
 
-from computedomains import flags
-from computedomains.api import flaggroups
+from computedomains import flaggroups, flags
 from computedomains.kube import leaderelection
 
 DEFAULT_LEASE_NAME = "compute-domains-controller"

@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from computedomains import flags
-from computedomains.api import flaggroups
+from computedomains import flaggroups, flags
 from computedomains.api.fabricverdict import VerdictKind
 from computedomains.fabric import checks, classify
 from computedomains.fabric.model import FabricDiscoveryError, NodeReport, Reason, Verdict

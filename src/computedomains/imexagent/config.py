@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from computedomains import flags
-from computedomains.api import constants, fabricverdict, flaggroups, imex
+from computedomains import flaggroups, flags
+from computedomains.api import constants, fabricverdict, imex
 from computedomains.imexagent import render
 
 

@@ -27,7 +27,7 @@ import urllib3
 import urllib3.exceptions
 
 from computedomains.api import resources
-from computedomains.api.flaggroups import ApiBudget
+from computedomains.flaggroups import ApiBudget
 from computedomains.kube import credentials, ratelimit, retry
 
 log = logging.getLogger(__name__)

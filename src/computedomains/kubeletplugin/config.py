@@ -6,8 +6,8 @@ import argparse
 import dataclasses
 import pathlib
 
-from computedomains import flags
-from computedomains.api import constants, fabricverdict, flaggroups, imex
+from computedomains import flaggroups, flags
+from computedomains.api import constants, fabricverdict, imex
 from computedomains.fabric import discovery
 from computedomains.nodeinit import settings as nodeinit_settings
 

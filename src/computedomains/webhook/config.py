@@ -8,8 +8,8 @@ import datetime
 import pathlib
 import re
 
-from computedomains import flags
-from computedomains.api import crds, flaggroups
+from computedomains import flaggroups, flags
+from computedomains.api import crds
 from computedomains.webhook import tlspolicy
 
 DEFAULT_BIND = "0.0.0.0:9443"
