@@ -227,6 +227,7 @@ class SimCluster:
                 log=self.log,
                 runtime=self.runtime,
                 images_dir=self.toolbox.cache / "sim" / "images",
+                address_block=block,
             )
             self.control_plane.start(timeout=timeout)
             control_plane_seconds = time.monotonic() - started

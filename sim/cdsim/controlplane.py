@@ -15,14 +15,13 @@ import dataclasses
 import json
 import os
 import pathlib
-import socket
 import ssl
 import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 
-from cdsim import kubeconfig, pki, processes, registry
+from cdsim import kubeconfig, pki, ports, processes, registry
 from cdsim.kubelet import containers, podspec, serviceproxy
 from computedomains import waiting
 
@@ -35,13 +34,6 @@ STAGES_FILE = pathlib.Path(__file__).with_name("kwok-stages.yaml")
 _KCM_CONTROLLERS = (
     "*"  # the default set: daemonset, job, GC, SA, namespace, node-lifecycle, resourceclaim ...
 )
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +90,13 @@ class ControlPlane:
     """:data:`RUNTIMES`: how the simulated kubelet runs chart pods."""
     images_dir: pathlib.Path | None = None
     """Where it unpacks pulled images (``runc``; shared by every cluster)."""
+    address_block: int | None = None
+    """The loopback address block the cluster holds: its listeners take the block's ports."""
+    _block_ports: ports.BlockPorts | None = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.address_block is not None:
+            self._block_ports = ports.BlockPorts(self.address_block)
 
     @property
     def registry(self) -> str:
@@ -169,7 +168,7 @@ class ControlPlane:
         self.directory.mkdir(parents=True, exist_ok=True)
         ca, cluster_pki = pki.create_cluster_pki(self.directory / "pki", service_ip=SERVICE_IP)
         self._admin = ca.issue("admin", common_name="admin", organizations=("system:masters",))
-        self.api_port = free_port()
+        self.api_port = self._port()
         self.etcd_url = self._start_etcd()
         self._start_apiserver(self.etcd_url, cluster_pki, extra_args)
         kubeconfig.write_client_cert(
@@ -235,6 +234,9 @@ class ControlPlane:
 
     # -- components -----------------------------------------------------------------------
 
+    def _port(self) -> int:
+        return ports.free_port() if self._block_ports is None else self._block_ports.take()
+
     def _spawn(
         self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None
     ) -> processes.Managed:
@@ -247,7 +249,7 @@ class ControlPlane:
         return child
 
     def _start_etcd(self) -> str:
-        client, peer = free_port(), free_port()
+        client, peer = self._port(), self._port()
         self._spawn(
             "etcd",
             [
@@ -336,7 +338,7 @@ class ControlPlane:
         extra: list[str],
     ) -> int:
         config = self._client_kubeconfig(ca, name, identity)
-        port = free_port()
+        port = self._port()
         self._spawn(
             name,
             [
@@ -356,7 +358,7 @@ class ControlPlane:
     def _start_kwok(self, ca: pki.CertificateAuthority) -> int:
         # kwok plays every simulated kubelet, so it gets cluster-admin, like kwokctl gives it.
         config = self._client_kubeconfig(ca, "kwok", "kwok", ("system:masters",))
-        port = free_port()
+        port = self._port()
         stages = self.directory / STAGES_FILE.name
         runs = podspec.runs_here_jq(self.registry if self.runtime == "runc" else "")
         stages.write_text(STAGES_FILE.read_text().replace(podspec.STAGES_PLACEHOLDER, runs))
@@ -374,7 +376,7 @@ class ControlPlane:
         return port
 
     def _start_registry(self) -> int:
-        port = free_port()
+        port = self._port()
         config = registry.write_config(self.directory / "registry", port=port)
         self._spawn("docker-registry", [str(registry.binary()), "serve", str(config)])
         return port

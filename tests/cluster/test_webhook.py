@@ -18,7 +18,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from cdsim import controlplane
+from cdsim import ports
 from computedomains import waiting
 from computedomains.api import constants
 from tests.support import kube
@@ -274,7 +274,7 @@ def test_two_replicas_starting_together_agree_on_one_secret(
     replicas = [
         # No injection: the CRD and the webhooks keep the first webhook's CA meanwhile.
         wh.WebhookProcess(kubeconfig=first.kubeconfig, log_dir=logs, name=f"replica-{i}",
-                          port=controlplane.free_port(), secret=secret, args=NO_INJECTION)
+                          port=ports.free_port(), secret=secret, args=NO_INJECTION)
         for i in range(2)
     ]  # fmt: skip
     try:

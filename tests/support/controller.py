@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
-from cdsim import controlplane, processes
+from cdsim import ports, processes
 from computedomains import waiting
 from computedomains.api import constants, imex
 from tests.support import kube, plugin
@@ -42,7 +42,7 @@ class ControllerProcess:
     log_dir: pathlib.Path
     name: str = "controller"
     args: tuple[str, ...] = ()
-    port: int = dataclasses.field(default_factory=controlplane.free_port)
+    port: int = dataclasses.field(default_factory=ports.free_port)
     child: processes.Managed | None = None
 
     def start(self) -> None:

@@ -21,7 +21,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cdsim import cluster as sim_cluster
-from cdsim import controlplane, hosttree, processes
+from cdsim import hosttree, ports, processes
 from cdsim.fakeimex import config as fake_config
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, models
@@ -123,7 +123,7 @@ class Agent:
             self.create_pod()
         self.imex_dir.mkdir(parents=True, exist_ok=True)
         self.hosts_file.write_text(f"127.0.0.1\tlocalhost\n{KUBELET_LINE}\n")
-        self.http_port = controlplane.free_port()
+        self.http_port = ports.free_port()
         argv = [
             sys.executable, "-m", "computedomains", "imex-agent",
             f"--node-name={self.node}", f"--namespace={self.namespace}",

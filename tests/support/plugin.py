@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cdsim import cluster as sim_cluster
-from cdsim import controlplane, hosttree, processes
+from cdsim import hosttree, ports, processes
 from computedomains import nodefiles, waiting
 from computedomains.api import constants, crds, imex
 from computedomains.drapb import dra_v1_pb2, services
@@ -179,7 +179,7 @@ class PluginProcess:
             f"--fabric-verdict-file={self.verdict_file}",
             f"--imex-status-file={self.imex_status_file}",
             f"--imex-ready-timeout={imex_ready_timeout}",
-            f"--http-bind=127.0.0.1:{controlplane.free_port()}",
+            f"--http-bind=127.0.0.1:{ports.free_port()}",
         ]
         # As the chart sets it: glibc's per-thread arenas otherwise inflate a threaded server.
         env = {**os.environ, "MALLOC_ARENA_MAX": "2"}

@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from prometheus_client import parser
 
 from cdsim import cluster as sim_cluster
-from cdsim import controlplane, processes, topology
+from cdsim import ports, processes, topology
 from computedomains import waiting
 from tests.chart import rendering
 from tests.support import clusters, helm, kube
@@ -55,7 +55,7 @@ class WebhookProcess:
     secret: str = "cd-compute-domains-webhook-tls"
     name: str = "webhook"
     args: tuple[str, ...] = ()
-    http_port: int = dataclasses.field(default_factory=controlplane.free_port)
+    http_port: int = dataclasses.field(default_factory=ports.free_port)
     child: processes.Managed | None = None
 
     def start(self, *, wait: bool = True) -> None:
@@ -232,7 +232,7 @@ def one_node_cluster(
     )
     with sim:
         api = clusters.typed_client(sim.kubeconfig)
-        port = controlplane.free_port()
+        port = ports.free_port()
         ensure_namespace(api)
         install(api, rendered(rendering.helm_for("helm4", helm_home), port))
         process = WebhookProcess(kubeconfig=sim.kubeconfig, log_dir=log_dir, port=port)
