@@ -7,7 +7,7 @@ components keep :mod:`computedomains.kube`.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import os
 import pathlib
 
@@ -20,16 +20,22 @@ from computedomains import flaggroups, flags
 from computedomains.kube import client as kube_client
 
 
-def add_arguments(parser: argparse.ArgumentParser, *, release: bool = False) -> None:
-    """``--kubeconfig``, ``--namespace`` (the release's) and, with ``release``, ``--release``.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Connection:
+    """Every hook's first settings: how to reach the API server, and the release's namespace.
 
-    The first two are every component's; ``--release`` is the Helm release name, required.
+    The generated client takes no request budget of ours, so these are the only API flags.
     """
-    # The generated client: no request budget of ours.
-    flags.register(parser, flaggroups.KUBECONFIG)
-    flags.register(parser, flaggroups.NAMESPACE)
-    if release:
-        flags.add(parser, "--release", default=None, required=True, help="the Helm release name")
+
+    kubeconfig: pathlib.Path | None = flags.field(flaggroups.KUBECONFIG)
+    namespace: str = flags.field(flaggroups.NAMESPACE)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReleaseConnection(Connection):
+    """:class:`Connection` and the Helm release the hook acts for."""
+
+    release: str = flags.option("--release", required=True, help="the Helm release name")
 
 
 def api_client(kubeconfig: pathlib.Path | None) -> kubernetes.client.ApiClient:

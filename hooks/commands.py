@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+from collections.abc import Callable
 from typing import Any
 
-from computedomains import logs
-from computedomains.hooks import report
+from computedomains import flags, logs
+from computedomains.hooks import client, kubeio, report
 
 HOOKS: dict[str, str] = {
     "preflight": "before install/upgrade: versions, DRA APIs, conflicting installs, values",
@@ -18,8 +19,9 @@ HOOKS: dict[str, str] = {
     "roll-agents": "after upgrade: new IMEX agents on the nodes no ComputeDomain holds",
 }
 """Hook name → one-line help. Each is the module ``computedomains.hooks.<name>`` (without
-hyphens), with
-``add_arguments(parser)`` and ``run(args) -> int`` (the exit code Helm and Argo CD see)."""
+hyphens), with ``Settings`` (a :class:`client.Connection` whose fields declare its flags),
+``STOP`` (the :class:`report.Stop` for the errors that end it) and
+``run(api, settings, report) -> int`` (the exit code Helm and Argo CD see)."""
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -28,7 +30,7 @@ def add_parsers(subparsers: Any) -> None:
     hook_parsers = parser.add_subparsers(dest="hook", required=True)
     for name, help_text in HOOKS.items():
         hook_parser = hook_parsers.add_parser(name, help=help_text)
-        _module(name).add_arguments(hook_parser)
+        flags.add_to(hook_parser, _module(name).Settings)
         logs.add_flags(hook_parser)
         hook_parser.set_defaults(func=_runner(name))
 
@@ -42,6 +44,23 @@ def _module(name: str) -> Any:
 def _runner(name: str) -> Any:
     def run(args: argparse.Namespace) -> int:
         logs.configure(args, progress=report.LOGGER)
-        return int(_module(name).run(args))
+        module = _module(name)
+        return run_hook(name, module.run, flags.build(module.Settings, args), module.STOP)
 
     return run
+
+
+def run_hook(
+    name: str,
+    act: Callable[[kubeio.Api, Any, report.Report], int],
+    settings: client.Connection,
+    stop: report.Stop,
+) -> int:
+    """Every hook's run: its report and client, ``act``, and ``stop``'s exit on its errors."""
+    out = report.Report(name)
+    api = kubeio.Api(client.dynamic_client(settings.kubeconfig))
+    try:
+        return int(act(api, settings, out))
+    except stop.errors as exc:
+        out.finding(report.Finding(report.Severity.FAIL, f"{stop.what}: {exc}", fix=stop.fix))
+        return stop.exit_code

@@ -10,14 +10,12 @@ interrupted migration reuses its snapshot and resumes the rewrite from the check
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import datetime
-import pathlib
 import time
 from collections.abc import Mapping, Sequence
 
-from computedomains import flaggroups, flags, waiting
+from computedomains import flags, waiting
 from computedomains.api import crds as api_crds
 from computedomains.api import resources
 from computedomains.hooks import (
@@ -46,12 +44,13 @@ SNAPSHOT_PREFIX = flags.Flag(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Settings:
-    """The hook's settings: each field declares its flag once (docs/migration.md lists them)."""
+class Settings(client.Connection):
+    """The hook's settings: each field declares its flag once (docs/migration.md lists them).
 
-    kubeconfig: pathlib.Path | None = flags.field(flaggroups.KUBECONFIG)
-    namespace: str = flags.field(flaggroups.NAMESPACE)
-    """Release namespace: snapshot and checkpoint ConfigMaps, our IMEX agent pods."""
+    ``namespace``: the release's, where the snapshot and checkpoint ConfigMaps and our IMEX
+    agent pods are.
+    """
+
     prefix: str = flags.field(SNAPSHOT_PREFIX)
     """Snapshot ConfigMaps ``<prefix>-<n>``/``-manifest``, checkpoint ``<prefix>-checkpoint``."""
     page_size: int = flags.option(
@@ -107,24 +106,12 @@ class Settings:
         return self.adoption if self.adoption.enabled else None
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The hook's flags."""
-    flags.add_to(parser, Settings)
-
-
-def run(args: argparse.Namespace) -> int:
-    """Run the hook; the exit code Helm and Argo CD see."""
-    out = report.Report("migrate")
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
-    try:
-        return migrate(api, flags.build(Settings, args), out)
-    except (kubeio.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout) as exc:
-        out.step(f"FAILED: {exc}")
-        out.step(
-            "  fix: correct the cause (the conversion webhook must be up to read old "
-            "objects) and rerun: the snapshot is reused and the rewrite resumes"
-        )
-        return 1
+STOP = report.Stop(
+    (kubeio.ApiError, snapshotplan.SnapshotError, waiting.WaitTimeout),
+    "migration stopped",
+    "correct the cause (the conversion webhook must be up to read old objects) and rerun: "
+    "the snapshot is reused and the rewrite resumes",
+)
 
 
 def read_crds(api: kubeio.Api, names: Sequence[str]) -> list[crdview.CRDView]:
@@ -138,8 +125,8 @@ def read_crds(api: kubeio.Api, names: Sequence[str]) -> list[crdview.CRDView]:
     return views
 
 
-def migrate(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
-    """Every step in order; 0 when all succeeded."""
+def run(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
+    """Every step in order; 0 when all succeeded (the exit code Helm and Argo CD see)."""
     began = time.monotonic()
     try:
         crds = read_crds(api, settings.crds)

@@ -10,125 +10,97 @@ over, our CRDs' versions and the GPU nodes.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
+import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from computedomains import flags
+from computedomains import flaggroups, flags
 from computedomains.api import constants, resources
 
 from . import client, compat, crdversions, helmwait, kubeio, nodeprereqs
-from .report import Finding, Report, Severity
+from .report import Finding, Report, Severity, Stop
 
 HOOK = "preflight"
 PROBE_DRIVER = "preflight.computedomains.io"
 """Driver name of the dry-run ResourceSlice: nobody's, so no admission policy of ours applies."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings(client.ReleaseConnection):
     """The release, and the values preflight checks against the cluster (rendered by the chart)."""
-    client.add_arguments(parser, release=True)
-    flags.add_switch(
-        parser,
+
+    adopt: bool = flags.switch(
         "--adopt",
         default=False,
         help="hand objects of another owner (incumbent, GPU operator) to this release",
     )
-    flags.add_switch(
-        parser,
+    crds_enabled: bool = flags.switch(
         "--crds-enabled",
         default=True,
         negatable=True,
         help="this release installs the CRDs (value crds.enabled)",
     )
-    flags.add(parser, "--driver-root", default="/", help="value driverRoot")
-    flags.add(
-        parser,
-        "--gpu-node-selector",
-        default="nvidia.com/gpu.present=true",
-        help="label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
-    )
-    flags.add(
-        parser,
+    driver_root: pathlib.Path = flags.field(flaggroups.NODE_PATHS["--driver-root"])
+    gpu_node_selector: str = flags.field(flaggroups.GPU_NODE_SELECTOR)
+    storage_version: str = flags.option(
         "--storage-version",
         default=constants.STORAGE_VERSION,
         help="the version this release's CRDs store (value crds.storageVersion)",
     )
-    flags.add(
-        parser,
+    served_versions: tuple[str, ...] = flags.option(
         "--served-versions",
         default=",".join(crdversions.SERVED),
-        type=lambda text: tuple(v for v in text.split(",") if v),
+        type=flags.names,
         help="the versions this release's CRDs serve (its own code's, unless a chart says)",
     )
-    flags.add_switch(
-        parser,
+    upgrade: bool = flags.switch(
         "--upgrade",
         default=False,
         help="Helm renders this release as an upgrade of an installed one",
     )
-    flags.add_switch(
-        parser,
+    allow_one_way_upgrade: bool = flags.switch(
         "--allow-one-way-upgrade",
         default=False,
         help="warn, not refuse, when the upgrade stores a version the CRDs do not serve yet",
     )
-    flags.add(parser, "--helm-version", default="", help="the Helm that renders (.Capabilities)")
-    flags.add(
-        parser,
+    helm_version: str = flags.option(
+        "--helm-version", default="", help="the Helm that renders (.Capabilities)"
+    )
+    helm4_wait: str = flags.option(
         "--helm4-wait",
         default="watcher",
         choices=helmwait.WAITS,
         help="the --wait strategy Helm 4 runs with (value preflight.helm4Wait)",
     )
-    flags.add(
-        parser,
-        "--agent-daemonset",
-        default="",
-        help="the IMEX agent DaemonSet of this release (its name)",
+    agent_daemonset: str = flags.option(
+        "--agent-daemonset", default="", help="the IMEX agent DaemonSet of this release (its name)"
     )
-    flags.add(
-        parser,
+    agent_pod_template: str = flags.option(
         "--agent-pod-template",
         default="",
         help="digest of the IMEX agent pod template this release renders",
     )
-    flags.add(
-        parser,
-        "--agent-update-strategy",
-        default="OnDelete",
-        help="value imexAgent.updateStrategy.type",
+    agent_update_strategy: str = flags.option(
+        "--agent-update-strategy", default="OnDelete", help="value imexAgent.updateStrategy.type"
     )
-    flags.add_switch(
-        parser,
-        "--binding-conditions",
-        default=True,
-        negatable=True,
-        help="value kubeletPlugin.bindingConditions",
-    )
+    binding_conditions: bool = flags.field(flaggroups.BINDING_CONDITIONS)
 
 
-def run(args: argparse.Namespace) -> int:
+STOP = Stop(
+    (kubeio.ApiError,),
+    "the API server refused a check",
+    "check the preflight hook's RBAC (templates/hook-preflight.yaml) and the API server's "
+    "health, then retry",
+    exit_code=2,
+)
+
+
+def run(api: kubeio.Api, args: Settings, report: Report) -> int:
     """Check, print every finding, adopt when asked; 1 when anything refuses the install."""
-    report = Report(HOOK)
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     release = compat.Release(args.release, args.namespace)
     report.step(f"checking the cluster for release {release.name} in namespace {release.namespace}")
-    try:
-        findings = _checks(api, args, release, report)
-    except kubeio.ApiError as exc:
-        report.finding(
-            Finding(
-                Severity.FAIL,
-                f"the API server refused a check: {exc}",
-                fix=(
-                    "check the preflight hook's RBAC (templates/hook-preflight.yaml) and the API "
-                    "server's health, then retry"
-                ),
-            )
-        )
-        return 2
-    if report.findings(findings):
+    if report.findings(_checks(api, args, release, report)):
         report.step("refused: fix the failures above and retry")
         return 1
     report.step("passed")
@@ -136,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _checks(
-    api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
+    api: kubeio.Api, args: Settings, release: compat.Release, report: Report
 ) -> list[Finding]:
     findings = [compat.check_version(api.get("/version"))]
     group = api.get_or_none(f"/apis/{compat.RESOURCE_GROUP}") or {}
@@ -177,7 +149,7 @@ def _checks(
         for o in found
     ]
     findings.append(compat.check_gpu_nodes(nodes, selector=args.gpu_node_selector))
-    findings += compat.check_driver_root(args.driver_root, nodes)
+    findings += compat.check_driver_root(str(args.driver_root), nodes)
     findings += compat.check_clique_labels(nodes)
     namespace = api.get(resources.NAMESPACES.path(release.namespace))
     findings.append(nodeprereqs.check_pod_security(release.namespace, kubeio.labels(namespace)))
@@ -190,9 +162,7 @@ def _checks(
 _WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))
 
 
-def _crd_versions(
-    api: kubeio.Api, args: argparse.Namespace, release: compat.Release
-) -> list[Finding]:
+def _crd_versions(api: kubeio.Api, args: Settings, release: compat.Release) -> list[Finding]:
     """What the API server would refuse of our CRDs half-way (:mod:`crdversions`)."""
     live = []
     for name in compat.CRD_NAMES:
@@ -269,7 +239,7 @@ def _probe_features(api: kubeio.Api) -> tuple[compat.DraFeatures | None, str]:
 
 
 def _owned(
-    api: kubeio.Api, args: argparse.Namespace, release: compat.Release, report: Report
+    api: kubeio.Api, args: Settings, release: compat.Release, report: Report
 ) -> list[Finding]:
     found: list[tuple[compat.Existing, str]] = []
     names: list[tuple[str, resources.Resource, Sequence[str]]] = [

@@ -35,6 +35,24 @@ class Finding:
     """What to do about it (required in spirit for ``fail``: the reader must know the next step)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """How a hook ends when one of ``errors`` stops it: a failure line, its fix, ``exit_code``.
+
+    The run wrapper (:mod:`computedomains.hooks.commands`) prints ``<what>: <error>`` as a
+    failed finding with ``fix``; 1 tells Helm the hook failed, 2 that it could not even judge.
+    """
+
+    errors: tuple[type[Exception], ...]
+    what: str
+    fix: str
+    exit_code: int = 1
+
+
+NEVER = Stop((), "", "")
+"""The :class:`Stop` of a hook that reports every error itself (as a finding, or per object)."""
+
+
 def failed(findings: Iterable[Finding]) -> bool:
     """Whether any of ``findings`` fails the hook."""
     return any(f.severity is Severity.FAIL for f in findings)

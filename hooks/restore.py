@@ -7,7 +7,6 @@ when missing, or gets its saved spec, labels, annotations and status back
 
 from __future__ import annotations
 
-import argparse
 import collections
 import dataclasses
 from collections.abc import Mapping
@@ -27,19 +26,22 @@ from computedomains.hooks import (
 from computedomains.hooks import snapshot as snapshots
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings(client.Connection):
     """``--kubeconfig``, ``--namespace`` (where the snapshot is), ``--snapshot-prefix``."""
-    client.add_arguments(parser)
-    flags.register(
-        parser, dataclasses.replace(migrate.SNAPSHOT_PREFIX, default=None, required=True)
+
+    prefix: str = flags.field(
+        dataclasses.replace(migrate.SNAPSHOT_PREFIX, default=None, required=True)
     )
 
 
-def run(args: argparse.Namespace) -> int:
+STOP = report.NEVER
+"""Restore reports each object it could not write and goes on."""
+
+
+def run(api: kubeio.Api, settings: Settings, out: report.Report) -> int:
     """Restore; the exit code."""
-    out = report.Report("restore")
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
-    return restore(api, namespace=args.namespace, prefix=args.snapshot_prefix, out=out)
+    return restore(api, namespace=settings.namespace, prefix=settings.prefix, out=out)
 
 
 def _crds(api: kubeio.Api, names: list[str]) -> dict[str, crdview.CRDView]:

@@ -11,58 +11,51 @@ listed; run it again once their jobs ended (it is the chart's post-upgrade hook,
 
 from __future__ import annotations
 
-import argparse
+import collections
+import dataclasses
 import time
 from collections.abc import Mapping
 
 from computedomains import flags
-from computedomains.api import constants, models, resources
+from computedomains.api import constants, placement, resources
 from computedomains.kube import pods as kube_pods
 
 from . import client, compat, kubeio, rollplan
-from .report import Finding, Report, Severity
+from .report import Finding, Report, Severity, Stop
 
 HOOK = "roll-agents"
 POLL_SECONDS = 2.0
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings(client.Connection):
     """The agent DaemonSet, the wait per clique, and a dry run."""
-    client.add_arguments(parser)
-    flags.add(parser, "--daemonset", default=None, required=True,
-              help="the IMEX agent DaemonSet (in --namespace)")  # fmt: skip
-    flags.add(
-        parser,
+
+    daemonset: str = flags.option(
+        "--daemonset", required=True, help="the IMEX agent DaemonSet (in --namespace)"
+    )
+    timeout_seconds: float = flags.option(
         "--timeout-seconds",
         default="240",
-        type=float,
+        type=flags.positive,
         help="how long the whole roll may wait for new agents to be Ready (then it reports what "
         "is left and ends: verify judges)",
     )
-    flags.add_switch(parser, "--dry-run", default=False, help="print the plan, delete nothing")
+    dry_run: bool = flags.switch("--dry-run", default=False, help="print the plan, delete nothing")
 
 
-def run(args: argparse.Namespace) -> int:
+STOP = Stop(
+    (kubeio.ApiError,),
+    "rolling stopped",
+    "fix the cause and run it again: it only replaces what is still outdated",
+)
+
+
+def run(api: kubeio.Api, args: Settings, report: Report) -> int:
     """Roll what may go; 0 unless the API server refused.
 
     What is left is reported; verify judges the agents' readiness.
     """
-    report = Report(HOOK)
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
-    try:
-        return _roll(api, args, report)
-    except kubeio.ApiError as exc:
-        report.finding(
-            Finding(
-                Severity.FAIL,
-                f"rolling stopped: {exc}",
-                fix="fix the cause and run it again: it only replaces what is still outdated",
-            )
-        )
-        return 1
-
-
-def _roll(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
     path = resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace)
     ds = api.get_or_none(path)
     if ds is None:
@@ -114,7 +107,7 @@ def _describe(the_plan: rollplan.RollPlan, report: Report, *, dry_run: bool) -> 
 
 def _roll_wave(
     api: kubeio.Api,
-    args: argparse.Namespace,
+    args: Settings,
     ds: kubeio.Obj,
     wave: rollplan.Wave,
     *,
@@ -163,26 +156,22 @@ def agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
 
 
 def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rollplan.NodeHold]:
-    reserved: dict[str, str] = {}
-    slotted: dict[str, str] = {}
+    by_clique: dict[str, dict[str, kubeio.Obj]] = collections.defaultdict(dict)
     for obj in api.list_items(resources.CLIQUES.path(namespace=namespace)):
-        domain = kubeio.name(obj).split(".", 1)[0]
-        for member in models.clique_members(obj) or ():
-            reserved.setdefault(member, domain)
-        for daemon in obj.get("daemons") or []:
-            slotted.setdefault(str(daemon.get("nodeName")), domain)
+        domain, _, clique = kubeio.name(obj).partition(".")
+        by_clique[clique][domain] = obj
     holds = {}
     for node in api.list_items(resources.NODES.path()):
         name = kubeio.name(node)
         if name not in nodes:
             continue
         labels = kubeio.labels(node)
+        clique = labels.get(constants.CLIQUE_LABEL, "")
+        label = labels.get(constants.COMPUTE_DOMAIN_LABEL, "")
         holds[name] = rollplan.NodeHold(
             node=name,
-            clique=labels.get(constants.CLIQUE_LABEL, ""),
-            domain=labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
-            reserved_by=reserved.get(name, ""),
-            slotted_in=slotted.get(name, ""),
+            clique=clique,
+            holder=placement.occupant(name, by_clique.get(clique, {}), label=label),
             ready=kube_pods.is_ready(node),
         )
     return holds
@@ -190,7 +179,7 @@ def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rol
 
 def _wait_current(
     api: kubeio.Api,
-    args: argparse.Namespace,
+    args: Settings,
     ds: kubeio.Obj,
     nodes: set[str],
     *,

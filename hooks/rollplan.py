@@ -2,10 +2,10 @@
 
 The agent DaemonSet's ``OnDelete`` strategy keeps a running agent, and the IMEX daemon it
 supervises, until its pod is deleted: replacing it breaks the jobs of the ComputeDomain on
-that node. A pod may go only where no domain holds the node: no domain label, no reservation
-in a clique object, no slot left in one (a node that just left a domain keeps its slot until
-its agent confirmed IMEX stopped). Pure: :mod:`computedomains.hooks.rollagents` reads the
-facts and acts (``tests/unit/test_hooks_roll_agents.py``).
+that node. A pod may go only where no domain holds the node (``api/placement.occupant``: no
+membership record, no domain label, no slot left in a clique object). Pure:
+:mod:`computedomains.hooks.rollagents` reads the facts and acts
+(``tests/unit/test_hooks_roll_agents.py``).
 """
 
 from __future__ import annotations
@@ -35,19 +35,11 @@ class NodeHold:
     node: str
     clique: str
     """``nvidia.com/gpu.clique`` ("" when none)."""
-    domain: str = ""
-    """The domain in its ``resource.nvidia.com/computeDomain`` label ("" when none)."""
-    reserved_by: str = ""
-    """The domain whose clique object names it a member before any label."""
-    slotted_in: str = ""
-    """A domain whose clique object still gives it a slot."""
+    holder: str = ""
+    """The domain holding it (``api/placement.occupant``: its record, its label or a slot
+    left); "" when it is idle."""
     ready: bool = True
     """The Node is Ready: elsewhere a deleted agent pod could not be replaced."""
-
-    @property
-    def holder(self) -> str:
-        """The domain holding the node ("" when it is idle)."""
-        return self.domain or self.reserved_by or self.slotted_in
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,13 +13,13 @@ Running it twice is harmless.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 from computedomains import flags, waiting
 from computedomains.api import constants, domainview, placement, resources
 
 from . import cleanup, client, compat, kubeio
-from .report import Finding, Report, Severity
+from .report import Report, Severity, Stop
 
 HOOK = "uninstall"
 POLL_SECONDS = 1.0
@@ -27,61 +27,50 @@ WRITERS = ("controller", "kubelet-plugin", "imex-agent")
 """Components that write what uninstall removes; the webhook keeps running (reads convert)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings(client.ReleaseConnection):
     """The release, ``--force`` and how long to wait for the components to stop."""
-    client.add_arguments(parser, release=True)
-    flags.add_switch(
-        parser, "--force", default=False, help="uninstall even while domains have running pods"
+
+    force: bool = flags.switch(
+        "--force", default=False, help="uninstall even while domains have running pods"
     )
-    flags.add(
-        parser,
+    hook_jobs: tuple[str, ...] = flags.option(
         "--hook-jobs",
         default="",
-        type=lambda text: [n for n in text.split(",") if n],
+        type=flags.names,
         help="comma-separated Jobs of the other hooks to delete (Helm never deletes hooks)",
     )
-    flags.add(
-        parser,
+    release_record: str = flags.option(
         "--release-record",
         default="",
         help="the Helm release record (Secret or ConfigMap) of the revision this hook is from",
     )
-    flags.add(parser, "--job", default="", help="this hook's own Job (Argo CD marks it)")
-    flags.add_switch(
-        parser,
+    job: str = flags.option("--job", default="", help="this hook's own Job (Argo CD marks it)")
+    require_owner: bool = flags.switch(
         "--require-owner",
         default=True,
         negatable=True,
         help="with --release-record or --job (the chart passes both): act only when Helm or "
         "Argo CD runs this hook (value uninstall.requireOwner); run by hand, it acts",
     )
-    flags.add(
-        parser,
+    timeout_seconds: float = flags.option(
         "--timeout-seconds",
         default="120",
-        type=float,
+        type=flags.positive,
         help="how long to wait for the controller, plugin and agent pods to go",
     )
 
 
-def run(args: argparse.Namespace) -> int:
+STOP = Stop(
+    (kubeio.ApiError, TimeoutError),
+    "cleanup stopped",
+    "fix the cause and run the uninstall again; every step is safe to repeat",
+    exit_code=2,
+)
+
+
+def run(api: kubeio.Api, args: Settings, report: Report) -> int:
     """Refuse, or stop the writers and clean up; 1 on a refusal, 2 when the API refused."""
-    report = Report(HOOK)
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
-    try:
-        return _uninstall(api, args, report)
-    except (kubeio.ApiError, TimeoutError) as exc:
-        report.finding(
-            Finding(
-                Severity.FAIL,
-                f"cleanup stopped: {exc}",
-                fix="fix the cause and run the uninstall again; every step is safe to repeat",
-            )
-        )
-        return 2
-
-
-def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int:
     # Only the chart names the record and the Job; run by hand, without them, it acts.
     required = args.require_owner and bool(args.release_record or args.job)
     owner = cleanup.uninstalling(
@@ -146,7 +135,7 @@ def _uninstall(api: kubeio.Api, args: argparse.Namespace, report: Report) -> int
     return 0
 
 
-def _release_record(api: kubeio.Api, args: argparse.Namespace) -> cleanup.ReleaseRecord | None:
+def _release_record(api: kubeio.Api, args: Settings) -> cleanup.ReleaseRecord | None:
     """Helm's record of this hook's revision (storage driver secret or configmap), if any."""
     if not args.release_record:
         return None
@@ -157,7 +146,7 @@ def _release_record(api: kubeio.Api, args: argparse.Namespace) -> cleanup.Releas
     return None
 
 
-def _argo_tracked(api: kubeio.Api, args: argparse.Namespace) -> bool:
+def _argo_tracked(api: kubeio.Api, args: Settings) -> bool:
     """Whether Argo CD applied this hook's Job (it marks every object it applies)."""
     if not args.job:
         return False
@@ -197,7 +186,7 @@ def _pod(obj: kubeio.Obj) -> cleanup.Pod:
     )
 
 
-def _stop_writers(api: kubeio.Api, args: argparse.Namespace, report: Report) -> None:
+def _stop_writers(api: kubeio.Api, args: Settings, report: Report) -> None:
     selector = (
         f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release},"
         f"{constants.COMPONENT_LABEL} in ({','.join(WRITERS)})"

@@ -9,14 +9,14 @@ without failing the release.
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import time
 from collections.abc import Sequence
 
-from computedomains import flags
+from computedomains import flaggroups, flags
 from computedomains.api import constants, resources
 
-from . import client, compat, fabricreport, kubeio, rollagents
+from . import client, compat, fabricreport, kubeio, report, rollagents
 from .fabricreport import Component, NodeFabric, PodVersion
 from .report import Finding, Report, Severity
 
@@ -26,41 +26,36 @@ POLL_SECONDS = 2.0
 PROBE_NAME = "compute-domains-verify-probe"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings(client.ReleaseConnection):
     """The release, the wait bound and the failure policy (rendered by the chart)."""
-    client.add_arguments(parser, release=True)
-    flags.add(
-        parser,
+
+    timeout_seconds: float = flags.option(
         "--timeout-seconds",
         default="300",
-        type=float,
+        type=flags.positive,
         help="how long to wait for node-init's verdicts and ready components",
     )
-    flags.add(
-        parser,
+    failure_policy: str = flags.option(
         "--failure-policy",
         default="Fail",
         choices=("Fail", "Warn"),
         help="Fail: exit non-zero on a failed check; Warn: only print it",
     )
-    flags.add(
-        parser,
+    app_version: str = flags.option(
         "--app-version",
         default="",
         help="this chart's appVersion: pods of an OnDelete DaemonSet may run it or the one before",
     )
-    flags.add(
-        parser,
-        "--gpu-node-selector",
-        default="nvidia.com/gpu.present=true",
-        help="label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
-    )
+    gpu_node_selector: str = flags.field(flaggroups.GPU_NODE_SELECTOR)
 
 
-def run(args: argparse.Namespace) -> int:
+STOP = report.NEVER
+"""A refused check is one of verify's findings, under its failure policy."""
+
+
+def run(api: kubeio.Api, args: Settings, report: Report) -> int:
     """Wait (bounded), print the fabric and the checks; 1 on a failure under policy Fail."""
-    report = Report(HOOK)
-    api = kubeio.Api(client.dynamic_client(args.kubeconfig))
     try:
         findings = _verify(api, args, report)
     except kubeio.ApiError as exc:
@@ -78,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verify(api: kubeio.Api, args: argparse.Namespace, report: Report) -> list[Finding]:
+def _verify(api: kubeio.Api, args: Settings, report: Report) -> list[Finding]:
     selector = f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release}"
     started = time.monotonic()
     deadline = started + args.timeout_seconds

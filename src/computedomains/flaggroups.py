@@ -66,6 +66,22 @@ NODE_PATHS = {
 }
 """Every node path flag; the chart mounts each at the same path in the containers."""
 
+BINDING_CONDITIONS = flags.Flag(
+    "--binding-conditions",
+    "have the controller confirm a first placement on a free node (binding conditions; "
+    "value kubeletPlugin.bindingConditions)",
+    True,
+    switch=True,
+    negatable=True,
+)
+"""The plugin publishes them; preflight checks the API server keeps them."""
+GPU_NODE_SELECTOR = flags.Flag(
+    "--gpu-node-selector",
+    "label selector of the GPU nodes (value kubeletPlugin.nodeSelector)",
+    "nvidia.com/gpu.present=true",
+)
+"""The nodes preflight and verify look at: where the chart runs its node components."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ApiBudget:

@@ -213,36 +213,6 @@ def _build(cls: type[T], args: argparse.Namespace) -> T:
     return cls(**values)
 
 
-def add(
-    parser: argparse.ArgumentParser,
-    flag: str,
-    *,
-    default: str | None,
-    help: str,
-    type: Callable[[str], Any] = str,
-    choices: Sequence[str] | None = None,
-    required: bool = False,
-) -> None:
-    """Add a valued flag to a program that reads ``args`` itself (the hooks).
-
-    A ``required`` flag may also be given by its variable alone.
-    """
-    spec = Flag(flag, help, default, type, tuple(choices) if choices else None, required)
-    register(parser, spec)
-
-
-def add_switch(
-    parser: argparse.ArgumentParser,
-    flag: str,
-    *,
-    default: bool,
-    help: str,
-    negatable: bool = False,
-) -> None:
-    """Add an on/off flag (``--x``, and ``--no-x`` when ``negatable``) with its twin."""
-    register(parser, Flag(flag, help, default, switch=True, negatable=negatable))
-
-
 def path(value: str) -> pathlib.Path:
     """Flag type for paths."""
     return pathlib.Path(value)

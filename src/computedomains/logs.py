@@ -46,13 +46,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(body, separators=(",", ":"))
 
 
+def _verbosity(value: str) -> int:
+    number = int(value)
+    if not 0 <= number <= 9:
+        raise argparse.ArgumentTypeError(f"must be 0..9, got {value}")
+    return number
+
+
+LOG_FORMAT = flags.Flag(
+    "--log-format", "log lines as text or as JSON objects", "text", choices=FORMATS
+)
+VERBOSITY = flags.Flag(
+    "--verbosity",
+    "0: INFO and above; 1: our DEBUG lines too; 2: the libraries' as well",
+    "0",
+    _verbosity,
+)
+
+
 def add_flags(parser: argparse.ArgumentParser) -> None:
     """``-v``/``--verbosity`` and ``--log-format``."""
-    flags.add(parser, "--log-format", default="text", choices=FORMATS,
-                 help="log lines as text or as JSON objects")  # fmt: skip
-    flags.add(parser, "--verbosity", default="0", type=_verbosity,
-                 help="0: INFO and above; 1: our DEBUG lines too; 2: the libraries' "
-                 "as well")  # fmt: skip
+    flags.register(parser, LOG_FORMAT)
+    flags.register(parser, VERBOSITY)
     parser.add_argument("-v", dest="verbosity", type=_verbosity, default=argparse.SUPPRESS,
                         help="short for --verbosity")  # fmt: skip
 
@@ -83,10 +98,3 @@ def _route(logger: logging.Logger, stream: TextIO, formatter: logging.Formatter)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
     logger.addHandler(handler)
-
-
-def _verbosity(value: str) -> int:
-    number = int(value)
-    if not 0 <= number <= 9:
-        raise argparse.ArgumentTypeError(f"must be 0..9, got {value}")
-    return number

@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+from computedomains import flags
 from computedomains.api import placement
 from tests.chart import rendering as r
 from tests.support import helm
@@ -108,10 +109,11 @@ def test_every_rendered_hook_command_line_parses(h4: helm.Helm) -> None:
     for hook in sorted(HOOKS):
         module = f"computedomains.hooks.{hook.replace('-', '')}"
         parser = argparse.ArgumentParser()
-        importlib.import_module(module).add_arguments(parser)
-        args = parser.parse_args(_args(objects, hook)[2:])
-        assert args.namespace == r.NAMESPACE
-        assert hook in ("migrate", "roll-agents") or args.release == r.RELEASE
+        settings = importlib.import_module(module).Settings
+        flags.add_to(parser, settings)
+        parsed = flags.build(settings, parser.parse_args(_args(objects, hook)[2:]))
+        assert parsed.namespace == r.NAMESPACE
+        assert hook in ("migrate", "roll-agents") or parsed.release == r.RELEASE
 
 
 def test_preflight_gets_the_values_it_checks(h4: helm.Helm) -> None:

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import datetime
 import pathlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -216,3 +217,44 @@ def test_the_migrate_hook_adopts_only_when_asked() -> None:
     asked = flags.parse(MigrateSettings, ["--adopt", "--adopt-timeout=30", "--crds=a, b"])
     assert asked.adopt is not None and asked.adopt.timeout == 30
     assert asked.crds == ("a", "b") and asked.fail_on_invalid
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    """Every (sub)command's parser of ``parser``, by its program name."""
+    yield parser.prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _subparsers(child)
+
+
+def _flag_clashes(root: argparse.ArgumentParser) -> tuple[list[str], set[str]]:
+    """Flags whose type or choices differ between two commands of ``root``; every flag seen."""
+    seen: dict[str, tuple[object, object, str]] = {}
+    clashes = []
+    for prog, parser in _subparsers(root):
+        for action in parser._actions:
+            for name in (o for o in action.option_strings if o.startswith("--")):
+                kind = (action.type, tuple(action.choices or ()) or None)
+                first = seen.setdefault(name, (*kind, prog))
+                if first[:2] != kind:
+                    clashes.append(f"{name}: {first[2]} {first[:2]} vs {prog} {kind}")
+    return clashes, set(seen)
+
+
+def test_each_flag_name_means_one_type_and_one_set_of_choices_everywhere() -> None:
+    """Components, node-init, fabric and the hooks: a flag two commands take is one flag."""
+    clashes, seen = _flag_clashes(cli.build_parser())
+    assert not clashes, "\n".join(clashes)
+    assert {"--driver-root", "--binding-conditions", "--gpu-node-selector"} <= seen
+
+
+def test_a_flag_declared_again_with_another_type_is_a_clash() -> None:
+    root = argparse.ArgumentParser(prog="x")
+    commands = root.add_subparsers()
+    commands.add_parser("a").add_argument("--driver-root", type=flags.path)
+    commands.add_parser("b").add_argument("--driver-root", type=str)
+    commands.add_parser("c").add_argument("--mode", choices=("x", "y"))
+    commands.add_parser("d").add_argument("--mode", choices=("x",))
+    clashes, _ = _flag_clashes(root)
+    assert [c.split(":")[0] for c in clashes] == ["--driver-root", "--mode"]

@@ -22,10 +22,10 @@ def test_idle_nodes_roll_clique_by_clique_and_held_ones_stay() -> None:
             _pod("a4", outdated=False), _pod("gone")]  # fmt: skip
     holds = {
         "a1": _hold("a1", "r.a"),
-        "a2": _hold("a2", "r.a", domain="d1"),
-        "a3": _hold("a3", "r.a", reserved_by="d2"),
+        "a2": _hold("a2", "r.a", holder="d1"),
+        "a3": _hold("a3", "r.a", holder="d2"),
         "a4": _hold("a4", "r.a"),
-        "b1": _hold("b1", "r.b", slotted_in="d1"),
+        "b1": _hold("b1", "r.b", holder="d1"),
         "b2": _hold("b2", "r.b"),
         "c1": _hold("c1", ""),
     }
@@ -42,7 +42,7 @@ def test_idle_nodes_roll_clique_by_clique_and_held_ones_stay() -> None:
 def test_a_node_taken_before_its_wave_is_kept() -> None:
     pod = _pod("a1")
     assert rollplan.still_idle(pod, {"a1": _hold("a1", "r.a")})
-    assert not rollplan.still_idle(pod, {"a1": _hold("a1", "r.a", reserved_by="d3")})
+    assert not rollplan.still_idle(pod, {"a1": _hold("a1", "r.a", holder="d3")})
     assert not rollplan.still_idle(pod, {})
 
 

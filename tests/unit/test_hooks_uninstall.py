@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import io
 from collections.abc import Iterator
@@ -151,13 +150,13 @@ def test_a_render_beside_a_live_helm_release_of_its_name_changes_nothing() -> No
     labels = {"owner": "helm", "name": "cd", "status": "deployed", "version": "1"}
     secret = {"metadata": {"name": RECORD, "labels": labels}}
     api = _Api({resources.SECRETS.path(RECORD, namespace="cd-system"): secret})
-    args = argparse.Namespace(
+    settings = uninstall.Settings(
         release="cd", namespace="cd-system", release_record=RECORD,
         job="cd-compute-domains-hook-uninstall", require_owner=True, force=False,
-        hook_jobs=["cd-compute-domains-hook-migrate"], timeout_seconds=1.0,
+        hook_jobs=("cd-compute-domains-hook-migrate",), timeout_seconds=1.0,
     )  # fmt: skip
     out = io.StringIO()
-    code = uninstall._uninstall(api, args, Report("uninstall", out))
+    code = uninstall.run(api, settings, Report("uninstall", out))
     assert code == 1 and api.writes == [], out.getvalue()
     assert "says 'deployed'" in out.getvalue()
 

@@ -236,6 +236,16 @@ def test_a_label_whose_domains_object_keeps_no_record_says_whatever_other_object
     assert placement.recorded_holder("n3", kept, legacy_label=Y) == ""
 
 
+def test_an_agent_waits_for_the_record_the_label_and_a_slot_left_to_let_go() -> None:
+    recorded = {X: _clique_object(X, frozenset({"n1"}))}
+    assert placement.occupant("n1", recorded, label=Y) == X  # the record first
+    empty = {X: _clique_object(X, frozenset())}
+    assert placement.occupant("n1", empty, label=Y) == Y  # a label not cleaned up yet
+    left = {X: {**_clique_object(X, frozenset()), "daemons": [{"nodeName": "n1"}]}}
+    assert placement.occupant("n1", left) == X  # its slot until IMEX stopped
+    assert placement.occupant("n2", left) == ""
+
+
 def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:
     annotations = {}
     if members is not None:

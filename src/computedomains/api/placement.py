@@ -308,6 +308,23 @@ def recorded_member(
     return any(node_name in (models.clique_members(obj) or ()) for obj in cliques.values())
 
 
+def occupant(node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, label: str = "") -> str:
+    """The domain that something disruptive on ``node_name`` would hurt ("" none).
+
+    :func:`recorded_holder` (same arguments; ``label`` is the node's domain label), else the
+    domain the label still names (its clean-up is not done yet), else one whose clique object
+    still gives the node a slot (a node that left keeps it until its agent confirmed IMEX
+    stopped). Stricter than who holds it: replacing an IMEX agent (roll-agents) waits for all
+    three to let go.
+    """
+    slotted = (
+        uid
+        for uid, obj in cliques.items()
+        if any(d.get("nodeName") == node_name for d in obj.get("daemons") or ())
+    )
+    return recorded_holder(node_name, cliques, legacy_label=label) or label or next(slotted, "")
+
+
 def _label_says(cliques: Mapping[str, Mapping[str, Any]], label: str) -> bool:
     """Whether the node's label, not the record, says (:func:`recorded_holder`).
 

@@ -13,6 +13,8 @@ from computedomains.api import fabricverdict
 from computedomains.fabric import discovery, verdictfile
 from computedomains.fabric.model import ZERO_UUID, NodeReport
 
+JSON = flags.Flag("--json", "print the FabricVerdict document", False, switch=True)
+
 
 def add_parsers(subparsers: Any) -> None:
     """Register the ``fabric`` subcommands."""
@@ -23,7 +25,7 @@ def add_parsers(subparsers: Any) -> None:
         help="discover the fabric now and print the verdict with a per-GPU table",
         description="Exits 0 for healthy, degraded and no-fabric nodes, 1 otherwise.",
     )
-    flags.add_switch(show, "--json", default=False, help="print the FabricVerdict document")
+    flags.register(show, JSON)
     flags.add_to(show, discovery.DiscoverySettings)
     show.set_defaults(func=_show)
 

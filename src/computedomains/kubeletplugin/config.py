@@ -63,12 +63,7 @@ class PluginConfig:
     well above the agent's heartbeat interval, so a slow agent loop is not taken for a dead one."""
     fault_grace: fabricverdict.Grace = flags.group(fabricverdict.Grace)
     """How long an unreadable verdict file keeps the last usable verdict (node-init's grace)."""
-    binding_conditions: bool = flags.switch(
-        "--binding-conditions",
-        default=True,
-        negatable=True,
-        help="have the controller confirm a first placement on a free node (binding conditions)",
-    )
+    binding_conditions: bool = flags.field(flaggroups.BINDING_CONDITIONS)
     """Channel devices of a node nobody holds carry binding conditions, so the scheduler waits
     for the controller to reserve the node for one domain (Kubernetes 1.36 beta; older API
     servers drop the field). Off: two domains' first pods can race for a free node, and the
