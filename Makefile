@@ -39,10 +39,11 @@ typecheck: venv ## mypy --strict over the package as installed (hooks/, node-ini
 	$(VENV)/bin/mypy $(TYPECHECK_TREE)/computedomains sim/cdsim tests
 
 .PHONY: lint
-lint: typecheck ## ruff (lint + format check), mypy --strict, import layers
+lint: typecheck ## ruff (lint + format check), mypy --strict, import layers, chart docs up to date
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	PYTHONPATH=$(TYPECHECK_TREE):sim $(VENV)/bin/lint-imports
+	$(PY) -m cdsim.chartdocs --check --chart-dir $(CHART)
 
 .PHONY: format
 format: venv ## apply ruff's formatting and safe fixes
@@ -104,6 +105,10 @@ crds: venv ## regenerate the CRD templates in chart/charts/crds from computedoma
 
 CHART := chart
 CHART_PROFILES := $(wildcard values/*.yaml)
+
+.PHONY: chart-docs
+chart-docs: venv ## regenerate the chart README's values table and the schema's descriptions from values.yaml
+	$(PY) -m cdsim.chartdocs --write --chart-dir $(CHART)
 
 .PHONY: chart-lint
 chart-lint: venv ## helm lint --strict and helm template of the chart, helm 3 and 4, every values/ profile
