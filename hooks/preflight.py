@@ -3,7 +3,8 @@
 Helm runs it before install, upgrade and rollback (the hooks of the revision rolled back to),
 Argo CD before every sync (PreSync), so it changes nothing unless asked to adopt, and it must
 work before any of our objects exist. It gathers the facts and leaves every decision to
-:mod:`computedomains.hooks.compat` and :mod:`computedomains.hooks.crdversions`:
+:mod:`computedomains.hooks.compat`, :mod:`computedomains.hooks.ownership` and
+:mod:`computedomains.hooks.crdversions`:
 ``/version``, discovery, a server-side dry-run ResourceSlice, the objects this chart would take
 over, our CRDs' versions and the GPU nodes.
 """
@@ -18,7 +19,7 @@ from typing import Any
 from computedomains import flaggroups, flags
 from computedomains.api import constants, resources
 
-from . import client, compat, crdversions, helmwait, kubeio, nodeprereqs
+from . import client, compat, crdversions, helmwait, kubeio, nodeprereqs, ownership
 from .report import Finding, Report, Severity, Stop
 
 HOOK = "preflight"
@@ -98,7 +99,7 @@ STOP = Stop(
 
 def run(api: kubeio.Api, args: Settings, report: Report) -> int:
     """Check, print every finding, adopt when asked; 1 when anything refuses the install."""
-    release = compat.Release(args.release, args.namespace)
+    release = ownership.Release(args.release, args.namespace)
     report.step(f"checking the cluster for release {release.name} in namespace {release.namespace}")
     if report.findings(_checks(api, args, release, report)):
         report.step("refused: fix the failures above and retry")
@@ -108,7 +109,7 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
 
 
 def _checks(
-    api: kubeio.Api, args: Settings, release: compat.Release, report: Report
+    api: kubeio.Api, args: Settings, release: ownership.Release, report: Report
 ) -> list[Finding]:
     findings = [compat.check_version(api.get("/version"))]
     group = api.get_or_none(f"/apis/{compat.RESOURCE_GROUP}") or {}
@@ -124,7 +125,7 @@ def _checks(
     if args.crds_enabled:
         findings += _crd_versions(api, args, release)
     listed = [(kind, o) for kind, r in _WORKLOADS for o in api.list_items(r.path())]
-    findings += compat.check_workloads([_workload(o, k) for k, o in listed], release,
+    findings += ownership.check_workloads([_workload(o, k) for k, o in listed], release,
                                        adopt=args.adopt)  # fmt: skip
     agents = next(
         (
@@ -162,10 +163,10 @@ def _checks(
 _WORKLOADS = (("DaemonSet", resources.DAEMON_SETS), ("Deployment", resources.DEPLOYMENTS))
 
 
-def _crd_versions(api: kubeio.Api, args: Settings, release: compat.Release) -> list[Finding]:
+def _crd_versions(api: kubeio.Api, args: Settings, release: ownership.Release) -> list[Finding]:
     """What the API server would refuse of our CRDs half-way (:mod:`crdversions`)."""
     live = []
-    for name in compat.CRD_NAMES:
+    for name in ownership.CRD_NAMES:
         crd = api.get_or_none(resources.CRDS.path(name))
         if crd is None:
             continue
@@ -189,11 +190,11 @@ def _crd_versions(api: kubeio.Api, args: Settings, release: compat.Release) -> l
     ]  # fmt: skip
 
 
-def _workload(obj: kubeio.Obj, kind: str) -> compat.Workload:
+def _workload(obj: kubeio.Obj, kind: str) -> ownership.Workload:
     pod = ((obj.get("spec") or {}).get("template") or {}).get("spec") or {}
     containers = [*(pod.get("initContainers") or []), *(pod.get("containers") or [])]
     words = [(c.get("command") or c.get("args") or [""])[0] for c in containers]
-    return compat.Workload(
+    return ownership.Workload(
         kind=kind,
         namespace=str(obj["metadata"].get("namespace", "")),
         name=kubeio.name(obj),
@@ -239,14 +240,14 @@ def _probe_features(api: kubeio.Api) -> tuple[compat.DraFeatures | None, str]:
 
 
 def _owned(
-    api: kubeio.Api, args: Settings, release: compat.Release, report: Report
+    api: kubeio.Api, args: Settings, release: ownership.Release, report: Report
 ) -> list[Finding]:
-    found: list[tuple[compat.Existing, str]] = []
+    found: list[tuple[ownership.Existing, str]] = []
     names: list[tuple[str, resources.Resource, Sequence[str]]] = [
-        ("DeviceClass", resources.DEVICE_CLASSES, compat.DEVICE_CLASS_NAMES),
+        ("DeviceClass", resources.DEVICE_CLASSES, ownership.DEVICE_CLASS_NAMES),
     ]
     if args.crds_enabled:
-        names = [("CustomResourceDefinition", resources.CRDS, compat.CRD_NAMES), *names]
+        names = [("CustomResourceDefinition", resources.CRDS, ownership.CRD_NAMES), *names]
     for kind, resource, wanted in names:
         for obj_name in wanted:
             path = resource.path(obj_name)
@@ -255,19 +256,19 @@ def _owned(
                 report.step(f"{kind} {obj_name}: not there yet")
                 continue
             owners = tuple(str(r.get("kind")) for r in obj["metadata"].get("ownerReferences") or [])
-            existing = compat.Existing(
+            existing = ownership.Existing(
                 kind, obj_name, kubeio.labels(obj), kubeio.annotations_of(obj), owners
             )
             found.append((existing, path))
-    findings, to_adopt = compat.check_owned([e for e, _ in found], release, adopt=args.adopt)
+    findings, to_adopt = ownership.check_owned([e for e, _ in found], release, adopt=args.adopt)
     paths = {e.name: p for e, p in found}
     for existing in to_adopt:
-        patch = compat.adoption_patch(release)
+        patch = ownership.adoption_patch(release)
         api.merge_patch(paths[existing.name], patch)
         report.step(
-            f"adopted {existing.kind} {existing.name}: set {compat.MANAGED_BY_LABEL}=Helm, "
-            f"{compat.RELEASE_NAME_ANNOTATION}={release.name}, "
-            f"{compat.RELEASE_NAMESPACE_ANNOTATION}={release.namespace}"
+            f"adopted {existing.kind} {existing.name}: set {ownership.MANAGED_BY_LABEL}=Helm, "
+            f"{ownership.RELEASE_NAME_ANNOTATION}={release.name}, "
+            f"{ownership.RELEASE_NAMESPACE_ANNOTATION}={release.namespace}"
         )
     if not args.crds_enabled:
         findings += _crds_elsewhere(api)
@@ -275,7 +276,7 @@ def _owned(
 
 
 def _crds_elsewhere(api: kubeio.Api) -> list[Finding]:
-    missing = [n for n in compat.CRD_NAMES if api.get_or_none(resources.CRDS.path(n)) is None]
+    missing = [n for n in ownership.CRD_NAMES if api.get_or_none(resources.CRDS.path(n)) is None]
     if not missing:
         return [Finding(Severity.OK, "crds.enabled=false: the CRDs exist (managed elsewhere)")]
     return [

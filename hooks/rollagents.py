@@ -20,7 +20,7 @@ from computedomains import flags
 from computedomains.api import constants, placement, resources
 from computedomains.kube import pods as kube_pods
 
-from . import client, compat, kubeio, rollplan
+from . import client, daemonsetpods, kubeio, rollplan
 from .report import Finding, Report, Severity, Stop
 
 HOOK = "roll-agents"
@@ -79,8 +79,9 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
                 Severity.WARN,
                 f"no Ready agent of the current version on {', '.join(left)} before the "
                 "deadline: not rolling further cliques",
-                fix=f"kubectl -n {args.namespace} describe pods -l {compat.match_labels(ds)} "
-                "on those nodes; run this again once they are Ready (verify names them)",
+                fix=f"kubectl -n {args.namespace} describe pods -l "
+                f"{daemonsetpods.match_labels(ds)} on those nodes; run this again once they are "
+                "Ready (verify names them)",
             ))  # fmt: skip
             return 0
     if the_plan.held or the_plan.unready:
@@ -138,18 +139,18 @@ def agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
     listed = [
         pod
         for pod in api.list_items(
-            resources.PODS.path(namespace=namespace), label_selector=compat.match_labels(ds)
+            resources.PODS.path(namespace=namespace), label_selector=daemonsetpods.match_labels(ds)
         )
         if not (pod.get("metadata") or {}).get("deletionTimestamp")
     ]
-    current = compat.current_pods(listed, ds)
+    current = daemonsetpods.current_pods(listed, ds)
     return [
         rollplan.AgentPod(
             name=kubeio.name(pod),
             uid=str(pod["metadata"].get("uid", "")),
             node=str((pod.get("spec") or {}).get("nodeName") or ""),
             outdated=str(pod["metadata"].get("uid", "")) not in current,
-            version=kubeio.labels(pod).get(compat.VERSION_LABEL, ""),
+            version=kubeio.labels(pod).get(daemonsetpods.VERSION_LABEL, ""),
         )
         for pod in listed
     ]
@@ -196,12 +197,12 @@ def _wait_current(
             fresh = api.get(resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace))
             listed = list(api.list_items(
                 resources.PODS.path(namespace=args.namespace),
-                label_selector=compat.match_labels(ds),
+                label_selector=daemonsetpods.match_labels(ds),
             ))  # fmt: skip
         except kubeio.ApiError as exc:
             report.step(f"looking at the new agents: {exc} (trying again)")
         else:
-            current = compat.current_pods(listed, fresh)
+            current = daemonsetpods.current_pods(listed, fresh)
             done = {
                 str((p.get("spec") or {}).get("nodeName"))
                 for p in listed

@@ -18,7 +18,7 @@ import dataclasses
 from computedomains import flags, waiting
 from computedomains.api import constants, domainview, placement, resources
 
-from . import cleanup, client, compat, kubeio
+from . import cleanup, client, kubeio, ownership
 from .report import Report, Severity, Stop
 
 HOOK = "uninstall"
@@ -188,7 +188,7 @@ def _pod(obj: kubeio.Obj) -> cleanup.Pod:
 
 def _stop_writers(api: kubeio.Api, args: Settings, report: Report) -> None:
     selector = (
-        f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release},"
+        f"{ownership.NAME_LABEL}={ownership.CHART_NAME},{ownership.INSTANCE_LABEL}={args.release},"
         f"{constants.COMPONENT_LABEL} in ({','.join(WRITERS)})"
     )
     for kind, resource in (

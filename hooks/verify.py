@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from computedomains import flaggroups, flags
 from computedomains.api import constants, resources
 
-from . import client, compat, fabricreport, kubeio, report, rollagents
+from . import client, fabricreport, kubeio, ownership, report, rollagents
 from .fabricreport import Component, NodeFabric, PodVersion
 from .report import Finding, Report, Severity
 
@@ -74,7 +74,9 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
 
 
 def _verify(api: kubeio.Api, args: Settings, report: Report) -> list[Finding]:
-    selector = f"{compat.NAME_LABEL}={compat.CHART_NAME},{compat.INSTANCE_LABEL}={args.release}"
+    selector = (
+        f"{ownership.NAME_LABEL}={ownership.CHART_NAME},{ownership.INSTANCE_LABEL}={args.release}"
+    )
     started = time.monotonic()
     deadline = started + args.timeout_seconds
     report.step(
@@ -101,13 +103,13 @@ def _verify(api: kubeio.Api, args: Settings, report: Report) -> list[Finding]:
     findings += fabricreport.check_crds(
         {
             name: _established(api.get_or_none(resources.CRDS.path(name)))
-            for name in compat.CRD_NAMES
+            for name in ownership.CRD_NAMES
         }
     )
     findings += fabricreport.check_device_classes(
         {
             n: api.get_or_none(resources.DEVICE_CLASSES.path(n)) is not None
-            for n in compat.DEVICE_CLASS_NAMES
+            for n in ownership.DEVICE_CLASS_NAMES
         }
     )
     findings.append(fabricreport.check_dry_run(_dry_run(api, args.namespace)))

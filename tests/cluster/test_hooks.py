@@ -20,7 +20,7 @@ from kubernetes import client
 from cdsim import tools
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.hooks import compat
+from computedomains.hooks import ownership
 from tests.support import clusters, helm, kube, lifecycle
 from tests.support import migration as mig
 
@@ -28,8 +28,8 @@ pytestmark = pytest.mark.cluster
 
 CRDS_CHART = pathlib.Path(__file__).parents[2] / "chart" / "charts" / "crds"
 INCUMBENT = {
-    compat.RELEASE_NAME_ANNOTATION: "nvidia-dra-driver-gpu",
-    compat.RELEASE_NAMESPACE_ANNOTATION: "nvidia",
+    ownership.RELEASE_NAME_ANNOTATION: "nvidia-dra-driver-gpu",
+    ownership.RELEASE_NAMESPACE_ANNOTATION: "nvidia",
 }
 
 
@@ -65,19 +65,19 @@ def incumbent_crds(
     )
     docs = [d for d in yaml.safe_load_all(h.run("template", "crds", str(CRDS_CHART))) if d]
     for doc in docs:
-        doc["metadata"]["labels"] = {compat.MANAGED_BY_LABEL: "Helm"}
+        doc["metadata"]["labels"] = {ownership.MANAGED_BY_LABEL: "Helm"}
         doc["metadata"]["annotations"] = dict(INCUMBENT)
         ext.create_custom_resource_definition(doc)
-    for name in compat.CRD_NAMES:
+    for name in ownership.CRD_NAMES:
         waiting.until(
             f"CRD {name} Established",
             functools.partial(kube.crd_established, ext, name),
             timeout=30,
         )
-    yield list(compat.CRD_NAMES)
-    for name in compat.CRD_NAMES:
+    yield list(ownership.CRD_NAMES)
+    for name in ownership.CRD_NAMES:
         ext.delete_custom_resource_definition(name)
-    for name in compat.CRD_NAMES:
+    for name in ownership.CRD_NAMES:
         waiting.until(
             f"CRD {name} deleted", functools.partial(kube.crd_gone, ext, name), timeout=60
         )
@@ -92,7 +92,7 @@ def test_preflight_on_a_fresh_cluster_passes_and_prints_the_placement_path(
     out = done.stdout
     assert "preflight: Kubernetes v1." in out and ": supported" in out
     assert "preflight: resource.k8s.io/v1 served" in out
-    assert f"preflight: CustomResourceDefinition {compat.CRD_NAMES[0]}: not there yet" in out
+    assert f"preflight: CustomResourceDefinition {ownership.CRD_NAMES[0]}: not there yet" in out
     assert "preflight: INFO: placement: " in out
     # The simulated nodes have their driver (and NVML) under / and no GPU operator label.
     assert "preflight: driverRoot /: consistent with the GPU nodes' driver labels" in out
@@ -115,8 +115,8 @@ def test_preflight_refuses_crds_of_another_release_and_adopts_them(
     ext = client.ApiextensionsV1Api(cluster.api())
     for name in incumbent_crds:
         annotations = ext.read_custom_resource_definition(name).metadata.annotations
-        assert annotations[compat.RELEASE_NAME_ANNOTATION] == "cd"
-        assert annotations[compat.RELEASE_NAMESPACE_ANNOTATION] == namespace
+        assert annotations[ownership.RELEASE_NAME_ANNOTATION] == "cd"
+        assert annotations[ownership.RELEASE_NAMESPACE_ANNOTATION] == namespace
     again = _preflight(cluster, namespace)
     assert again.returncode == 0, again.stdout  # adopted: ours now, nothing to refuse
 

@@ -5,24 +5,27 @@ from __future__ import annotations
 import pytest
 
 from computedomains.api import constants
-from computedomains.hooks import compat
+from computedomains.hooks import compat, ownership
 from computedomains.hooks.report import Severity
 
-OURS = compat.Release("cd", "compute-domains")
+OURS = ownership.Release("cd", "compute-domains")
 
 
 def _crd(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     owners: tuple[str, ...] = (),
-) -> compat.Existing:
-    return compat.Existing(
-        "CustomResourceDefinition", compat.CRD_NAMES[0], labels or {}, annotations or {}, owners
+) -> ownership.Existing:
+    return ownership.Existing(
+        "CustomResourceDefinition", ownership.CRD_NAMES[0], labels or {}, annotations or {}, owners
     )
 
 
 def _helm(name: str, namespace: str) -> dict[str, str]:
-    return {compat.RELEASE_NAME_ANNOTATION: name, compat.RELEASE_NAMESPACE_ANNOTATION: namespace}
+    return {
+        ownership.RELEASE_NAME_ANNOTATION: name,
+        ownership.RELEASE_NAMESPACE_ANNOTATION: namespace,
+    }
 
 
 @pytest.mark.parametrize(
@@ -103,38 +106,38 @@ def test_unprobed_features_warn() -> None:
 @pytest.mark.parametrize(
     ("crd", "owner"),
     [
-        (_crd(annotations=_helm("cd", "compute-domains")), compat.Owner.OURS),
+        (_crd(annotations=_helm("cd", "compute-domains")), ownership.Owner.OURS),
         (
-            _crd(labels={compat.NAME_LABEL: "compute-domains", compat.INSTANCE_LABEL: "cd"}),
-            compat.Owner.OURS,
+            _crd(labels={ownership.NAME_LABEL: "compute-domains", ownership.INSTANCE_LABEL: "cd"}),
+            ownership.Owner.OURS,
         ),
         (
-            _crd(labels={compat.NAME_LABEL: "compute-domains"}, annotations=_helm("other", "x")),
-            compat.Owner.OTHER_RELEASE,
+            _crd(labels={ownership.NAME_LABEL: "compute-domains"}, annotations=_helm("other", "x")),
+            ownership.Owner.OTHER_RELEASE,
         ),
         (
-            _crd(labels={compat.NAME_LABEL: "compute-domains", compat.INSTANCE_LABEL: "b"}),
-            compat.Owner.OTHER_RELEASE,
+            _crd(labels={ownership.NAME_LABEL: "compute-domains", ownership.INSTANCE_LABEL: "b"}),
+            ownership.Owner.OTHER_RELEASE,
         ),
-        (_crd(annotations=_helm("nvidia-dra-driver-gpu", "nvidia")), compat.Owner.HELM_RELEASE),
-        (_crd(annotations=_helm("gpu-operator", "gpu-operator")), compat.Owner.GPU_OPERATOR),
-        (_crd(owners=("ClusterPolicy",)), compat.Owner.GPU_OPERATOR),
-        (_crd(), compat.Owner.UNMANAGED),
+        (_crd(annotations=_helm("nvidia-dra-driver-gpu", "nvidia")), ownership.Owner.HELM_RELEASE),
+        (_crd(annotations=_helm("gpu-operator", "gpu-operator")), ownership.Owner.GPU_OPERATOR),
+        (_crd(owners=("ClusterPolicy",)), ownership.Owner.GPU_OPERATOR),
+        (_crd(), ownership.Owner.UNMANAGED),
     ],
 )
-def test_owner(crd: compat.Existing, owner: compat.Owner) -> None:
-    assert compat.owner(crd, OURS) is owner
+def test_owner(crd: ownership.Existing, owner: ownership.Owner) -> None:
+    assert ownership.owner(crd, OURS) is owner
 
 
 def test_crd_of_another_helm_release_is_refused_with_the_adoption_path() -> None:
-    findings, adopt = compat.check_owned(
+    findings, adopt = ownership.check_owned(
         [_crd(annotations=_helm("nvidia-dra-driver-gpu", "nvidia"))], OURS, adopt=False
     )
     (f,) = findings
     assert adopt == []
     assert f.severity is Severity.FAIL
     assert f.message == (
-        f"CustomResourceDefinition {compat.CRD_NAMES[0]} is owned by another Helm release "
+        f"CustomResourceDefinition {ownership.CRD_NAMES[0]} is owned by another Helm release "
         "('nvidia-dra-driver-gpu' in namespace nvidia): this chart would take it over"
     )
     assert f.fix.startswith("set adopt.enabled=true")
@@ -142,7 +145,9 @@ def test_crd_of_another_helm_release_is_refused_with_the_adoption_path() -> None
 
 
 def test_crd_of_the_gpu_operator_and_unmanaged_crds_are_refused() -> None:
-    findings, _ = compat.check_owned([_crd(owners=("ClusterPolicy",)), _crd()], OURS, adopt=False)
+    findings, _ = ownership.check_owned(
+        [_crd(owners=("ClusterPolicy",)), _crd()], OURS, adopt=False
+    )
     assert [f.severity for f in findings] == [Severity.FAIL, Severity.FAIL]
     assert "is owned by the GPU operator" in findings[0].message
     assert "owned by no Helm release (installed from a chart's crds/ folder" in findings[1].message
@@ -150,12 +155,14 @@ def test_crd_of_the_gpu_operator_and_unmanaged_crds_are_refused() -> None:
 
 def test_adopt_takes_foreign_objects_but_never_another_release_of_this_chart() -> None:
     foreign = _crd(annotations=_helm("gpu-operator", "gpu-operator"))
-    sibling = _crd(labels={compat.NAME_LABEL: "compute-domains"}, annotations=_helm("b", "other"))
-    findings, adopt = compat.check_owned([foreign, sibling], OURS, adopt=True)
+    sibling = _crd(
+        labels={ownership.NAME_LABEL: "compute-domains"}, annotations=_helm("b", "other")
+    )
+    findings, adopt = ownership.check_owned([foreign, sibling], OURS, adopt=True)
     assert adopt == [foreign]
     assert [f.severity for f in findings] == [Severity.INFO, Severity.FAIL]
     assert findings[1].message.endswith("one release of compute-domains per cluster")
-    assert compat.adoption_patch(OURS) == {
+    assert ownership.adoption_patch(OURS) == {
         "metadata": {
             "labels": {"app.kubernetes.io/managed-by": "Helm"},
             "annotations": {
@@ -168,21 +175,21 @@ def test_adopt_takes_foreign_objects_but_never_another_release_of_this_chart() -
 
 def _ds(
     name: str, labels: dict[str, str], commands: tuple[str, ...] = (), namespace: str = "nvidia"
-) -> compat.Workload:
-    return compat.Workload("DaemonSet", namespace, name, labels, commands)
+) -> ownership.Workload:
+    return ownership.Workload("DaemonSet", namespace, name, labels, commands)
 
 
 def test_incumbent_components_are_refused_without_adopt_and_warned_with_it() -> None:
     incumbent = _ds("nvidia-dra-driver-gpu-kubelet-plugin", {}, ("compute-domain-kubelet-plugin",))
-    (f,) = compat.check_workloads([incumbent], OURS, adopt=False)
+    (f,) = ownership.check_workloads([incumbent], OURS, adopt=False)
     assert f.severity is Severity.FAIL
     assert f.message == (
         "DaemonSet nvidia/nvidia-dra-driver-gpu-kubelet-plugin is the incumbent NVIDIA DRA "
         "driver's (a second kubelet plugin for driver compute-domain.nvidia.com)"
     )
     assert f.fix.startswith("set adopt.enabled=true")
-    (w,) = compat.check_workloads(
-        [_ds("x", {compat.NAME_LABEL: "dra-driver-nvidia-gpu"})], OURS, adopt=True
+    (w,) = ownership.check_workloads(
+        [_ds("x", {ownership.NAME_LABEL: "dra-driver-nvidia-gpu"})], OURS, adopt=True
     )
     assert w.severity is Severity.WARN
 
@@ -191,30 +198,30 @@ def test_incumbent_per_domain_daemonsets_are_adoptions_business() -> None:
     per_domain = [
         _ds(f"computedomain-daemon-{i}", {constants.COMPUTE_DOMAIN_LABEL: str(i)}) for i in range(7)
     ]
-    (f,) = compat.check_workloads(per_domain, OURS, adopt=False)
+    (f,) = ownership.check_workloads(per_domain, OURS, adopt=False)
     assert f.severity is Severity.FAIL and f.message.startswith(
         "7 incumbent per-domain daemon DaemonSet(s)"
     )
     assert "and 2 more" in f.message
-    (i,) = compat.check_workloads(per_domain, OURS, adopt=True)
+    (i,) = ownership.check_workloads(per_domain, OURS, adopt=True)
     assert i.severity is Severity.INFO
 
 
 def test_another_release_of_this_chart_is_refused() -> None:
     other = _ds(
         "b-compute-domains-kubelet-plugin",
-        {compat.NAME_LABEL: "compute-domains", compat.INSTANCE_LABEL: "b"},
+        {ownership.NAME_LABEL: "compute-domains", ownership.INSTANCE_LABEL: "b"},
         namespace="b",
     )
-    (f,) = compat.check_workloads([other], OURS, adopt=True)
+    (f,) = ownership.check_workloads([other], OURS, adopt=True)
     assert f.severity is Severity.FAIL
     assert "belongs to another release of this chart ('b' in namespace b)" in f.message
     ours = _ds(
         "cd-compute-domains-kubelet-plugin",
-        {compat.NAME_LABEL: "compute-domains", compat.INSTANCE_LABEL: "cd"},
+        {ownership.NAME_LABEL: "compute-domains", ownership.INSTANCE_LABEL: "cd"},
         namespace="compute-domains",
     )
-    assert compat.check_workloads([ours], OURS, adopt=False) == []
+    assert ownership.check_workloads([ours], OURS, adopt=False) == []
 
 
 def _node(name: str, **labels: str) -> compat.GpuNode:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from computedomains.hooks import compat, rollplan
+from computedomains.hooks import daemonsetpods, rollplan
 from computedomains.hooks import fabricreport as fr
 from computedomains.hooks.report import Severity
 
@@ -91,16 +91,19 @@ def test_an_idle_node_that_is_not_ready_is_left_for_later() -> None:
 
 
 def _ds_pod(uid: str, generation: str, revision: str) -> dict[str, object]:
-    labels = {compat.TEMPLATE_GENERATION_LABEL: generation, compat.REVISION_HASH_LABEL: revision}
+    labels = {
+        daemonsetpods.TEMPLATE_GENERATION_LABEL: generation,
+        daemonsetpods.REVISION_HASH_LABEL: revision,
+    }
     return {"metadata": {"uid": uid, "labels": labels}}
 
 
 def test_current_pods_by_generation_or_by_the_current_templates_hash() -> None:
-    ds = {"metadata": {"annotations": {compat.TEMPLATE_GENERATION_ANNOTATION: "5"}}}
+    ds = {"metadata": {"annotations": {daemonsetpods.TEMPLATE_GENERATION_ANNOTATION: "5"}}}
     pods = [
         _ds_pod("new", "5", "h-old"),  # rolled back: generation 5 has the old template again
         _ds_pod("kept", "3", "h-old"),  # made from that template before: current too
         _ds_pod("other", "4", "h-mid"),
     ]
-    assert compat.current_pods(pods, ds) == {"new", "kept"}
-    assert compat.current_pods(pods, {"metadata": {}}) == set()
+    assert daemonsetpods.current_pods(pods, ds) == {"new", "kept"}
+    assert daemonsetpods.current_pods(pods, {"metadata": {}}) == set()

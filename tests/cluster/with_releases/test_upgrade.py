@@ -15,7 +15,7 @@ from kubernetes import client
 from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.hooks import compat
+from computedomains.hooks import daemonsetpods
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 
@@ -134,7 +134,7 @@ def test_upgrade_keeps_every_pod_and_slot_then_rollback_loses_nothing(
         for p in client.CoreV1Api(api)
         .list_namespaced_pod(ns, label_selector=f"{constants.COMPONENT_LABEL}=imex-agent")
         .items
-        if p.metadata.labels.get(compat.VERSION_LABEL) == cluster.version()
+        if p.metadata.labels.get(daemonsetpods.VERSION_LABEL) == cluster.version()
     }
     assert LATE_NODE in ours, ours
     late = domains.create_domain(api, namespace, version=V1, num_nodes=1)
@@ -171,7 +171,8 @@ def _state_of(
     ).items  # fmt: skip
     for agent in agents:
         lines.append(f"agent {agent.metadata.name} {agent.metadata.uid} "
-                     f"{agent.metadata.labels.get(compat.VERSION_LABEL)} {agent.status.phase} "
+                     f"{agent.metadata.labels.get(daemonsetpods.VERSION_LABEL)} "
+                     f"{agent.status.phase} "
                      f"deleting={agent.metadata.deletion_timestamp}")  # fmt: skip
         try:
             log = core.read_namespaced_pod_log(agent.metadata.name, ns, tail_lines=15)

@@ -20,7 +20,7 @@ from kubernetes.client.exceptions import ApiException
 from cdsim import cluster as sim_cluster
 from computedomains import waiting
 from computedomains.api import constants
-from computedomains.hooks import compat
+from computedomains.hooks import daemonsetpods
 from tests.chart import rendering
 from tests.support import clusters, domains, kube, lifecycle, migration, previous
 
@@ -106,7 +106,9 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
     assert {node: domains.imex_pid(sim, node) for node in NODES} == imex
     # Every idle node got the new agent from the roll-agents hook, clique by clique.
     rolled = {
-        n for n, p in now.items() if p.metadata.labels[compat.VERSION_LABEL] == cluster.version()
+        n
+        for n, p in now.items()
+        if p.metadata.labels[daemonsetpods.VERSION_LABEL] == cluster.version()
     }
     assert rolled == set(agents) - set(NODES)
     fullname = f"{release.name}-compute-domains"
@@ -149,5 +151,5 @@ def test_an_on_delete_upgrade_keeps_running_jobs_on_their_agents_and_rolls_idle_
     # The old agents say Stopped once the plugin took the label away: only then the slots go.
     waiting.until("the domain's slots on its nodes to be freed", released, timeout=120)
     release.upgrade_as_documented(*cluster.chart(), "--reuse-values")
-    versions = {p.metadata.labels[compat.VERSION_LABEL] for p in _agents(api, ns).values()}
+    versions = {p.metadata.labels[daemonsetpods.VERSION_LABEL] for p in _agents(api, ns).values()}
     assert versions == {cluster.version()}
