@@ -58,7 +58,7 @@ def run_hook(
 ) -> int:
     """Every hook's run: its report and client, ``act``, and ``stop``'s exit on its errors."""
     out = report.Report(name)
-    api = kubeio.Api(client.dynamic_client(settings.kubeconfig))
+    api = client.connect(settings)
     try:
         return int(act(api, settings, out))
     except stop.errors as exc:

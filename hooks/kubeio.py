@@ -1,37 +1,46 @@
-"""The hooks' API calls, as plain JSON over the official dynamic client's transport.
+"""The hooks' API calls: plain JSON at paths, over the components' client (``computedomains.kube``).
 
 Hooks read and write objects of any kind and version: preflight probes for fields newer than
 the generated models, and migration puts a stored object back exactly as it was read. So every
 hook works with raw dicts at paths from :class:`computedomains.api.resources.Resource`, like the
-components do, and no generated model sits between the server and the hook to drop fields.
+components do, through the same client: its credentials, its retries of what may succeed later
+(a 429, a 5xx, a lost connection) and its one taxonomy of failures (:class:`Failure`).
 
-Failures are classes by meaning (:class:`NotFound`, :class:`Conflict`, :class:`Gone`), all
-:class:`ApiError`, which names the request and the server's answer, so a hook's last line says
-what was refused. Only this module reads status codes.
+Failures are classes by meaning (:class:`NotFound`, :class:`Conflict`, :class:`Gone`,
+:class:`Unreachable`), all :class:`ApiError`, which is the client's own error named by the
+request: ``failure`` is its :class:`Failure`, and a hook's last line says what was refused.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import kubernetes.client
-import kubernetes.dynamic
+from computedomains.kube import client as kube_client
+from computedomains.kube.client import Failure
 
 Obj = dict[str, Any]
 PAGE = 500
 """Objects per list page: bounded memory on clusters with thousands of nodes or pods."""
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
+GONE = 410
 
 
-class ApiError(Exception):
-    """The API server refused a request: which request, with the server's status and message."""
+class ApiError(kube_client.ApiError):
+    """The API server refused a request, or gave no answer: which request, and why.
 
-    def __init__(self, method: str, path: str, status: int, message: str) -> None:
-        super().__init__(f"{method} {path}: {status} {message}")
+    ``failure`` is the client's :class:`Failure` for it, as for every component.
+    """
+
+    def __init__(self, method: str, path: str, cause: kube_client.ApiError) -> None:
+        super().__init__(cause.status, cause.reason, cause.message, cause.body)
+        self.request = f"{method} {path}"
+
+    def __str__(self) -> str:
+        said = self.message or self.reason
+        return f"{self.request}: {self.status} {said}" if self.status else f"{self.request}: {said}"
 
 
 class NotFound(ApiError):
@@ -46,22 +55,23 @@ class Gone(ApiError):
     """410: a list's continue token expired; the list has to start over."""
 
 
-_BY_STATUS: Mapping[int, type[ApiError]] = {404: NotFound, 409: Conflict, 410: Gone}
+class Unreachable(ApiError):
+    """No answer, after the client's retries: no connection, TLS failure, no credential."""
+
+    @property
+    def failure(self) -> Failure:
+        """Always :attr:`Failure.UNREACHABLE`."""
+        return Failure.UNREACHABLE
 
 
-def failure(method: str, path: str, exc: kubernetes.client.ApiException) -> ApiError:
-    """The failure class for the client's exception, named by the request and the message."""
-    status = int(exc.status or 0)
-    return _BY_STATUS.get(status, ApiError)(method, path, status, _message(exc))
+_BY_STATUS: Mapping[int, type[ApiError]] = {404: NotFound, 409: Conflict, GONE: Gone}
 
 
-def _message(exc: kubernetes.client.ApiException) -> str:
-    # The server's Status says what was wrong (forbidden for whom, invalid which field).
-    try:
-        status = json.loads(exc.body or "")
-    except ValueError:
-        return str(exc.reason or "")
-    return str(status.get("message") or exc.reason or "") if isinstance(status, dict) else ""
+def failure(method: str, path: str, exc: Exception) -> ApiError:
+    """The hook failure for what the client raised on ``method path``."""
+    if isinstance(exc, kube_client.ApiError):
+        return _BY_STATUS.get(exc.status, ApiError)(method, path, exc)
+    return Unreachable(method, path, kube_client.ApiError(0, "no answer", str(exc)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,17 +86,22 @@ class Page:
 class Api:
     """Requests by path; bodies and answers are plain dicts."""
 
-    def __init__(self, client: kubernetes.dynamic.DynamicClient) -> None:
+    def __init__(self, client: kube_client.Client) -> None:
         self._client = client
 
-    def _request(self, method: str, path: str, body: Any = None, **params: Any) -> Obj:
+    def _request(
+        self, method: str, path: str, body: Any = None, *, content_type: str = "", **query: str
+    ) -> Obj:
         try:
-            response = self._client.request(method, path, body=body, serialize=False, **params)
-        except kubernetes.client.ApiException as exc:
+            return self._client.request(
+                method,
+                path,
+                query={k: v for k, v in query.items() if v} or None,
+                body=body,
+                content_type=content_type or "application/json",
+            )
+        except kube_client.API_ERRORS as exc:
             raise failure(method, path, exc) from None
-        data = response.data
-        document: Obj = json.loads(data) if data else {}
-        return document
 
     def get(self, path: str) -> Obj:
         """The object (or discovery document) at ``path``; :class:`NotFound` when there is none."""
@@ -106,9 +121,9 @@ class Api:
         document = self._request(
             "GET",
             path,
-            limit=limit,
-            _continue=continue_token or None,
-            label_selector=label_selector or None,
+            limit=str(limit),
+            labelSelector=label_selector,
+            **{"continue": continue_token},
         )
         meta = document.get("metadata") or {}
         return Page(
@@ -136,7 +151,7 @@ class Api:
 
     def create(self, path: str, body: Mapping[str, Any], *, dry_run: bool = False) -> Obj:
         """POST ``body`` to the collection at ``path``; with ``dry_run`` only admit it."""
-        return self._request("POST", path, body=dict(body), dry_run="All" if dry_run else None)
+        return self._request("POST", path, body=dict(body), dryRun="All" if dry_run else "")
 
     def replace(self, path: str, body: Mapping[str, Any]) -> Obj:
         """PUT ``body`` (its resourceVersion, if any, makes a stale write a :class:`Conflict`)."""
@@ -156,9 +171,11 @@ class Api:
         With ``uid``, only that very object: a newer one of the same name is a
         :class:`Conflict`.
         """
-        body = {"preconditions": {"uid": uid}} if uid else None
+        body: Obj = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            self._request("DELETE", path, body, propagation_policy=propagation)
+            self._request("DELETE", path, body)
         except NotFound:
             return False
         return True

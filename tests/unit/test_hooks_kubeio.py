@@ -1,62 +1,57 @@
-"""The hooks' API failures: one class per answer a hook acts on, named by the request."""
+"""The hooks' API failures: one class per answer a hook acts on, named by the request, each
+one of the client's own failures (one taxonomy for the components and the hooks)."""
 
 from __future__ import annotations
 
-import json
-
-import kubernetes.client
 import pytest
-from kubernetes.dynamic import exceptions as dynamic_exceptions
+import urllib3
 
 from computedomains.hooks import kubeio
+from computedomains.kube import client as kube_client
+from computedomains.kube.client import Failure
 
 
-def answer(status: int, body: str = "", reason: str = "") -> kubernetes.client.ApiException:
-    exc = kubernetes.client.ApiException(status=status, reason=reason)
-    exc.body = body
-    return exc
+def answer(status: int, message: str = "", reason: str = "") -> kube_client.ApiError:
+    return kube_client.ApiError(status, reason, message)
 
 
 @pytest.mark.parametrize(
-    ("status", "cls"),
+    ("status", "cls", "kind"),
     [
-        (404, kubeio.NotFound),
-        (409, kubeio.Conflict),
-        (410, kubeio.Gone),
-        (403, kubeio.ApiError),
-        (422, kubeio.ApiError),
-        (500, kubeio.ApiError),
+        (404, kubeio.NotFound, Failure.NOT_FOUND),
+        (409, kubeio.Conflict, Failure.CONFLICT),
+        (410, kubeio.Gone, Failure.REFUSED),
+        (403, kubeio.ApiError, Failure.REFUSED),
+        (422, kubeio.ApiError, Failure.REFUSED),
+        (500, kubeio.ApiError, Failure.BUSY),
     ],
 )
-def test_each_answer_has_its_class(status: int, cls: type[kubeio.ApiError]) -> None:
+def test_each_answer_has_its_class_and_the_clients_failure_kind(
+    status: int, cls: type[kubeio.ApiError], kind: Failure
+) -> None:
     failure = kubeio.failure("GET", "/api/v1/nodes/n", answer(status))
     assert type(failure) is cls
-    assert isinstance(failure, kubeio.ApiError)
+    assert isinstance(failure, kube_client.ApiError)
+    assert kube_client.failure(failure) is kind
 
 
-def test_the_message_names_the_request_and_the_servers_reason() -> None:
-    body = json.dumps({"kind": "Status", "message": 'configmaps "x" is forbidden: no'})
-    failure = kubeio.failure("PUT", "/api/v1/namespaces/d/configmaps/x", answer(403, body))
+def test_the_message_names_the_request_and_the_servers_message() -> None:
+    failure = kubeio.failure(
+        "PUT", "/api/v1/namespaces/d/configmaps/x", answer(403, 'configmaps "x" is forbidden: no')
+    )
     assert (
         str(failure) == 'PUT /api/v1/namespaces/d/configmaps/x: 403 configmaps "x" is forbidden: no'
     )
 
 
-@pytest.mark.parametrize(
-    ("body", "expected"),
-    [
-        ("", "GET /version: 503 Service Unavailable"),
-        ("<html>proxy error</html>", "GET /version: 503 Service Unavailable"),
-        (json.dumps({"kind": "Status"}), "GET /version: 503 Service Unavailable"),
-    ],
-)
-def test_without_a_status_message_the_reason_is_named(body: str, expected: str) -> None:
-    failure = kubeio.failure("GET", "/version", answer(503, body, "Service Unavailable"))
-    assert str(failure) == expected
+def test_without_a_message_the_reason_is_named() -> None:
+    failure = kubeio.failure("GET", "/version", answer(503, "", "Service Unavailable"))
+    assert str(failure) == "GET /version: 503 Service Unavailable"
 
 
-def test_the_dynamic_clients_own_exceptions_map_the_same() -> None:
-    # The dynamic client raises its subclasses of ApiException; the status decides alone.
-    raised = dynamic_exceptions.api_exception(answer(409))  # type: ignore[no-untyped-call]
-    assert isinstance(raised, kubernetes.client.ApiException)
-    assert type(kubeio.failure("POST", "/api/v1/pods", raised)) is kubeio.Conflict
+def test_no_answer_is_unreachable_and_names_what_happened() -> None:
+    lost = urllib3.exceptions.ProtocolError("Connection aborted.")
+    failure = kubeio.failure("GET", "/version", lost)
+    assert isinstance(failure, kubeio.Unreachable)
+    assert kube_client.failure(failure) is Failure.UNREACHABLE
+    assert str(failure) == "GET /version: Connection aborted."

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from computedomains.hooks import crdview, kubeio, report, rewrite, rewriteplan
+from computedomains.kube import client as kube_client
 
 PAGE = 2
 NAMES = [f"cd-{i}" for i in range(6)]  # three pages
@@ -43,12 +44,13 @@ class _Api:
     def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path.endswith("-checkpoint"):
             if self.configmap is None:
-                raise kubeio.NotFound("PUT", path, 404, "not found")
+                raise kubeio.failure("PUT", path, kube_client.ApiError(404, "NotFound", ""))
             self.configmap = body
             return body
         name = body["metadata"]["name"]
         if name in self.bad:
-            raise kubeio.ApiError("PUT", path, 422, f"{name}: spec.numNodes: too many")
+            refused = kube_client.ApiError(422, "Invalid", f"{name}: spec.numNodes: too many")
+            raise kubeio.failure("PUT", path, refused)
         self.written.append(name)
         return body
 
