@@ -865,7 +865,7 @@ def test_helpers_carry_the_chart_prefix_and_a_contract() -> None:
             comment = before[before.rindex("{{/*") :]
             assert name in comment and "Takes:" in comment and "Returns:" in comment, name
     for path in (r.CHART / "templates").glob("*.yaml"):
-        assert " define " not in path.read_text(), f"{path.name}: helpers belong in _helpers.tpl"
+        assert " define " not in path.read_text(), f"{path.name}: helpers belong in a _*.tpl file"
 
 
 def _leaf_paths(values: object, prefix: str = "") -> set[str]:
