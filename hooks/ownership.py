@@ -186,6 +186,24 @@ class Workload:
     """The first word of each container's command (or args when there is no command)."""
 
 
+def _incumbent(what: str, *, adopt: bool) -> Finding:
+    """The incumbent driver's component ``what``: refused, or (adopting) to remove afterwards."""
+    message = (
+        f"{what} is the incumbent NVIDIA DRA driver's (a second kubelet plugin for driver "
+        f"{constants.DRIVER_NAME})"
+    )
+    if not adopt:
+        return Finding(Severity.FAIL, message, fix=_ADOPT)
+    return Finding(
+        Severity.WARN,
+        message,
+        fix=(
+            "remove the incumbent's kubelet plugin and controller once this release is "
+            "installed (docs/upgrade.md, adoption)"
+        ),
+    )
+
+
 def check_workloads(
     workloads: Sequence[Workload], release: Release, *, adopt: bool
 ) -> list[Finding]:
@@ -216,23 +234,7 @@ def check_workloads(
         elif w in per_domain:
             continue
         elif name in INCUMBENT_CHART_NAMES or INCUMBENT_COMMANDS.intersection(w.commands):
-            message = (
-                f"{what} is the incumbent NVIDIA DRA driver's (a second kubelet plugin for driver "
-                f"{constants.DRIVER_NAME})"
-            )
-            if adopt:
-                findings.append(
-                    Finding(
-                        Severity.WARN,
-                        message,
-                        fix=(
-                            "remove the incumbent's kubelet plugin and controller once this "
-                            "release is installed (docs/upgrade.md, adoption)"
-                        ),
-                    )
-                )
-            else:
-                findings.append(Finding(Severity.FAIL, message, fix=_ADOPT))
+            findings.append(_incumbent(what, adopt=adopt))
     if per_domain:
         severity = Severity.INFO if adopt else Severity.FAIL
         names = ", ".join(f"{w.namespace}/{w.name}" for w in per_domain[:5])

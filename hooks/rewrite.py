@@ -114,6 +114,7 @@ class Paging:
     """Objects the snapshot counted, for progress lines (0: unknown)."""
 
 
+# size: one resumable loop; listing ahead, writing and the checkpoint read best together
 def rewrite_paged(
     api: kubeio.Api,
     crd: crdview.CRDView,
@@ -243,6 +244,7 @@ def svm_version(api: kubeio.Api) -> str | None:
     return rewriteplan.pick_svm_version(api.served_versions(rewriteplan.SVM_GROUP))
 
 
+# size: one StorageVersionMigration's life, from the request to its last condition
 def rewrite_with_svm(
     api: kubeio.Api,
     crd: crdview.CRDView,

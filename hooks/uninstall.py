@@ -92,21 +92,8 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
         report.step("refused: nothing was changed")
         return 1
     _stop_writers(api, args, report)
-    for domain in domains:
-        kept = cleanup.finalizers_without_ours(domain)
-        if kept is None or collection is None:
-            continue
-        path = f"{_namespaced(collection, domain.namespace)}/{domain.name}"
-        try:
-            api.merge_patch(path, {"metadata": {"finalizers": kept or None}})
-        except kubeio.NotFound:
-            # Deleted since the listing (its namespace going, say): nothing left to release.
-            report.step(f"ComputeDomain {domain.namespace}/{domain.name}: already gone")
-            continue
-        report.step(
-            f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
-            f"{constants.FINALIZER}"
-        )
+    if collection is not None:
+        _release_domains(api, collection, domains, report)
 
     def clean_pass() -> bool:
         changed = [_clean_node(api, n, report) for n in api.list_items(resources.NODES.path())]
@@ -133,6 +120,27 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
         f"ComputeDomain with them): {cleanup.CRD_DELETE_COMMAND}"
     )
     return 0
+
+
+def _release_domains(
+    api: kubeio.Api, collection: str, domains: list[domainview.Domain], report: Report
+) -> None:
+    """Take our finalizer off every ComputeDomain that has it."""
+    for domain in domains:
+        kept = cleanup.finalizers_without_ours(domain)
+        if kept is None:
+            continue
+        path = f"{_namespaced(collection, domain.namespace)}/{domain.name}"
+        try:
+            api.merge_patch(path, {"metadata": {"finalizers": kept or None}})
+        except kubeio.NotFound:
+            # Deleted since the listing (its namespace going, say): nothing left to release.
+            report.step(f"ComputeDomain {domain.namespace}/{domain.name}: already gone")
+            continue
+        report.step(
+            f"ComputeDomain {domain.namespace}/{domain.name}: removed finalizer "
+            f"{constants.FINALIZER}"
+        )
 
 
 def _release_record(api: kubeio.Api, args: Settings) -> cleanup.ReleaseRecord | None:
