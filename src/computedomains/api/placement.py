@@ -24,6 +24,7 @@ ends and free nodes carry binding conditions again (:data:`TURN_CONFIGMAP`).
 This module is the contract between the plugin (publishes) and the controller (decides):
 names, the one rule for who holds a node, and the parsing of claims both read.
 """
+# size: placement's one contract (taint, binding conditions, holder, claims) for every reader
 
 from __future__ import annotations
 

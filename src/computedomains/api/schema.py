@@ -14,6 +14,7 @@ Supported field types: ``str``, ``int``, ``bool``, ``StrEnum`` subclasses, neste
 ``tuple[T, ...]`` (a JSON list), ``T | None`` and ``Mapping[str, Any]`` (an opaque object,
 used for ``metadata``, which the API server validates itself).
 """
+# size: the one model-to-OpenAPI engine; its field kinds read best side by side
 
 from __future__ import annotations
 

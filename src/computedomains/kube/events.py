@@ -17,6 +17,7 @@ written by one thread at a time: an occurrence that arrives while its series is 
 written is left to that writer, which writes again with the newest count, so writes of a
 series never overtake each other and no lock is held across an API call.
 """
+# size: the event recorder: series, aggregation and the spam budget, as client-go's
 
 from __future__ import annotations
 
