@@ -6,7 +6,7 @@ import copy
 from typing import Any, cast
 
 from computedomains.api import constants, models, placement
-from computedomains.controller import turns
+from computedomains.controller import turnactivity, turns
 from computedomains.controller.caches import Caches
 from computedomains.kube import client
 from tests.support.channelclaims import channel_claim
@@ -25,7 +25,7 @@ def test_node_events_name_the_old_and_new_domain_and_heartbeats_nothing() -> Non
     keys: list[str] = []
     caches = Caches(cast(client.Client, FakeApi()), namespace="drv", on_key=keys.append,
                     on_relist=lambda: None)  # fmt: skip
-    on_change = caches._node_changed  # what the node informer calls
+    on_change = caches.changes.node_changed  # what the node informer calls
     on_change("ADDED", node("a", "d1"))
     assert keys == ["d1"]
     on_change("MODIFIED", node("a", "d1", rv="2"))  # a heartbeat, another label
@@ -78,7 +78,7 @@ def _clique(domain: str, members: set[str], rv: str = "1") -> dict[str, Any]:
 
 def test_the_record_names_the_holder_and_a_label_alone_names_none() -> None:
     caches = _caches()
-    caches._node_changed("ADDED", node("a", "d2"))
+    caches.changes.node_changed("ADDED", node("a", "d2"))
     caches.cliques._put("clique-d1", _clique("d1", {"a"}))
     assert (caches.recorded("a"), caches.recorded("b")) == ("d1", "")
     caches.cliques._put("clique-d2", _clique("d2", {"a"}))
@@ -94,47 +94,50 @@ def _caches() -> Caches:
 
 def test_a_claim_waits_on_its_node_until_labelled_for_its_domain_then_has_landed() -> None:
     caches = _caches()
+    activity = turnactivity.Reader(caches)
     # Allocated on its turn, node not labelled yet: still placing (its node looks free).
     claim = _allocated("c1", "d1", "a")
     caches.claims._put("c1", claim)
-    assert caches.placement_activity() == ({"d1": turns.Activity(1, 1)}, frozenset())
+    assert activity.read() == ({"d1": turns.Activity(1, 1)}, frozenset())
     # Another domain's label (a job that is ending) is not this claim's prepare.
-    caches._node_changed("ADDED", node("a", "d0"))
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(1, 1)}
+    caches.changes.node_changed("ADDED", node("a", "d0"))
+    assert activity.read()[0] == {"d1": turns.Activity(1, 1)}
     # Prepared there: the label holds the node for d1.
-    caches._node_changed("MODIFIED", node("a", "d1", rv="2"))
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
+    caches.changes.node_changed("MODIFIED", node("a", "d1", rv="2"))
+    assert activity.read()[0] == {"d1": turns.Activity(0, 1)}
     # The pod ends: the node is unprepared (unlabelled) while the pod is still reserved. The
     # claim has landed, so its domain does not place again.
-    caches._node_changed("MODIFIED", node("a", "", rv="3"))
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
+    caches.changes.node_changed("MODIFIED", node("a", "", rv="3"))
+    assert activity.read()[0] == {"d1": turns.Activity(0, 1)}
     # Its pod gone, the ResourceClaim controller deallocates it before deleting it.
     caches.claims._put("c1", _released(claim))
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 0)}
+    assert activity.read()[0] == {"d1": turns.Activity(0, 0)}
 
 
 def test_a_claim_made_by_hand_waits_again_when_a_new_pod_needs_it() -> None:
     caches = _caches()
+    activity = turnactivity.Reader(caches)
     claim = _allocated("c1", "d1", "a", generated=False)
     caches.claims._put("c1", claim)
-    caches._node_changed("ADDED", node("a", "d1"))
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(0, 1)}
+    caches.changes.node_changed("ADDED", node("a", "d1"))
+    assert activity.read()[0] == {"d1": turns.Activity(0, 1)}
     # Deallocated when its pod ended, it stays (nobody deletes it): a new pod waits for it.
     caches.claims._put("c1", _released(claim))
-    waiting = caches.placement_activity()[0]["d1"]
+    waiting = activity.read()[0]["d1"]
     assert (waiting.waiting, waiting.allocated) == (1, 0)
     # Allocated again, on a node not labelled: placing until its prepare labels it.
     again = channel_claim("c1", "d1", node="b", at="2026-01-01T00:09:00Z", binding=False)
     caches.claims._put("c1", {**again, "spec": claim["spec"]})
-    assert caches.placement_activity()[0] == {"d1": turns.Activity(1, 1)}
+    assert activity.read()[0] == {"d1": turns.Activity(1, 1)}
 
 
 def test_a_deleted_domains_waiting_claims_are_reported() -> None:
     caches = _caches()
+    activity = turnactivity.Reader(caches)
     caches.claims._put("c1", _allocated("c1", "d1", "a"))
     caches.domains._put("d1", {**_domain("d1"), "metadata": {
         **_domain("d1")["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}})  # fmt: skip
-    assert caches.placement_activity() == ({}, frozenset({"d1"}))
+    assert activity.read() == ({}, frozenset({"d1"}))
 
 
 def test_placement_news_reach_the_listeners_set_after_construction() -> None:
@@ -142,14 +145,14 @@ def test_placement_news_reach_the_listeners_set_after_construction() -> None:
     placements: list[bool] = []
     caches = _caches()
     caches.listen(on_node=nodes.append, on_placement=lambda: placements.append(True))
-    caches._node_changed("ADDED", node("a", "d1"))  # the label decides nothing
+    caches.changes.node_changed("ADDED", node("a", "d1"))  # the label decides nothing
     assert nodes == []
-    caches._clique_changed("ADDED", _clique("d1", {"a"}))  # a holder recorded: placed anew
-    caches._clique_changed("MODIFIED", _clique("d1", {"a"}, rv="2"))  # the same members
+    caches.changes.clique_changed("ADDED", _clique("d1", {"a"}))  # a holder recorded: placed anew
+    caches.changes.clique_changed("MODIFIED", _clique("d1", {"a"}, rv="2"))  # the same members
     assert nodes == ["a"]
-    caches._clique_changed("MODIFIED", _clique("d1", {"b"}, rv="3"))  # a left, b joined
+    caches.changes.clique_changed("MODIFIED", _clique("d1", {"b"}, rv="3"))  # a left, b joined
     assert sorted(nodes) == ["a", "a", "b"]
-    caches._domain_changed("ADDED", _domain("d2"))
+    caches.changes.domain_changed("ADDED", _domain("d2"))
     assert placements == [True]
 
 
@@ -157,16 +160,16 @@ def test_a_claim_of_another_namespace_counts_for_a_domain_not_even_once_it_is_de
     """Review found: a deleted domain left the cache and with it its namespace, so a claim of
     another namespace naming it counted again (and could keep its leftovers)."""
     caches = _caches()
-    caches._domain_changed("ADDED", _domain("d1"))
+    caches.changes.domain_changed("ADDED", _domain("d1"))
     assert caches.counts("d1", "ns") and not caches.counts("d1", "elsewhere")
     caches.domains._put("d1", None)
-    caches._domain_changed("DELETED", _domain("d1"))
+    caches.changes.domain_changed("DELETED", _domain("d1"))
     assert caches.counts("d1", "ns") and not caches.counts("d1", "elsewhere")
     assert caches.namespace_of("d1") is None  # to the binder it is gone
     # Seen only in a listing (deleted while the watch was down), it is remembered as well.
     caches.domains._put("d2", {**_domain("d2"), "metadata": {**_domain("d2")["metadata"],
                                                                "namespace": "ns2"}})  # fmt: skip
-    caches._domains_relisted()
+    caches.changes.domains_relisted()
     caches.domains._put("d2", None)
     assert not caches.counts("d2", "ns") and caches.counts("d2", "ns2")
     # A domain never seen keeps its claims (the binder refuses them as naming no domain).
@@ -182,5 +185,5 @@ def test_a_relist_tells_the_binder_of_foreign_claims_waiting_on_a_node_too() -> 
     foreign = channel_claim("c9", "d1", node="b")
     foreign["metadata"]["namespace"] = "elsewhere"
     caches.claims._put("c9", foreign)
-    caches._claims_relisted()
+    caches.changes.claims_relisted()
     assert nodes == ["b"]

@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from computedomains.api import constants, imex, models
-from computedomains.controller import caches, conditions, decide, membership
+from computedomains.controller import conditions, decide, membership, trimmed
 from computedomains.controller.views import (
     Agent,
     Claim,
@@ -314,14 +314,14 @@ def test_the_agent_cache_keeps_what_the_agent_view_reads() -> None:
     pod = _agent_pod()
     pod["metadata"]["annotations"]["someone.else/big"] = "x" * 1000
     pod["status"]["containerStatuses"].append({"name": "sidecar", "state": RUNNING})
-    trimmed = caches._trim_pod(pod)
-    assert agent_of(cast(wire.Pod, trimmed)) == agent_of(cast(wire.Pod, pod))
-    assert agent_of(cast(wire.Pod, trimmed)).ready_for(UID)
-    assert set(trimmed["metadata"]["annotations"]) == {
+    kept = trimmed.pod(pod)
+    assert agent_of(cast(wire.Pod, kept)) == agent_of(cast(wire.Pod, pod))
+    assert agent_of(cast(wire.Pod, kept)).ready_for(UID)
+    assert set(kept["metadata"]["annotations"]) == {
         imex.DOMAIN_ANNOTATION,
         imex.START_ANNOTATION,
     }
-    assert [c["name"] for c in trimmed["status"]["containerStatuses"]] == [imex.AGENT_CONTAINER]
+    assert [c["name"] for c in kept["status"]["containerStatuses"]] == [imex.AGENT_CONTAINER]
 
 
 def test_the_live_newest_agent_pod_speaks_for_its_node() -> None:

@@ -14,15 +14,10 @@ import pytest
 
 from computedomains.api import constants, resources
 from computedomains.api.domainview import Domain
-from computedomains.controller import metrics, objects
+from computedomains.controller import labelcopies, metrics, objects
 from computedomains.controller.caches import Caches
 from computedomains.controller.frozencliques import Frozen
-from computedomains.controller.reconciler import (
-    LABEL_REFUSED_RETRY_SECONDS,
-    LABEL_RETRY_SECONDS,
-    STATUS_INTERVAL,
-    Reconciler,
-)
+from computedomains.controller.reconciler import STATUS_INTERVAL, Reconciler
 from computedomains.kube import client, events, writes
 from tests.support.channelclaims import channel_claim
 from tests.support.fakeapi import FakeApi
@@ -203,7 +198,7 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # One writer: b's refusal comes before d's write, which must still go out.
-    monkeypatch.setattr("computedomains.controller.reconciler.LABEL_WRITERS", 1)
+    monkeypatch.setattr("computedomains.controller.labelcopies.WRITERS", 1)
     api = RefusingNodes()
     api.refused = frozenset({"b"})
     names = ("a", "b", "c", "d")
@@ -217,7 +212,7 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     taken["metadata"]["labels"][constants.COMPUTE_DOMAIN_LABEL] = "another-domain"
     api._bump(taken)  # since the snapshot: c's write conflicts, reads again, leaves it alone
     # b's refusal is reported, not raised; c's lost write brings the round back soonest.
-    assert subject.reconcile(UID) == LABEL_RETRY_SECONDS
+    assert subject.reconcile(UID) == labelcopies.RETRY_SECONDS
     assert api.objects[DOMAIN_PATH]["status"]["nodes"]  # written all the same, and first:
     status_write = api.calls.index(("PUT", f"{DOMAIN_PATH}/status"))
     node_writes = [i for i, c in enumerate(api.calls) if c[1].startswith("/api/v1/nodes/")]
@@ -227,7 +222,7 @@ def test_label_copies_go_after_the_status_and_a_refused_or_lost_one_holds_up_not
     assert held_by == {"a": UID, "b": "", "c": "another-domain", "d": UID}
     api.refused = frozenset()
     again = subject.reconcile(UID)  # c's lost write: planned again shortly
-    assert again == LABEL_RETRY_SECONDS
+    assert again == labelcopies.RETRY_SECONDS
     b_labels = api.objects[resources.NODES.path("b")]["metadata"]["labels"]
     assert b_labels[constants.COMPUTE_DOMAIN_LABEL] == UID
 
@@ -256,7 +251,7 @@ def test_a_persistently_refused_label_holds_up_neither_the_status_nor_its_own_re
 
     # The status is written, b's refusal reported (once, naming the node and the API's
     # answer), and the round ends well: it comes back for the label on its own.
-    assert subject.reconcile(UID) == LABEL_REFUSED_RETRY_SECONDS
+    assert subject.reconcile(UID) == labelcopies.REFUSED_RETRY_SECONDS
     shown = {n["name"] for n in api.objects[DOMAIN_PATH]["status"]["nodes"]}
     assert shown == {"a", "b"}
     (message,) = refusals()
@@ -281,7 +276,7 @@ def test_a_persistently_refused_label_holds_up_neither_the_status_nor_its_own_re
     assert subject.reconcile(UID) == pytest.approx(STATUS_INTERVAL - 0.5)
     relist_nodes()
     now[0] += STATUS_INTERVAL
-    assert subject.reconcile(UID) == LABEL_REFUSED_RETRY_SECONDS  # the status, written:
+    assert subject.reconcile(UID) == labelcopies.REFUSED_RETRY_SECONDS  # the status, written:
     shown = {n["name"] for n in api.objects[DOMAIN_PATH]["status"]["nodes"]}
     assert shown == {"a", "b", "c"}
     assert len(refusals()) == 1  # b was refused three times, reported once

@@ -19,12 +19,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from computedomains import rfc3339, trace
 from computedomains.api import placement, resources
-from computedomains.controller import claimcheck, freenodes
+from computedomains.api.domainview import Domain
+from computedomains.controller import claimcheck, decisionlines, freenodes
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, events, resourceclaims, workqueue, writes
 
@@ -50,6 +51,11 @@ def _allocation_respelled(exc: client.ApiError) -> bool:
 
 def _now() -> str:
     return rfc3339.stamp()
+
+
+def _named(domains: Iterable[Domain]) -> dict[str, str]:
+    """How answers name each live (not deleting) domain, by UID (``freenodes.decide``)."""
+    return {d.uid: f"ComputeDomain {d.key}" for d in domains if not d.deleting}
 
 
 class Binder:
@@ -150,20 +156,21 @@ class Binder:
     def bind(self, node: str) -> None:
         """Answer every pending claim on ``node``."""
         allocations = self._overlay(self._caches.allocations(node=node))
-        domains = {
-            str(d["metadata"]["uid"]): f"ComputeDomain {d['metadata']['namespace']}/"
-            f"{d['metadata']['name']}"
-            for d in self._caches.domains.items()
-            if not d["metadata"].get("deletionTimestamp")
-        }
         recorded = self._caches.recorded(node)
         foreign = self._overlay(self._caches.allocations(node=node, foreign=True))
         answers = freenodes.decide(
-            node=node, recorded=recorded, allocations=allocations, domains=domains,
-            foreign=foreign,
+            node=node, recorded=recorded, allocations=allocations,
+            domains=_named(self._caches.domain_views()), foreign=foreign,
         )  # fmt: skip
+        holder = placement.holder(recorded=recorded, allocations=allocations)
         wait = self._settling()
-        if wait > 0 and not recorded and any(a.granted for a in answers):
+        held = wait > 0 and not recorded and any(a.granted for a in answers)
+        if answers and log.isEnabledFor(logging.DEBUG):
+            log.debug("%s", decisionlines.free_node(
+                node=node, recorded=recorded, holder=holder, allocations=allocations,
+                foreign=foreign, answers=answers, held_for=wait if held else 0.0,
+            ))  # fmt: skip
+        if held:
             # A turn just ended: a claim allocated on its taint may still be on its way here
             # and would hold this node (turns.SETTLE). The scheduler polls every 5 s anyway.
             self._queue.add_after(node, wait)
@@ -181,7 +188,6 @@ class Binder:
                 log.warning("claim %s/%s on node %s: answer refused: %s", claim.namespace,
                             claim.name, node, exc)  # fmt: skip
                 refused.append(exc)
-        holder = placement.holder(recorded=recorded, allocations=allocations)
         for allocation in allocations:
             if placement.stranded(allocation, holder=holder):
                 named = self._name_for(holder, allocation.namespace)
@@ -192,10 +198,10 @@ class Binder:
 
     def _name_for(self, uid: str, namespace: str) -> str:
         """How an Event in ``namespace`` names domain ``uid``: never one of another tenant."""
-        domain = self._caches.domains.by_uid(uid)
-        if domain is None or domain["metadata"].get("namespace") != namespace:
+        domain = self._caches.domain_view(uid)
+        if domain is None or domain.namespace != namespace:
             return "another ComputeDomain"
-        return f"ComputeDomain {namespace}/{domain['metadata'].get('name')}"
+        return f"ComputeDomain {domain.key}"
 
     def _pending(self) -> list[placement.ChannelAllocation]:
         """Every allocation waiting for an answer, those of foreign claims included."""

@@ -1,25 +1,22 @@
-"""The controller's view of the cluster: one informer per resource, snapshots, change keys.
+"""The controller's view of the cluster: one informer per resource, its reads and snapshots.
 
-Every change is mapped to the ComputeDomains it concerns (their UIDs are the work-queue
-keys): a node to the domain in its label now and the one it had before (and to none when
-neither its domain nor its clique label changed: node heartbeats cost nothing); an agent pod
-to the domain of its node and to every domain whose cliques list that node; a clique or
-template to the domain in its label, and a clique that names other members to the domains with
-claims on those nodes and to the nodes (whose holder it records); a ResourceClaim with our
-channel devices to its domain (before and after the change) and to its node, whose placement
-the binder decides.
+What each informer keeps of its objects is :mod:`trimmed`, what it indexes them by
+:mod:`indexes`, and which ComputeDomains (the work-queue keys) and nodes a change concerns
+:mod:`changekeys`; what the placement turn reads of them is :mod:`turnactivity`. The reads
+overlay this replica's own latest writes where it has any. The binder and the turn read
+ComputeDomains as :class:`Domain` views, each version peeked once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any, cast
 
-from computedomains.api import constants, imex, models, placement, resources
+from computedomains.api import constants, models, placement, resources
 from computedomains.api.domainview import Domain
-from computedomains.controller import frozencliques, objects, turns
+from computedomains.controller import changekeys, frozencliques, indexes, objects, trimmed
 from computedomains.controller.views import (
     Claim,
     CliqueID,
@@ -33,190 +30,54 @@ from computedomains.kube import client, wire, writes
 from computedomains.kube.informer import Informer
 
 
-def _trim_node(node: dict[str, Any]) -> dict[str, Any]:
-    """Only a node's identity and labels: a large cluster's Nodes would fill the cache."""
-    meta = node.get("metadata", {})
-    keep = ("name", "uid", "resourceVersion", "labels")
-    return {"metadata": {k: meta[k] for k in keep if k in meta}}
-
-
-def _trim_pod(pod: dict[str, Any]) -> dict[str, Any]:
-    """What :func:`views.agent_of` reads of an agent pod: its report and whether it runs."""
-    meta, status = pod.get("metadata", {}), pod.get("status", {})
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
-            "deletionTimestamp", "labels")  # fmt: skip
-    trimmed = {k: meta[k] for k in keep if k in meta}
-    ours = (imex.DOMAIN_ANNOTATION, imex.START_ANNOTATION)
-    annotations = meta.get("annotations") or {}
-    trimmed["annotations"] = {k: annotations[k] for k in ours if k in annotations}
-    containers = [
-        {"name": c["name"], "state": c.get("state") or {}}
-        for c in status.get("containerStatuses") or []
-        if c.get("name") == imex.AGENT_CONTAINER
-    ]
-    return {
-        "metadata": trimmed,
-        "spec": {"nodeName": pod.get("spec", {}).get("nodeName", "")},
-        "status": {
-            **{k: status[k] for k in ("podIP", "conditions") if k in status},
-            "containerStatuses": containers,
-        },
-    }
-
-
-_KEPT_REQUEST_FIELDS = ("deviceClassName", "tolerations")
-"""What the turn reads of a claim's requests (``placement.asks_for_a_channel``)."""
-REMEMBERED_DOMAINS = 16384
-"""How many domains' namespaces :class:`Caches` remembers (a UID and a name: a few MB at most)."""
-
-
-def _generated(claim: dict[str, Any]) -> bool:
-    """The claim was made for one pod from a template (it goes when the pod goes)."""
-    owners = claim["metadata"].get("ownerReferences") or []
-    return any(o.get("kind") == "Pod" and o.get("controller") for o in owners)
-
-
-def _trim_claim(claim: dict[str, Any]) -> dict[str, Any]:
-    """What placement reads of a claim; claims of other drivers keep their identity only.
-
-    A channel claim not allocated yet keeps its config: its domain is placing (``turns``).
-    """
-    meta = claim.get("metadata", {})
-    keep = ("name", "namespace", "uid", "resourceVersion", "creationTimestamp",
-            "deletionTimestamp")  # fmt: skip
-    trimmed: dict[str, Any] = {"metadata": {k: meta[k] for k in keep if k in meta}}
-    pod_owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
-    if pod_owners:  # generated for a pod (from a template): deleted with it
-        trimmed["metadata"]["ownerReferences"] = pod_owners
-    if placement.parse_claim(claim) is None and not placement.asks_for_a_channel(claim):
-        return trimmed
-    status = claim.get("status") or {}
-    devices = (claim.get("spec") or {}).get("devices") or {}
-    requests = [
-        {
-            "exactly": {
-                k: (r.get("exactly") or {}).get(k) for k in ("deviceClassName", "tolerations")
-            }
-        }
-        for r in devices.get("requests") or []
-    ]
-    trimmed["spec"] = {"devices": {"config": devices.get("config", []), "requests": requests}}
-    trimmed["status"] = {
-        k: status[k] for k in ("allocation", "devices", "reservedFor") if k in status
-    }
-    return trimmed
-
-
-def _placement_key(allocation: placement.ChannelAllocation | None) -> tuple[str, str, str]:
-    if allocation is None:
-        return ("", "", "")
-    state = (
-        "pending" if allocation.pending else "refused" if allocation.refused
-        else "granted" if allocation.granted else "allocated"
-    )  # fmt: skip
-    return (allocation.domain_uid, allocation.node, state)
-
-
-def _label(obj: dict[str, Any], key: str = constants.COMPUTE_DOMAIN_LABEL) -> str:
-    return str((obj.get("metadata", {}).get("labels") or {}).get(key, ""))
-
-
-def _name(obj: dict[str, Any]) -> tuple[str, ...]:
-    return (str(obj["metadata"].get("name", "")),)
-
-
-def _domain_label(obj: dict[str, Any]) -> tuple[str, ...]:
-    value = _label(obj)
-    return (value,) if value else ()
-
-
-def _pod_node(pod: dict[str, Any]) -> tuple[str, ...]:
-    node = pod.get("spec", {}).get("nodeName", "")
-    return (str(node),) if node else ()
-
-
-def _listed_nodes(clique: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(str(d.get("nodeName", "")) for d in clique.get("daemons") or [])
-
-
-def _claim_domain(claim: dict[str, Any]) -> tuple[str, ...]:
-    allocation = placement.parse_claim(claim)
-    return (allocation.domain_uid,) if allocation is not None else ()
-
-
-def _claim_node(claim: dict[str, Any]) -> tuple[str, ...]:
-    allocation = placement.parse_claim(claim)
-    return (allocation.node,) if allocation is not None else ()
-
-
-def _named_nodes(clique: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(sorted(models.clique_members(clique) or ()))
-
-
-def _membership(node: dict[str, Any]) -> tuple[str, str]:
-    return _label(node), _label(node, constants.CLIQUE_LABEL)
-
-
 class Caches:
-    """Informers over ComputeDomains, Nodes, cliques, agent pods and our templates."""
+    """Informers over ComputeDomains, Nodes, cliques, agent pods, our templates and claims."""
 
     def __init__(
         self, api: client.Client, *, namespace: str, on_key: Callable[[str], None],
         on_relist: Callable[[], None],
     ) -> None:  # fmt: skip
         self.namespace = namespace
-        self._on_key = on_key
-        self._on_node: Callable[[str], None] = lambda _: None
-        self._on_placement: Callable[[], None] = lambda: None
-        self._on_claim: Callable[[dict[str, Any]], None] = lambda _: None
+        self.changes = changekeys.ChangeKeys(self, on_key=on_key, on_relist=on_relist)
+        """What each informer's changes concern (it reads these caches back)."""
+        changes = self.changes
         self._lock = threading.Lock()
-        self._placed: dict[str, tuple[str, str, str]] = {}
-        """(domain, node, binding state) of each claim with our channel devices, last seen."""
-        self._membership: dict[str, tuple[str, str]] = {}
-        """(domain, clique) label values last seen per node: a removed label still names
-        its old domain, and a change of neither is no news."""
-        self._named: dict[str, tuple[str, ...]] = {}
-        """Clique object UID → the members it named when last seen (``recorded``)."""
-        self._landed: dict[str, tuple[str, str]] = {}
-        """Claim UID → (node, allocation time) of its allocation whose node has been seen
-        recorded (or labelled) for its domain since (``turns``)."""
-        self._namespaces: dict[str, str] = {}
-        """Domain UID → its namespace, of every domain seen, deleted ones included (up to
-        :data:`REMEMBERED_DOMAINS`): a claim naming a deleted domain still counts only in its
-        namespace (:meth:`counts`)."""
+        self._views: dict[str, tuple[dict[str, Any], Domain]] = {}
+        """Domain UID → (the cached object, its view): each version is peeked once."""
         self.written_domains = writes.MutationCache()
         self.written_cliques = writes.MutationCache()
         self.domains = Informer(api, path=resources.COMPUTE_DOMAINS.path(),
-                                on_relist=self._domains_relisted,
-                                on_change=self._domain_changed)  # fmt: skip
-        self._on_relist = on_relist
+                                on_relist=changes.domains_relisted,
+                                on_change=changes.domain_changed)  # fmt: skip
         # Indexed: one reconcile reads its domain's nodes, agents, cliques and claims, not the
         # whole cluster's (a thousand nodes make that the difference between ms and 100s of ms).
         self.nodes = Informer(
-            api, path=resources.NODES.path(), transform=_trim_node, on_change=self._node_changed,
-            on_relist=self._nodes_relisted, indexes={"name": _name, "domain": _domain_label},
+            api, path=resources.NODES.path(), transform=trimmed.node,
+            on_change=changes.node_changed, on_relist=changes.nodes_relisted,
+            indexes={"name": indexes.name, "domain": indexes.domain_label},
         )  # fmt: skip
         self.cliques = Informer(
             api, path=resources.CLIQUES.path(namespace=namespace),
             label_selector=constants.COMPUTE_DOMAIN_LABEL,
-            on_change=self._clique_changed, on_relist=self._cliques_relisted,
-            indexes={"domain": _domain_label, "node": _listed_nodes, "named": _named_nodes},
+            on_change=changes.clique_changed, on_relist=changes.cliques_relisted,
+            indexes={"domain": indexes.domain_label, "node": indexes.listed_nodes,
+                     "named": indexes.named_nodes},
         )  # fmt: skip
         self.agents = Informer(
             api, path=resources.PODS.path(namespace=namespace),
-            label_selector=objects.AGENT_SELECTOR, transform=_trim_pod,
-            on_change=self._agent_changed, on_relist=on_relist, indexes={"node": _pod_node},
+            label_selector=objects.AGENT_SELECTOR, transform=trimmed.pod,
+            on_change=changes.agent_changed, on_relist=on_relist,
+            indexes={"node": indexes.pod_node},
         )  # fmt: skip
         self.templates = Informer(
             api, path=resources.RESOURCE_CLAIM_TEMPLATES.path(),
-            label_selector=objects.TEMPLATE_SELECTOR,
-            on_change=lambda _, o: self._key(_label(o)), on_relist=on_relist,
-            indexes={"domain": _domain_label},
+            label_selector=objects.TEMPLATE_SELECTOR, on_change=changes.template_changed,
+            on_relist=on_relist, indexes={"domain": indexes.domain_label},
         )  # fmt: skip
         self.claims = Informer(
-            api, path=resources.RESOURCE_CLAIMS.path(), transform=_trim_claim,
-            on_change=self._claim_changed, on_relist=self._claims_relisted,
-            indexes={"domain": _claim_domain, "node": _claim_node},
+            api, path=resources.RESOURCE_CLAIMS.path(), transform=trimmed.claim,
+            on_change=changes.claim_changed, on_relist=changes.claims_relisted,
+            indexes={"domain": indexes.claim_domain, "node": indexes.claim_node},
         )  # fmt: skip
         self._all = (
             self.domains, self.nodes, self.cliques, self.agents, self.templates, self.claims
@@ -237,7 +98,7 @@ class Caches:
         ``on_placement``: a claim asking for a channel, or a domain, changed (the turn);
         ``on_claim``: a claim asking for a channel was made or changed (as cached).
         """
-        self._on_node, self._on_placement, self._on_claim = on_node, on_placement, on_claim
+        self.changes.listen(on_node=on_node, on_placement=on_placement, on_claim=on_claim)
 
     def start(self) -> None:
         """Start every informer."""
@@ -254,119 +115,6 @@ class Caches:
         for informer in self._all:
             informer.wait_synced(timeout)
 
-    # -- change → keys --------------------------------------------------------------------
-
-    def _key(self, uid: str) -> None:
-        if uid:
-            self._on_key(uid)
-
-    def _domain_changed(self, kind: str, domain: dict[str, Any]) -> None:
-        self._remember([domain])
-        self._key(domain["metadata"]["uid"])
-        self._on_placement()
-
-    def _domains_relisted(self) -> None:
-        self._remember(self.domains.items())
-        self._on_relist()
-
-    def _remember(self, domains: Iterable[dict[str, Any]]) -> None:
-        with self._lock:
-            for domain in domains:
-                meta = domain["metadata"]
-                uid = str(meta["uid"])
-                self._namespaces.pop(uid, None)  # to the end: the least recently seen go first
-                self._namespaces[uid] = str(meta.get("namespace", ""))
-            while len(self._namespaces) > REMEMBERED_DOMAINS:
-                del self._namespaces[next(iter(self._namespaces))]
-
-    def _node_changed(self, kind: str, node: dict[str, Any]) -> None:
-        name = str(node["metadata"].get("name", ""))
-        now = ("", "") if kind == "DELETED" else _membership(node)
-        with self._lock:
-            before = self._membership.pop(name, ("", ""))
-            if kind != "DELETED":
-                self._membership[name] = now
-        if kind == "MODIFIED" and now == before:
-            return  # a heartbeat or another label: nothing the controller decides on
-        # The old and new label's domains put the label right (it is the record's copy).
-        for uid in {before[0], now[0], *self._listing_domains(name)}:
-            self._key(uid)
-
-    def _clique_changed(self, kind: str, clique: dict[str, Any]) -> None:
-        self._key(_label(clique))
-        uid = str(clique["metadata"].get("uid", ""))
-        now = () if kind == "DELETED" else _named_nodes(clique)
-        with self._lock:
-            before = self._named.pop(uid, ())
-            if kind != "DELETED":
-                self._named[uid] = now
-        for node in set(before) ^ set(now):
-            self._recorded_changed(node)
-
-    def _cliques_relisted(self) -> None:
-        named = {str(c["metadata"].get("uid", "")): _named_nodes(c) for c in self.cliques.items()}
-        with self._lock:
-            self._named = named
-        self._on_relist()
-
-    def _recorded_changed(self, node: str) -> None:
-        """The record of ``node``'s holder changed: decide its claims' domains and places again."""
-        for uid in self._claiming(node):
-            self._key(uid)
-        self._on_node(node)
-
-    def _claiming(self, node: str) -> set[str]:
-        """Domains with a claim allocated on ``node``: who holds it is theirs to decide anew."""
-        return {a.domain_uid for a in self.allocations(node=node)}
-
-    def _nodes_relisted(self) -> None:
-        seen = {str(n["metadata"].get("name")): _membership(n) for n in self.nodes.items()}
-        with self._lock:
-            self._membership = seen
-        self._on_relist()
-
-    def _claim_changed(self, kind: str, claim: dict[str, Any]) -> None:
-        uid = str(claim["metadata"].get("uid", ""))
-        if placement.asks_for_a_channel(claim):
-            self._on_placement()
-            if kind != "DELETED":
-                self._on_claim(claim)
-        allocation = None if kind == "DELETED" else placement.parse_claim(claim)
-        now = _placement_key(allocation)
-        with self._lock:
-            before = self._placed.pop(uid, ("", "", ""))
-            if allocation is not None:
-                self._placed[uid] = now
-        if now == before:
-            return  # e.g. the kubelet reserving it for one more pod
-        for domain in {before[0], now[0]}:
-            self._key(domain)
-        for node in {before[1], now[1]} - {""}:
-            # Another domain's claim there may hold the node now (this one left, or lost it).
-            self._recorded_changed(node)
-
-    def _claims_relisted(self) -> None:
-        # Foreign claims too, as _claim_changed tracks them: the binder must answer (refuse)
-        # those waiting after a relist as well.
-        every = [*self.allocations(), *self.allocations(foreign=True)]
-        placed = {a.uid: _placement_key(a) for a in every}
-        with self._lock:
-            self._placed = placed
-        for node in {key[1] for key in placed.values()}:
-            self._on_node(node)
-        self._on_relist()
-
-    def _agent_changed(self, kind: str, pod: dict[str, Any]) -> None:
-        name = str(pod.get("spec", {}).get("nodeName", ""))
-        with self._lock:
-            current = self._membership.get(name, ("", ""))[0]
-        for uid in {current, *self._listing_domains(name)}:
-            self._key(uid)
-
-    def _listing_domains(self, node: str) -> set[str]:
-        """Domains whose cliques list ``node``."""
-        return {_label(c) for c in self.cliques.by_index("node", node)}
-
     # -- reads ----------------------------------------------------------------------------
 
     def forget_writes(self) -> None:
@@ -376,7 +124,37 @@ class Caches:
 
     def domain_uids(self) -> list[str]:
         """Every known ComputeDomain."""
-        return [str(d["metadata"]["uid"]) for d in self.domains.items()]
+        return [d.uid for d in self.domain_views()]
+
+    def domain_views(self) -> list[Domain]:
+        """Every known ComputeDomain as a view of its identity and lifecycle (``Domain.peek``)."""
+        views = [self._view(d) for d in self.domains.items()]
+        with self._lock:
+            if len(self._views) > len(views):  # the views of deleted domains go
+                known = {v.uid for v in views}
+                self._views = {uid: seen for uid, seen in self._views.items() if uid in known}
+        return views
+
+    def domain_view(self, uid: str) -> Domain | None:
+        """The known ComputeDomain ``uid``'s identity and lifecycle (None: no such domain)."""
+        cached = self.domains.by_uid(uid)
+        return None if cached is None else self._view(cached)
+
+    def _view(self, raw: dict[str, Any]) -> Domain:
+        """``Domain.peek`` of a cached ComputeDomain, made once per version of it.
+
+        The informer stores each version as a new object, so a view made of the very object
+        cached now is the view of the version cached now.
+        """
+        uid = str(raw["metadata"]["uid"])
+        with self._lock:
+            seen = self._views.get(uid)
+        if seen is not None and seen[0] is raw:
+            return seen[1]
+        view = Domain.peek(raw)
+        with self._lock:
+            self._views[uid] = (raw, view)
+        return view
 
     def domain(self, uid: str) -> dict[str, Any] | None:
         """The raw ComputeDomain ``uid``, our latest write of it included."""
@@ -387,9 +165,9 @@ class Caches:
     def cliques_of(self, uid: str) -> dict[CliqueID, dict[str, Any]]:
         """The clique objects of domain ``uid`` by clique ID, our latest writes included."""
         return {
-            CliqueID(_label(c, constants.CLIQUE_ID_LABEL)): c
+            CliqueID(indexes.label(c, constants.CLIQUE_ID_LABEL)): c
             for c in self.written_cliques.overlay(self.cliques.by_index("domain", uid))
-            if _label(c) == uid
+            if indexes.label(c) == uid
         }
 
     def allocations(
@@ -417,8 +195,8 @@ class Caches:
 
     def namespace_of(self, domain_uid: str) -> str | None:
         """The namespace of the known domain ``domain_uid`` (None: no such domain)."""
-        domain = self.domains.by_uid(domain_uid)
-        return None if domain is None else str(domain["metadata"].get("namespace", ""))
+        domain = self.domain_view(domain_uid)
+        return None if domain is None else domain.namespace
 
     def counts(self, domain_uid: str, namespace: str) -> bool:
         """Whether a claim in ``namespace`` counts for the domain ``domain_uid`` it names.
@@ -434,71 +212,8 @@ class Caches:
         """
         known = self.namespace_of(domain_uid)
         if known is None:
-            with self._lock:
-                known = self._namespaces.get(domain_uid)
+            known = self.changes.namespace_seen(domain_uid)
         return known is None or known == namespace
-
-    def placement_activity(self) -> tuple[dict[str, turns.Activity], frozenset[str]]:
-        """What the turn decides from (``turns``): live domains' activity, gone ones waiting.
-
-        Per live domain, its claims waiting for a node and those allocated one; and the gone
-        (or deleting) domains that still have a claim waiting.
-
-        A waiting channel claim whose config names no readable domain (or one of another
-        namespace, :meth:`counts`) counts as a domain of its own that cannot use any turn.
-        Only the turn keeper calls this (one thread).
-        """
-        live = {
-            str(d["metadata"]["uid"])
-            for d in self.domains.items()
-            if not d["metadata"].get("deletionTimestamp")
-        }
-        seen: list[turns.ClaimState] = []
-        landed: dict[str, tuple[str, str]] = {}
-        for claim in self.claims.items():
-            if claim["metadata"].get("deletionTimestamp"):
-                continue
-            allocation = placement.parse_claim(claim)
-            if allocation is None:
-                if not placement.asks_for_a_channel(claim):
-                    continue
-                claim_uid = str(claim["metadata"].get("uid", ""))
-                if claim_uid in self._landed and _generated(claim):
-                    # Deallocated once its pod ended, on its way to deletion: waits for nothing.
-                    landed[claim_uid] = self._landed[claim_uid]
-                    continue
-                uid = placement.domain_of(claim)
-                if not self.counts(uid, str(claim["metadata"].get("namespace", ""))):
-                    uid = ""  # another namespace's domain: to this claim, none exists
-                if not uid:
-                    # Its config names no domain it could read (the plugin refuses it at
-                    # prepare, saying why): it needs free nodes open, so it counts as a placer
-                    # of its own that no turn fits.
-                    uid = f"claim/{claim_uid}"
-                    live.add(uid)
-                tolerant = placement.tolerates_own_hold(claim, uid)
-                seen.append(turns.ClaimState(uid, allocated=False, waiting=True, tolerant=tolerant))
-            elif not allocation.refused and self.counts(
-                allocation.domain_uid, allocation.namespace
-            ):
-                # A node it took counts as waiting until the record (or its copy, the label,
-                # for a node without a clique) names it for the domain: until then its plugin
-                # may still show it free. Once so named the allocation has landed: its pod
-                # ending, which takes the node out of the record, is no placement.
-                where = (allocation.node, allocation.allocated_at)
-                if self._landed.get(allocation.uid) == where or allocation.domain_uid in (
-                    self.recorded(allocation.node),
-                    self.node_label(allocation.node),
-                ):
-                    landed[allocation.uid] = where
-                waiting = allocation.pending or allocation.uid not in landed
-                seen.append(
-                    turns.ClaimState(allocation.domain_uid, allocated=True, waiting=waiting)
-                )
-        self._landed = landed
-        found = turns.activity(seen)
-        gone_waiting = frozenset(uid for uid, a in found.items() if uid not in live and a.waiting)
-        return {uid: found.get(uid, turns.Activity(0, 0)) for uid in live}, gone_waiting
 
     def _holds(self, allocation: placement.ChannelAllocation) -> bool:
         """The claim's domain holds its node (``placement.holder``)."""
@@ -515,13 +230,12 @@ class Caches:
             if (cached := self.cliques.by_uid(uid)) is not None:
                 found[uid] = cached
         overlaid = self.written_cliques.overlay(found.values())
-        naming = {_label(c): c for c in overlaid if node in _named_nodes(c)}
+        naming = {indexes.label(c): c for c in overlaid if node in indexes.named_nodes(c)}
         return placement.recorded_holder(node, naming)
 
     def node_label(self, name: str) -> str:
         """The computeDomain label of node ``name`` as last seen ("" absent or unknown)."""
-        with self._lock:
-            return self._membership.get(name, ("", ""))[0]
+        return self.changes.node_label(name)
 
     def template_state(self, domain: Domain) -> tuple[bool, bool]:
         """(present, outdated) of our workload template of ``domain`` in the cache.

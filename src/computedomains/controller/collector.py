@@ -16,6 +16,7 @@ from collections.abc import Iterable, Set
 from typing import Any
 
 from computedomains.api import constants, resources
+from computedomains.api.domainview import Domain
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, nodes
 
@@ -74,7 +75,7 @@ def collect(api: client.Client, caches: Caches) -> list[Leftover]:
     if not candidates:
         return []
     listing = api.get(resources.COMPUTE_DOMAINS.path())
-    live = {str(d["metadata"]["uid"]) for d in listing.get("items", [])}
+    live = {Domain.peek(d).uid for d in listing.get("items", [])}
     removed = []
     for item in candidates:
         if item.domain in live:

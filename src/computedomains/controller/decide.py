@@ -62,6 +62,12 @@ class Plan:
     members: tuple[models.ComputeDomainNode, ...] = ()
     """Every member as the status stands for it (``status`` lists at most 256): what the
     controller remembers once it has written ``status``, for the next round's ``remembered``."""
+    cliques_plan: membership.CliquesPlan | None = dataclasses.field(default=None, compare=False)
+    """The slot and membership decision the clique writes come from (its log line's)."""
+    desired: models.ComputeDomainStatusV1Beta2 | None = dataclasses.field(
+        default=None, compare=False
+    )
+    """The status as aggregated this round, every member in it, whether written or not."""
 
     @property
     def writes(self) -> bool:
@@ -92,37 +98,15 @@ def plan(
     cliques = membership.plan(snapshot, limit=limit)
     desired = status.aggregate(snapshot, cliques, remembered=remembered)
     before = status.previous(domain.status, desired.nodes, remembered=remembered)
-    status_events, keep = eventplan.plan(
-        snapshot, cliques, desired, previous=before, limit=limit, reported=reported
+    status_events, keep = _status_events(
+        snapshot, cliques, desired, before=before, limit=limit, reported=reported
     )
-    # With the status Events, as the condition telling the same goes with that write; planned
-    # here because cliquespan words it with eventplan's helpers.
-    spread, spread_key = cliquespan.event(
-        cliquespan.of(desired.nodes, domain.clique), reported=reported
-    )
-    status_events += spread
-    keep |= spread_key
     # A node leaves with its last claim, so with its last pod.
     holding = tuple(n.name for n in snapshot.members()) if domain.deleting else ()
-    events = eventplan.freed(cliques)
-    if holding:
-        key = f"{eventplan.Reason.DELETION_WAITING}/{len(holding)}"
-        keep |= {key}
-        if key not in reported:
-            message = (
-                f"deletion waits for {len(holding)} node(s) still running pods of this domain "
-                f"(each leaves with its last pod): {eventplan.listing(holding)}"
-            )
-            events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
-    writes = {
-        clique: daemons
-        for clique, daemons in membership.changed(snapshot, cliques).items()
-        if not frozencliques.is_frozen(snapshot.cliques.get(clique))
-    }
+    events, waiting_key = _clique_events(cliques, holding=holding, reported=reported)
+    keep |= waiting_key
     release = domain.deleting and domain.finalized and not holding
-    if release:
-        # Nobody runs the domain any more: its cliques go, whatever their agents still say.
-        writes = {clique: () for clique in snapshot.cliques}
+    writes = _clique_writes(snapshot, cliques, release=release)
     written = status.shown(desired)
     new_status = written if status.differs(domain.status, written) and not release else None
     urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot, cliques, c, d)}
@@ -130,10 +114,6 @@ def plan(
     if not flush and not release:
         writes, new_status, keep = urgent, None, _immediate_keys(keep) | reported
         status_events = []
-    shown_ready = {n.name for n in (before.nodes if before else ()) if n.status is READY}
-    announced = () if new_status is None else tuple(
-        NodeName(n.name) for n in desired.nodes if n.status is READY and n.name not in shown_ready
-    )  # fmt: skip
     return Plan(
         add_finalizer=not domain.deleting and not domain.finalized,
         create_template=not domain.deleting
@@ -150,12 +130,77 @@ def plan(
         reported=keep,
         assigned=tuple(n for r in cliques.slots.values() for n in r.assigned),
         became_ready=_became_ready(snapshot, cliques),
-        announced_ready=announced,
+        announced_ready=_announced(before, desired) if new_status is not None else (),
         holding_nodes=holding,
         remove_finalizer=release,
         domain_ready=desired.status is models.Status.READY and bool(desired.nodes),
         members=desired.nodes,
         deferred=held_back and not flush and not release,
+        cliques_plan=cliques,
+        desired=desired,
+    )
+
+
+def _status_events(
+    snapshot: Snapshot,
+    cliques: membership.CliquesPlan,
+    desired: models.ComputeDomainStatusV1Beta2,
+    *,
+    before: models.ComputeDomainStatusV1Beta2 | None,
+    limit: int,
+    reported: frozenset[str],
+) -> tuple[list[eventplan.EventSpec], frozenset[str]]:
+    """The Events that go with the status write, and the warning keys to remember."""
+    status_events, keep = eventplan.plan(
+        snapshot, cliques, desired, previous=before, limit=limit, reported=reported
+    )
+    # With the status Events, as the condition telling the same goes with that write; planned
+    # here because cliquespan words it with eventplan's helpers.
+    spread, spread_key = cliquespan.event(
+        cliquespan.of(desired.nodes, snapshot.domain.clique), reported=reported
+    )
+    return status_events + spread, keep | spread_key
+
+
+def _clique_events(
+    cliques: membership.CliquesPlan, *, holding: tuple[NodeName, ...], reported: frozenset[str]
+) -> tuple[list[eventplan.EventSpec], frozenset[str]]:
+    """The Events that go with the clique writes (freed slots, a deletion waiting on nodes)."""
+    events = eventplan.freed(cliques)
+    if not holding:
+        return events, frozenset()
+    key = f"{eventplan.Reason.DELETION_WAITING}/{len(holding)}"
+    if key not in reported:
+        message = (
+            f"deletion waits for {len(holding)} node(s) still running pods of this domain "
+            f"(each leaves with its last pod): {eventplan.listing(holding)}"
+        )
+        events.append(eventplan.EventSpec(eventplan.Reason.DELETION_WAITING, message))
+    return events, frozenset({key})
+
+
+def _clique_writes(
+    snapshot: Snapshot, cliques: membership.CliquesPlan, *, release: bool
+) -> dict[CliqueID, tuple[models.CliqueDaemon, ...]]:
+    """The clique objects to write: those that changed and are not frozen, or all, deleted."""
+    if release:
+        # Nobody runs the domain any more: its cliques go, whatever their agents still say.
+        return {clique: () for clique in snapshot.cliques}
+    return {
+        clique: daemons
+        for clique, daemons in membership.changed(snapshot, cliques).items()
+        if not frozencliques.is_frozen(snapshot.cliques.get(clique))
+    }
+
+
+def _announced(
+    before: models.ComputeDomainStatusV1Beta2 | None,
+    desired: models.ComputeDomainStatusV1Beta2,
+) -> tuple[NodeName, ...]:
+    """Members ``desired`` shows Ready that the stored status (``before``) did not."""
+    shown_ready = {n.name for n in (before.nodes if before else ()) if n.status is READY}
+    return tuple(
+        NodeName(n.name) for n in desired.nodes if n.status is READY and n.name not in shown_ready
     )
 
 

@@ -84,7 +84,6 @@ def plan(
     :func:`status.previous`) to ``desired``, so they are recorded when (and only when) that
     status is written.
     """
-    uid = snapshot.domain.uid
     before = {n.name: n for n in previous.nodes} if previous is not None else {}
     after = {n.name: n for n in desired.nodes}
     events: list[EventSpec] = []
@@ -101,6 +100,30 @@ def plan(
     ]
     if assigned:
         events.append(EventSpec(Reason.SLOT_ASSIGNED, listing(assigned)))
+    warnings, keep = _lasting(snapshot, cliques, before, after, limit=limit, reported=reported)
+    events += warnings
+    events += _transitions(snapshot, before, after)
+    was_ready = snapshot.domain.status is not None and snapshot.domain.status.status is READY
+    if desired.status is READY and desired.nodes and not (was_ready and before):
+        events.append(EventSpec(Reason.DOMAIN_READY, f"all {desired.nodes_ready} nodes ready"))
+    return events, keep
+
+
+def _lasting(
+    snapshot: Snapshot,
+    cliques: CliquesPlan,
+    before: dict[str, models.ComputeDomainNode],
+    after: dict[str, models.ComputeDomainNode],
+    *,
+    limit: int,
+    reported: frozenset[str],
+) -> tuple[list[EventSpec], frozenset[str]]:
+    """Warnings about a lasting condition, once per occurrence, and the keys that remember them.
+
+    A full clique, a failing IMEX, a label without a claim, a frozen clique.
+    """
+    uid = snapshot.domain.uid
+    events: list[EventSpec] = []
     keep: set[str] = set()
     full = [(c, n) for c, r in sorted(cliques.slots.items()) for n in r.overflow]
     keep |= {f"{Reason.CLIQUE_FULL}/{n}" for _, n in full}
@@ -128,10 +151,6 @@ def plan(
     frozen, frozen_keys = _frozen(snapshot, cliques, reported=reported)
     keep |= frozen_keys
     events += frozen
-    events += _transitions(snapshot, before, after)
-    was_ready = snapshot.domain.status is not None and snapshot.domain.status.status is READY
-    if desired.status is READY and desired.nodes and not (was_ready and before):
-        events.append(EventSpec(Reason.DOMAIN_READY, f"all {desired.nodes_ready} nodes ready"))
     return events, frozenset(keep)
 
 

@@ -47,50 +47,51 @@ def decide(
     pending = [(a, a.domain_uid in domains) for a in allocations if a.pending]
     pending += [(a, False) for a in foreign if a.pending]
     for claim, known in sorted(pending, key=lambda p: (p[0].allocated_at, p[0].uid)):
-        where = f"node {node}"
-        if not claim.domain_uid:
-            # No readable ComputeDomainChannelConfig: nothing to place by. The pod is bound and
-            # the kubelet plugin refuses the claim at prepare, naming the field that is wrong.
-            answers.append(
-                Answer(
-                    claim,
-                    granted=True,
-                    reason=placement.RESERVED_REASON,
-                    message=f"{where}: the claim names no ComputeDomain; the kubelet plugin "
-                    "reports why at prepare",
-                )
-            )
-            continue
-        if not known:
-            answers.append(
-                Answer(
-                    claim,
-                    granted=False,
-                    reason=placement.RefusalReason.DOMAIN_NOT_FOUND,
-                    message=f"no ComputeDomain {claim.domain_uid} in namespace "
-                    f"{claim.namespace}: none exists there, or it is being deleted",
-                )
-            )
-            continue
-        if not holder:
+        if claim.domain_uid and known and not holder:
             holder = claim.domain_uid  # first come, first served
-        if claim.domain_uid == holder:
-            answers.append(
-                Answer(
-                    claim,
-                    granted=True,
-                    reason=placement.RESERVED_REASON,
-                    message=f"{where} is reserved for {domains[holder]}",
-                )
-            )
-        else:
-            answers.append(
-                Answer(
-                    claim,
-                    granted=False,
-                    reason=placement.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
-                    message=f"{where} is held by another ComputeDomain; the scheduler places "
-                    f"the pod of {domains[claim.domain_uid]} on another node",
-                )
-            )
+        answers.append(_answer(claim, known=known, holder=holder, node=node, domains=domains))
     return answers
+
+
+def _answer(
+    claim: placement.ChannelAllocation,
+    *,
+    known: bool,
+    holder: str,
+    node: str,
+    domains: Mapping[str, str],
+) -> Answer:
+    """The answer to one pending claim on ``node``, whose holder is now ``holder``."""
+    where = f"node {node}"
+    if not claim.domain_uid:
+        # No readable ComputeDomainChannelConfig: nothing to place by. The pod is bound and
+        # the kubelet plugin refuses the claim at prepare, naming the field that is wrong.
+        return Answer(
+            claim,
+            granted=True,
+            reason=placement.RESERVED_REASON,
+            message=f"{where}: the claim names no ComputeDomain; the kubelet plugin "
+            "reports why at prepare",
+        )
+    if not known:
+        return Answer(
+            claim,
+            granted=False,
+            reason=placement.RefusalReason.DOMAIN_NOT_FOUND,
+            message=f"no ComputeDomain {claim.domain_uid} in namespace "
+            f"{claim.namespace}: none exists there, or it is being deleted",
+        )
+    if claim.domain_uid == holder:
+        return Answer(
+            claim,
+            granted=True,
+            reason=placement.RESERVED_REASON,
+            message=f"{where} is reserved for {domains[holder]}",
+        )
+    return Answer(
+        claim,
+        granted=False,
+        reason=placement.RefusalReason.NODE_IN_ANOTHER_DOMAIN,
+        message=f"{where} is held by another ComputeDomain; the scheduler places "
+        f"the pod of {domains[claim.domain_uid]} on another node",
+    )

@@ -59,9 +59,8 @@ def _existing_clique_of(snapshot: Snapshot) -> dict[NodeName, CliqueID]:
     return placed
 
 
-def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
-    """Assign slots in every clique of the domain and derive each clique's daemon list."""
-    uid = snapshot.domain.uid
+def _place_members(snapshot: Snapshot) -> tuple[dict[NodeName, CliqueID], list[NodeName]]:
+    """The clique of every member that has one, and the members without a fabric."""
     placed = _existing_clique_of(snapshot)
     pinned = {
         NodeName(d.node_name): clique
@@ -80,6 +79,12 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
             clique_of[member.name] = placed[member.name]
         else:
             no_fabric.append(member.name)
+    return clique_of, no_fabric
+
+
+def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
+    """Assign slots in every clique of the domain and derive each clique's daemon list."""
+    clique_of, no_fabric = _place_members(snapshot)
     plans: dict[CliqueID, slots.SlotPlan] = {}
     daemons: dict[CliqueID, tuple[models.CliqueDaemon, ...]] = {}
     named: dict[CliqueID, frozenset[str]] = {}
@@ -101,26 +106,37 @@ def plan(snapshot: Snapshot, *, limit: int) -> CliquesPlan:
             named[clique] = snapshot.clique_members.get(clique) or frozenset()
             continue
         named[clique] = frozenset(n for n in members if n in result.slots)
-        entries = []
-        for node, index in sorted(result.slots.items(), key=lambda item: item[1]):
-            agent = snapshot.agents.get(node)
-            old = listed.get(node)
-            ip = agent.ip if agent is not None and agent.ip else (old.ip_address if old else "")
-            ready = agent is not None and agent.ready_for(uid)
-            entries.append(
-                models.CliqueDaemon(
-                    node_name=node,
-                    ip_address=ip,
-                    clique_id=clique,
-                    index=index,
-                    status=models.Status.READY if ready else models.Status.NOT_READY,
-                )
-            )
-        daemons[clique] = tuple(entries)
+        daemons[clique] = _daemons(snapshot, clique, result, listed)
     return CliquesPlan(
         slots=plans, daemons=daemons, no_fabric=tuple(no_fabric), clique_of=clique_of,
         members=named,
     )  # fmt: skip
+
+
+def _daemons(
+    snapshot: Snapshot,
+    clique: CliqueID,
+    result: slots.SlotPlan,
+    listed: Mapping[NodeName, models.CliqueDaemon],
+) -> tuple[models.CliqueDaemon, ...]:
+    """What ``clique``'s object should list: each slot holder, its address and readiness."""
+    uid = snapshot.domain.uid
+    entries = []
+    for node, index in sorted(result.slots.items(), key=lambda item: item[1]):
+        agent = snapshot.agents.get(node)
+        old = listed.get(node)
+        ip = agent.ip if agent is not None and agent.ip else (old.ip_address if old else "")
+        ready = agent is not None and agent.ready_for(uid)
+        entries.append(
+            models.CliqueDaemon(
+                node_name=node,
+                ip_address=ip,
+                clique_id=clique,
+                index=index,
+                status=models.Status.READY if ready else models.Status.NOT_READY,
+            )
+        )
+    return tuple(entries)
 
 
 def _order(daemons: tuple[models.CliqueDaemon, ...]) -> list[models.CliqueDaemon]:

@@ -8,8 +8,10 @@ must not delay what others wait for. Every update carries the resourceVersion it
 from, starting from the cache overlaid with our own latest writes, so a single writer never
 meets a conflict. Any API error aborts the round: the work queue retries the domain with
 backoff, and the next round recomputes everything from the caches. Two refusals do not: a
-template the API refuses to create, and a label copy it refuses to write, are reported once
-and tried again on their own, so the status goes on being written on time.
+template the API refuses to create (:mod:`workloadtemplates`), and a label copy it refuses to
+write (:mod:`labelcopies`), are reported once and tried again on their own, so the status goes
+on being written on time. At ``-v 1`` each round logs its membership and status decisions
+(:mod:`decisionlines`).
 
 Writes are fenced twice. Before each one, ``may_write`` (the elector's own view of its
 lease) must still say yes, or :class:`writes.Fenced` aborts the round: a replica whose lease
@@ -24,8 +26,6 @@ computed from the object itself, is retried on a fresh copy.
 
 from __future__ import annotations
 
-import concurrent.futures
-import dataclasses
 import datetime
 import logging
 import threading
@@ -36,12 +36,18 @@ from typing import Any
 from computedomains import rfc3339, trace
 from computedomains.api import constants, models, resources
 from computedomains.api.domainview import Domain, DomainUID
-from computedomains.controller import decide, nodelabels, objects
+from computedomains.controller import (
+    decide,
+    decisionlines,
+    labelcopies,
+    objects,
+    workloadtemplates,
+)
 from computedomains.controller.caches import Caches
-from computedomains.controller.eventplan import EventSpec, Reason
+from computedomains.controller.eventplan import EventSpec
 from computedomains.controller.metrics import FormationClock
-from computedomains.controller.views import CliqueID
-from computedomains.kube import client, events, nodes, workqueue, writes
+from computedomains.controller.views import CliqueID, Snapshot
+from computedomains.kube import client, events, writes
 
 log = logging.getLogger(__name__)
 STATUS_INTERVAL = 2.0
@@ -49,34 +55,6 @@ STATUS_INTERVAL = 2.0
 in between are written together, with their Events; slot and address changes, which agents
 wait for, are never held back. This is what bounds the writes of a formation whose nodes
 arrive one by one."""
-
-
-LABEL_RETRY_SECONDS = 1.0
-"""A label write that found the label changed since the snapshot is planned again after this."""
-
-LABEL_REFUSED_RETRY_SECONDS = workqueue.DEFAULT_MAX_DELAY
-"""A label write the API refused (403, 422: an admission policy) is tried again after this: as
-often as a failing round at the queue's cap, for the refusal does not pass by itself."""
-
-LABEL_WRITERS = 6
-"""Label copies written at once: a round's 18 Node patches take about three patches' time."""
-
-_TAKEN = "taken"
-"""Template trouble: a foreign object has the template's name."""
-
-
-@dataclasses.dataclass(frozen=True)
-class LabelOutcome:
-    """What became of a round's label copies."""
-
-    failed: Exception | None = None
-    """The first failure that may pass (the API busy or unreachable): the round fails."""
-    refused: Mapping[str, tuple[nodelabels.LabelWrite, Exception]] = dataclasses.field(
-        default_factory=dict
-    )
-    """By node: the writes the API refused (it will again), and its answer."""
-    lost: bool = False
-    """A write found the label changed since the snapshot."""
 
 
 def _delete_options(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -118,11 +96,10 @@ class Reconciler:
         self._members: dict[str, tuple[models.ComputeDomainNode, ...]] = {}
         """Per domain, every member of the status last written (it lists at most 256)."""
         self._trace = trace.Tracer("controller")
-        self._template_trouble: dict[str, str] = {}
-        """Per domain, why its template could not be created (reported once):
-        :data:`_TAKEN`, or the API's answer to the create."""
-        self._label_refusals: dict[str, dict[str, str]] = {}
-        """Per domain, the API's answer to each node's refused label write (reported once)."""
+        self._templates = workloadtemplates.WorkloadTemplates(
+            api, fence=self._fence, emit=self._emit, delete=self._delete
+        )
+        self._labels = labelcopies.LabelCopies(api, fence=self._fence, emit=self._emit)
 
     def reconcile(self, uid: str) -> float | None:
         """One level-triggered round for domain ``uid``; returns when to come back, if held."""
@@ -143,34 +120,17 @@ class Reconciler:
         plan = decide.plan(
             snapshot, limit=self._limit, reported=reported, flush=now >= due, remembered=remembered
         )
-        if plan.add_finalizer:
-            raw = self._finalizer(raw, present=True) or raw
-        if plan.create_template:
-            self._create_template(domain)
-        if plan.delete_template:
-            self._delete_template(domain)
-        self._write_cliques(domain.uid, plan.cliques, plan.clique_members)
-        self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
-        for event in plan.events:
-            self._emit(domain, event)
-        if plan.status is not None:
-            raw = self._write_status(raw, plan.status)
-        # After the write they describe: a failed write recomputes them, none is doubled.
-        for event in plan.status_events:
-            self._emit(domain, event)
-        self._formation.joined(uid, plan.assigned, domain_ready=plan.domain_ready)
-        self._formation.ready(uid, plan.became_ready, domain_ready=plan.domain_ready)
-        # Readiness goes out with the status: traced in the round that writes it.
-        self._traced(trace.Stage.MEMBER_READY, uid, plan.announced_ready)
+        self._log_decisions(snapshot, plan)
+        raw = self._write_record(raw, domain, plan)
         with self._lock:
             self._reported[uid] = plan.reported
             if plan.status is not None:
                 self._next_flush[uid] = now + STATUS_INTERVAL
                 self._members[uid] = plan.members  # the full list behind the written one
-        labels = self._write_labels(plan.labels)
-        self._report_refusals(domain, labels.refused)
+        labels = self._labels.write(plan.labels)
+        self._labels.report(domain, labels.refused)
         if plan.remove_finalizer:
-            self._finalizer(raw, present=False)
+            self._finalizer(raw, domain, present=False)
             self._forget(uid)
             log.info("domain %s/%s released", domain.namespace, domain.name)
         if labels.failed is not None:
@@ -179,11 +139,53 @@ class Reconciler:
         # would replace the come-back of a status held back, and the status would wait for a
         # label that may never be written. The round comes back for both, whichever is first.
         later = [
-            *([LABEL_RETRY_SECONDS] if labels.lost else []),
-            *([LABEL_REFUSED_RETRY_SECONDS] if labels.refused else []),
+            *([labelcopies.RETRY_SECONDS] if labels.lost else []),
+            *([labelcopies.REFUSED_RETRY_SECONDS] if labels.refused else []),
             *([max(due - now, 0.0)] if plan.deferred else []),
         ]
         return min(later) if later else None
+
+    def _write_record(
+        self, raw: dict[str, Any], domain: Domain, plan: decide.Plan
+    ) -> dict[str, Any]:
+        """Carry out ``plan`` up to the status, in the order others wait on; the object now.
+
+        The finalizer, the template, the cliques (the record) and their Events, then the status
+        and its Events; the formation clock and the trace hear of what was written.
+        """
+        uid = domain.uid
+        if plan.add_finalizer:
+            raw = self._finalizer(raw, domain, present=True) or raw
+        if plan.create_template:
+            self._templates.create(domain)
+        if plan.delete_template:
+            self._templates.delete(domain)
+        self._write_cliques(uid, plan.cliques, plan.clique_members)
+        self._traced(trace.Stage.CLIQUE_WRITTEN, uid, plan.assigned)
+        for event in plan.events:
+            self._emit(domain, event)
+        if plan.status is not None:
+            raw = self._write_status(raw, domain, plan.status)
+        # After the write they describe: a failed write recomputes them, none is doubled.
+        for event in plan.status_events:
+            self._emit(domain, event)
+        self._formation.joined(uid, plan.assigned, domain_ready=plan.domain_ready)
+        self._formation.ready(uid, plan.became_ready, domain_ready=plan.domain_ready)
+        # Readiness goes out with the status: traced in the round that writes it.
+        self._traced(trace.Stage.MEMBER_READY, uid, plan.announced_ready)
+        return raw
+
+    def _log_decisions(self, snapshot: Snapshot, plan: decide.Plan) -> None:
+        """The round's membership and status decisions, at ``-v 1`` (:mod:`decisionlines`)."""
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        if plan.cliques_plan is not None:
+            log.debug("%s", decisionlines.membership_plan(
+                snapshot, plan.cliques_plan, limit=self._limit, writes=plan.cliques))  # fmt: skip
+        if plan.desired is not None:
+            log.debug("%s", decisionlines.status_decision(
+                snapshot, plan.desired, written=plan.status is not None,
+                released=plan.remove_finalizer))  # fmt: skip
 
     def _traced(self, stage: trace.Stage, uid: str, nodes: tuple[str, ...]) -> None:
         for node in nodes:
@@ -192,8 +194,8 @@ class Reconciler:
     def forget_all(self) -> None:
         """Forget what every domain's rounds remembered (a new leadership term begins)."""
         with self._lock:
-            uids = {*self._reported, *self._members, *self._template_trouble,
-                    *self._label_refusals, *self._next_flush}  # fmt: skip
+            uids = {*self._reported, *self._members, *self._next_flush}
+        uids |= self._labels.domains() | self._templates.domains()
         for uid in uids:
             self._forget(uid)
 
@@ -201,9 +203,9 @@ class Reconciler:
         with self._lock:
             self._reported.pop(uid, None)
             self._members.pop(uid, None)
-            self._template_trouble.pop(uid, None)
-            self._label_refusals.pop(uid, None)
             self._next_flush.pop(uid, None)
+        self._labels.forget(uid)
+        self._templates.forget(uid)
         self._formation.forget(uid)
 
     def _fence(self) -> None:
@@ -213,7 +215,9 @@ class Reconciler:
 
     # -- the domain object ----------------------------------------------------------------
 
-    def _finalizer(self, raw: dict[str, Any], *, present: bool) -> dict[str, Any] | None:
+    def _finalizer(
+        self, raw: dict[str, Any], domain: Domain, *, present: bool
+    ) -> dict[str, Any] | None:
         def mutate(obj: dict[str, Any]) -> dict[str, Any] | None:
             finalizers = list(obj["metadata"].get("finalizers") or [])
             if (constants.FINALIZER in finalizers) == present:
@@ -225,8 +229,7 @@ class Reconciler:
             obj["metadata"]["finalizers"] = finalizers
             return obj
 
-        meta = raw["metadata"]
-        path = resources.COMPUTE_DOMAINS.path(meta["name"], namespace=meta["namespace"])
+        path = resources.COMPUTE_DOMAINS.path(domain.name, namespace=domain.namespace)
         self._fence()
         try:
             updated = writes.read_modify_write(self._api, path, mutate, current=raw)
@@ -239,14 +242,13 @@ class Reconciler:
         return updated
 
     def _write_status(
-        self, raw: dict[str, Any], status: models.ComputeDomainStatusV1Beta2
+        self, raw: dict[str, Any], domain: Domain, status: models.ComputeDomainStatusV1Beta2
     ) -> dict[str, Any]:
         def mutate(obj: dict[str, Any]) -> dict[str, Any]:
             obj["status"] = status.to_dict()
             return obj
 
-        meta = raw["metadata"]
-        path = resources.COMPUTE_DOMAINS.path(meta["name"], namespace=meta["namespace"])
+        path = resources.COMPUTE_DOMAINS.path(domain.name, namespace=domain.namespace)
         self._fence()
         updated = writes.write_planned(self._api, path, mutate, current=raw, subresource="status")
         assert updated is not None  # mutate always changes something
@@ -260,91 +262,6 @@ class Reconciler:
         )  # fmt: skip
         self._fence()
         self._recorder.emit(ref, reason=event.reason, message=event.message, warning=event.warning)
-
-    # -- the workload template ------------------------------------------------------------
-
-    def _create_template(self, domain: Domain) -> None:
-        path = resources.RESOURCE_CLAIM_TEMPLATES.path(domain.template, namespace=domain.namespace)
-        with self._lock:
-            known_conflict = self._template_trouble.get(domain.uid) == _TAKEN
-        if known_conflict:
-            # Reported already: look (a read) before trying again, so that a foreign
-            # template sitting there costs no failed write on every round.
-            existing = self._get(path)
-            if existing is not None:
-                return
-        self._fence()
-        try:
-            self._api.create(resources.RESOURCE_CLAIM_TEMPLATES.path(namespace=domain.namespace),
-                             objects.workload_template(domain))  # fmt: skip
-        except client.ApiError as exc:
-            if exc.failure is client.Failure.CONFLICT:
-                existing = self._get(path)
-                if existing is None or objects.owned_by(existing, domain.uid):
-                    return  # ours (the cache is behind), or gone again: the next round sees
-                self._report_conflict(domain, existing)
-                return
-            if exc.failure not in (client.Failure.REFUSED, client.Failure.NOT_FOUND):
-                raise
-            # The API will refuse the same object next round too: say so where the user
-            # looks, and let the rest of the round (cliques, status) go on.
-            self._report_template_trouble(domain, str(exc), Reason.TEMPLATE_REJECTED,
-                                          f"creating ResourceClaimTemplate {domain.namespace}/"
-                                          f"{domain.template} was refused: {exc}")  # fmt: skip
-            return
-        with self._lock:
-            self._template_trouble.pop(domain.uid, None)
-        created = f"created ResourceClaimTemplate {domain.template}"
-        self._emit(domain, EventSpec(Reason.TEMPLATE_CREATED, created))
-
-    def _report_conflict(self, domain: Domain, existing: dict[str, Any]) -> None:
-        labels = existing.get("metadata", {}).get("labels") or {}
-        owner = (
-            "another ComputeDomain"
-            if labels.get(constants.COMPUTE_DOMAIN_LABEL)
-            else "no ComputeDomain"
-        )
-        message = (
-            f"ResourceClaimTemplate {domain.namespace}/{domain.template} already exists and "
-            f"belongs to {owner}; it is left as it is. Delete it, or create the ComputeDomain "
-            "with another spec.channel.resourceClaimTemplate.name"
-        )
-        self._report_template_trouble(domain, _TAKEN, Reason.TEMPLATE_CONFLICT, message)
-
-    def _report_template_trouble(
-        self, domain: Domain, trouble: str, reason: Reason, message: str
-    ) -> None:
-        """A Warning Event, once per domain and trouble."""
-        with self._lock:
-            if self._template_trouble.get(domain.uid) == trouble:
-                return
-            self._template_trouble[domain.uid] = trouble
-        log.warning("domain %s/%s: %s", domain.namespace, domain.name, message)
-        self._emit(domain, EventSpec(reason, message, warning=True))
-
-    def _delete_template(self, domain: Domain) -> None:
-        path = resources.RESOURCE_CLAIM_TEMPLATES.path(domain.template, namespace=domain.namespace)
-        existing = self._get(path)
-        if existing is None or not objects.owned_by(existing, domain.uid):
-            return
-        self._fence()
-        finalizers = existing.get("metadata", {}).get("finalizers") or []
-        if constants.FINALIZER in finalizers:
-            # The incumbent's templates carry its finalizer (ours never do), and nothing of
-            # the incumbent is left to remove it once we adopted the domain.
-            # An update of what was read (its resourceVersion guards it): the controller's
-            # RBAC has update on templates, not patch.
-            kept = [f for f in finalizers if f != constants.FINALIZER]
-            released = {**existing, "metadata": {**existing["metadata"], "finalizers": kept}}
-            try:
-                existing = self._api.replace(path, released)
-            except client.ApiError as exc:
-                if exc.failure is client.Failure.CONFLICT:
-                    raise writes.Stale.from_conflict(exc) from exc
-                if exc.failure is client.Failure.NOT_FOUND:
-                    return
-                raise
-        self._delete(path, existing)
 
     # -- cliques --------------------------------------------------------------------------
 
@@ -397,94 +314,7 @@ class Reconciler:
                 raise writes.Stale.from_conflict(exc) from exc
             raise
 
-    # -- node labels ----------------------------------------------------------------------
-
-    def _write_labels(self, labels: tuple[nodelabels.LabelWrite, ...]) -> LabelOutcome:
-        """Write the label copies; what failed, was refused, or lost.
-
-        A copy that cannot be written (an admission webhook refusing Node patches, say) must
-        not hold up what others wait for: the status, Events and a deletion's release. A write
-        that found the label changed since the snapshot (another domain's round took it away
-        first) is planned again shortly. The writes go out side by side (each fenced on its
-        own): the domain's next round waits for the slowest, not for their sum.
-        """
-        if not labels:
-            return LabelOutcome()
-        workers = min(len(labels), LABEL_WRITERS)
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="label") as pool:
-            outcomes = list(pool.map(self._write_label, labels))
-        refused: dict[str, tuple[nodelabels.LabelWrite, Exception]] = {
-            w.node: (w, o)
-            for w, o in zip(labels, outcomes, strict=True)
-            if isinstance(o, client.ApiError) and o.failure is client.Failure.REFUSED
-        }
-        failed = next(
-            (o for w, o in zip(labels, outcomes, strict=True)
-             if isinstance(o, Exception) and w.node not in refused),
-            None,
-        )  # fmt: skip
-        return LabelOutcome(failed, refused, any(o is False for o in outcomes))
-
-    def _write_label(self, write: nodelabels.LabelWrite) -> bool | Exception:
-        """One label copy: whether it was written, or the API failure that stopped it."""
-        self._fence()
-        try:
-            done = nodes.set_label_if(
-                self._api, write.node, constants.COMPUTE_DOMAIN_LABEL,
-                expected=write.expected, value=write.value,
-                resource_version=write.resource_version,
-            )  # fmt: skip
-        except client.API_ERRORS as exc:
-            if client.failure(exc) is not client.Failure.REFUSED:  # a refusal: reported once
-                log.warning("node %s: cannot write the domain label: %s", write.node, exc)
-            return exc
-        if done:
-            was, now = write.expected or "-", write.value or "-"
-            log.info("node %s: domain label %s -> %s", write.node, was, now)
-            if write.value:
-                self._trace.stage(trace.Stage.NODE_LABELED, domain=write.value, node=write.node)
-        return done
-
-    def _report_refusals(
-        self, domain: Domain, refused: Mapping[str, tuple[nodelabels.LabelWrite, Exception]]
-    ) -> None:
-        """Log and record a Warning Event for each label refusal, once per node and answer.
-
-        Each refused request is counted already (``api_requests_total`` by code). A node
-        written, or no longer planned, is forgotten: a later refusal is reported again.
-        """
-        answers = {node: str(exc) for node, (_, exc) in refused.items()}
-        with self._lock:
-            before = self._label_refusals.get(domain.uid, {})
-            if answers:
-                self._label_refusals[domain.uid] = answers
-            else:
-                self._label_refusals.pop(domain.uid, None)
-        for node, (write, exc) in sorted(refused.items()):
-            if before.get(node) == answers[node]:
-                continue
-            change = (
-                f"set its label {constants.COMPUTE_DOMAIN_LABEL}={write.value}"
-                if write.value
-                else f"remove its label {constants.COMPUTE_DOMAIN_LABEL}"
-            )
-            message = (
-                f"node {node}: the API refused to {change}: {exc}. The label is only a copy "
-                "of the membership record (the ComputeDomainClique objects), which is written; "
-                f"the write is tried again every {LABEL_REFUSED_RETRY_SECONDS:g}s"
-            )
-            log.warning("domain %s/%s: %s", domain.namespace, domain.name, message)
-            self._emit(domain, EventSpec(Reason.LABEL_REFUSED, message, warning=True))
-
     # -- helpers --------------------------------------------------------------------------
-
-    def _get(self, path: str) -> dict[str, Any] | None:
-        try:
-            return self._api.get(path)
-        except client.ApiError as exc:
-            if exc.failure is client.Failure.NOT_FOUND:
-                return None
-            raise
 
     def _delete(self, path: str, existing: Mapping[str, Any]) -> None:
         try:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from computedomains.api import placement, resources
-from computedomains.controller import turns
+from computedomains.controller import turnactivity, turns
 from computedomains.controller.caches import Caches
 from computedomains.kube import client, writes
 
@@ -40,6 +40,7 @@ class TurnKeeper:
     ) -> None:
         self._api = api
         self._caches = caches
+        self._activity = turnactivity.Reader(caches)
         self._enabled = enabled
         self._may_write = may_write
         self._clock = clock
@@ -116,7 +117,7 @@ class TurnKeeper:
         now = self._clock()
         with self._lock:
             before = self._state
-            live, gone_waiting = self._caches.placement_activity()
+            live, gone_waiting = self._activity.read()
             self._state = turns.step(before, live, now, gone_waiting)
             turn = self._state.turn
             placing = turns.placing(self._state, now)
