@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from computedomains.api import constants, fabricverdict
+from computedomains.api import constants, domainview, fabricverdict
 from computedomains.kubeletplugin import checkpoint, claims, devices, errors, validate
 
 HEALTHY = fabricverdict.NodeFabric("healthy", "FabricHealthy", "", "abc.1", 2048)
@@ -17,8 +17,8 @@ BROKEN = fabricverdict.NodeFabric(
 )
 
 
-def _domain(uid: str, namespace: str = "team-a", name: str = "cd") -> dict[str, Any]:
-    return {"metadata": {"uid": uid, "namespace": namespace, "name": name}}
+def _domain(uid: str, namespace: str = "team-a", name: str = "cd") -> domainview.Domain:
+    return domainview.Domain.peek({"metadata": {"uid": uid, "namespace": namespace, "name": name}})
 
 
 DOMAINS = {

@@ -51,6 +51,34 @@ def daemons_of(obj: dict[str, Any]) -> tuple[decide.Daemon, ...] | None:
     return tuple(decide.Daemon(d.node_name, d.ip_address, d.index) for d in clique.daemons)
 
 
+def next_step(
+    snapshot: decide.Snapshot,
+    running: decide.Running | None,
+    gates: decide.Gates,
+    *,
+    now: float,
+) -> tuple[decide.Target, decide.Step]:
+    """What IMEX should run with and the step towards it (:mod:`decide`).
+
+    A step (not "nothing to do") is logged at DEBUG with what it was decided from.
+    """
+    target = decide.target(snapshot)
+    planned = decide.step(target, running, gates, now=now)
+    if planned.action is decide.Action.NONE:
+        return target, planned  # the loop's every turn: nothing to do is no decision worth a line
+    when = "now" if planned.at <= now else f"in {planned.at - now:.1f}s"
+    action = f"{planned.action.value} {when}"
+    member, peers = target.membership, "-"
+    if running is not None and member is not None:
+        peers = "same" if running.hosts == member.hosts else "changed"
+    log.debug(
+        "IMEX on node %s: %s; target %s, domain %s (%s); running for domain %s; peers %s",
+        snapshot.node_name, action, target.mode.value, target.domain_uid or "none",
+        target.note, running.domain_uid if running is not None else "none", peers,
+    )  # fmt: skip
+    return target, planned
+
+
 class Agent:
     """The agent of one node."""
 
@@ -150,9 +178,10 @@ class Agent:
         if not self._listed():
             return min(now + 0.5, self._fabric_due)
         self._supervisor.reap(now=now)
-        target = decide.target(self._snapshot())
+        target, planned = next_step(
+            self._snapshot(), self._supervisor.running(), self._supervisor.gates(), now=now
+        )
         self._trace_membership(target.membership)
-        planned = decide.step(target, self._supervisor.running(), self._supervisor.gates(), now=now)
         if planned.at <= now:
             self._act(planned.action, target.membership)
         self._supervisor.check(now=self._clock())

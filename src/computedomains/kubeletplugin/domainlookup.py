@@ -7,6 +7,9 @@ domain) does it list every namespace. A UID never changes its name or namespace,
 once found is remembered, and whether it still exists is asked again (one GET) at most every
 :data:`RECHECK_SECONDS`: the kubelet plugin keeps no cluster-wide ComputeDomain cache, which
 would grow with the cluster on every node.
+
+Each object read is parsed once into a :class:`computedomains.api.domainview.Domain`
+(``Domain.peek``: the plugin needs its identity only), which is what the lookup returns.
 """
 
 from __future__ import annotations
@@ -15,9 +18,8 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
 
-from computedomains.api import resources
+from computedomains.api import domainview, resources
 from computedomains.kube import client
 
 RECHECK_SECONDS = 10.0
@@ -30,7 +32,7 @@ REMEMBERED = 256
 
 @dataclasses.dataclass(frozen=True)
 class _Found:
-    domain: dict[str, Any]
+    domain: domainview.Domain
     at: float
 
 
@@ -43,18 +45,15 @@ class DomainLookup:
         self._lock = threading.Lock()
         self._found: dict[str, _Found] = {}
 
-    def find(self, uid: str, namespace: str = "") -> dict[str, Any] | None:
+    def find(self, uid: str, namespace: str = "") -> domainview.Domain | None:
         """The domain with ``uid``, looked for in ``namespace`` first ("": everywhere)."""
         with self._lock:
             known = self._found.get(uid)
         if known is not None and self._clock() - known.at < RECHECK_SECONDS:
             return known.domain
         if known is not None:
-            meta = known.domain["metadata"]
-            domain = self._api.find(
-                resources.COMPUTE_DOMAINS.path(meta["name"], namespace=meta["namespace"])
-            )
-            if domain is not None and domain["metadata"]["uid"] != uid:
+            domain = self._read(known.domain)
+            if domain is not None and domain.uid != uid:
                 domain = None  # deleted, and another domain took its name
         else:
             domain = self._listed(uid, namespace)
@@ -67,14 +66,22 @@ class DomainLookup:
                 self._found[uid] = _Found(domain, self._clock())
         return domain
 
-    def in_namespace(self, namespace: str) -> Callable[[str], dict[str, Any] | None]:
+    def in_namespace(self, namespace: str) -> Callable[[str], domainview.Domain | None]:
         """``find`` looking in ``namespace`` first: what ``validate.plan`` takes."""
         return lambda uid: self.find(uid, namespace)
 
-    def _listed(self, uid: str, namespace: str) -> dict[str, Any] | None:
+    def _read(self, known: domainview.Domain) -> domainview.Domain | None:
+        """The object now at ``known``'s name (whichever UID it has), or None."""
+        found = self._api.find(
+            resources.COMPUTE_DOMAINS.path(known.name, namespace=known.namespace)
+        )
+        return domainview.Domain.peek(found) if found is not None else None
+
+    def _listed(self, uid: str, namespace: str) -> domainview.Domain | None:
         for scope in dict.fromkeys((namespace, "")):  # the claim's namespace, then all
             listing = self._api.get(resources.COMPUTE_DOMAINS.path(namespace=scope))
-            for domain in listing.get("items") or []:
-                if domain["metadata"]["uid"] == uid:
-                    return cast(dict[str, Any], domain)
+            for item in listing.get("items") or []:
+                domain = domainview.Domain.peek(item)
+                if domain.uid == uid:
+                    return domain
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import http.server
 import logging
 import signal
 import threading
@@ -88,6 +89,73 @@ def _start_recheck(
     return thread
 
 
+class _Watches:
+    """What the plugin watches, and what it reads out of it.
+
+    The clique objects of the node's clique, which name the nodes the controller reserved,
+    and one object: whose turn it is to place on free nodes (``placement.TURN_CONFIGMAP``).
+    Claims and domains are read one by one (no cluster-wide watch). Building this calls no
+    API (the clique watch starts with the first follow, the turn watch with ``start``).
+    """
+
+    def __init__(
+        self, api: kube_client.Client, cfg: config.PluginConfig, *, wake: threading.Event
+    ) -> None:
+        self._node_name = cfg.node_name
+        self.cliques = cliquewatch.CliqueWatch(api, namespace=cfg.namespace, on_change=wake.set)
+        self.turns = Informer(
+            api, path=resources.CONFIG_MAPS.path(namespace=cfg.namespace),
+            field_selector=f"metadata.name={placement.TURN_CONFIGMAP}",
+            on_change=lambda kind, obj: wake.set(), on_relist=wake.set,
+        )  # fmt: skip
+
+    def recorded(self) -> str:
+        """The domain the membership record names for this node ("" none)."""
+        return placement.recorded_holder(self._node_name, self.cliques.by_domain())
+
+    def holder(self, clique: str, core: driver.Driver) -> str:
+        """The domain that holds the node of ``clique`` ("" none), for its slice."""
+        self.cliques.follow(clique)
+        self.cliques.wait_listed(CLIQUE_LIST_SECONDS)  # without it: the claims prepared here alone
+        # The record, else what the node's own claims say (a node without a slot or a clique
+        # is named by no clique object, yet it is the domain's once a claim is prepared).
+        return self.recorded() or core.node_domain or ""
+
+    def turn(self) -> str:
+        """Whose turn it is to place on free nodes ("" nobody's)."""
+        # Nobody's until the first list: binding conditions are the safe default.
+        found = self.turns.items() if self.turns.synced() else []
+        now = datetime.datetime.now(datetime.UTC)
+        return placement.turn_of(found[0] if found else None, now=now)
+
+    def stop(self) -> None:
+        """Stop both watches."""
+        self.cliques.stop()
+        self.turns.stop()
+
+
+def _serve_http(
+    cfg: config.PluginConfig,
+    stats: metrics.PluginMetrics,
+    *,
+    publisher: slices.Publisher,
+    registration: server.Registration,
+) -> http.server.ThreadingHTTPServer:
+    """Metrics and probes: live while both sockets answer, ready once published and registered."""
+
+    def readiness() -> tuple[bool, str]:
+        ok = publisher.published and registration.registered
+        return ok, f"slice published: {publisher.published}, kubelet registration: " + (
+            "accepted" if registration.registered else registration.error or "pending"
+        )
+
+    return httpserver.serve(
+        cfg.http_bind,
+        registry=stats.registry,
+        probes={"/healthz": lambda: liveness(cfg), "/readyz": readiness},
+    )
+
+
 def run(cfg: config.PluginConfig) -> int:
     """Serve until SIGTERM/SIGINT; returns the exit code."""
     stop = threading.Event()
@@ -105,72 +173,35 @@ def run(cfg: config.PluginConfig) -> int:
     api = kube_client.connect(cfg.kubeconfig, cfg.api_budget)
     stats = metrics.PluginMetrics(prometheus_client.CollectorRegistry())
     stats.api_requests.attach(api)
-    # The plugin's watches: the clique objects of the node's clique, which name the nodes the
-    # controller reserved. Claims and domains are read one by one (no cluster-wide watch).
-    # Nothing here calls the API yet (the watch starts with the first follow).
-    cliques = cliquewatch.CliqueWatch(api, namespace=cfg.namespace, on_change=wake.set)
+    watches = _Watches(api, cfg, wake=wake)
     recorder = events.Recorder(api, component=driver.COMPONENT, host=cfg.node_name)
     fabric = fabricverdict.FabricTracker(cfg.fabric_verdict_file, grace=cfg.fault_grace)
-
-    def recorded() -> str:
-        """The domain the membership record names for this node ("" none)."""
-        return placement.recorded_holder(cfg.node_name, cliques.by_domain())
-
     core = driver.Driver(
-        cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read, recorded=recorded
+        cfg, api=api, stats=stats, recorder=recorder, fabric=fabric.read, recorded=watches.recorded
     )
     # The first call that reaches out: the fabric re-check must not wait for (or depend on)
     # the plugin's own start. It asks the ledger, which holds no claim until core.load().
     recheck = _start_recheck(cfg, api, stop, core)
-    # And one object: whose turn it is to place on free nodes (placement.TURN_CONFIGMAP).
-    turns = Informer(
-        api, path=resources.CONFIG_MAPS.path(namespace=cfg.namespace),
-        field_selector=f"metadata.name={placement.TURN_CONFIGMAP}",
-        on_change=lambda kind, obj: wake.set(), on_relist=wake.set,
-    )  # fmt: skip
-    turns.start()
+    watches.turns.start()
     core.load()
-
-    def holder(clique: str) -> str:
-        cliques.follow(clique)
-        cliques.wait_listed(CLIQUE_LIST_SECONDS)  # without it: the claims prepared here alone
-        # The record, else what the node's own claims say (a node without a slot or a clique
-        # is named by no clique object, yet it is the domain's once a claim is prepared).
-        return recorded() or core.node_domain or ""
-
-    def turn() -> str:
-        # Nobody's until the first list: binding conditions are the safe default.
-        found = turns.items() if turns.synced() else []
-        now = datetime.datetime.now(datetime.UTC)
-        return placement.turn_of(found[0] if found else None, now=now)
-
-    publisher = slices.Publisher(api, cfg, holder=holder, turn=turn, fabric=fabric.read)
+    publisher = slices.Publisher(
+        api, cfg, holder=lambda clique: watches.holder(clique, core), turn=watches.turn,
+        fabric=fabric.read,
+    )  # fmt: skip
     publisher.sync()
     registration = server.Registration(cfg.dra_socket)
     # A prepare may wait for IMEX: one thread per claim a node can hold, plus room for probes.
     dra = server.serve_dra(cfg.dra_socket, core, stats, workers=cfg.channel_slots + 8)
     reg = server.serve_registration(cfg.registration_socket, registration)
-
-    def readiness() -> tuple[bool, str]:
-        ok = publisher.published and registration.registered
-        return ok, f"slice published: {publisher.published}, kubelet registration: " + (
-            "accepted" if registration.registered else registration.error or "pending"
-        )
-
-    http = httpserver.serve(
-        cfg.http_bind,
-        registry=stats.registry,
-        probes={"/healthz": lambda: liveness(cfg), "/readyz": readiness},
-    )
+    endpoint = _serve_http(cfg, stats, publisher=publisher, registration=registration)
     log.info("kubelet plugin for node %s serving (%s)", cfg.node_name, cfg.dra_socket)
     _housekeep(stop, wake, publisher=publisher, core=core, collect_every=cfg.collection_interval)
     log.info("shutting down")
     reg.stop(grace=None)
     cfg.registration_socket.unlink(missing_ok=True)
     dra.stop(grace=5).wait()
-    cliques.stop()
-    turns.stop()
-    http.shutdown()
+    watches.stop()
+    endpoint.shutdown()
     if recheck is not None:
         recheck.join(RECHECK_JOIN_SECONDS)  # let a check in progress finish its writes
     return 0

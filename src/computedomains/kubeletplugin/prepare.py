@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from computedomains import trace
-from computedomains.api import fabricverdict
+from computedomains.api import domainview, fabricverdict
 from computedomains.kube import client as kube_client
 from computedomains.kube import resourceclaims
 from computedomains.kubeletplugin import (
@@ -103,27 +103,7 @@ class Preparer:
         self, view: claims.ClaimView, *, deadline: float, read_at: float
     ) -> tuple[checkpoint.PreparedDevice, ...]:
         fabric = self._fabric()
-        domain_of = self._domains.in_namespace(view.namespace)
-        plan = validate.plan(
-            view, fabric=fabric, domain_of=domain_of, driver_namespace=self._cfg.namespace
-        )
-        started = checkpoint.ClaimEntry(
-            uid=view.uid,
-            namespace=view.namespace,
-            name=view.name,
-            state=checkpoint.ClaimState.STARTED,
-            domain_uid=plan.domain_uid,
-            device_type=plan.device_type,
-            allocation=view.allocation_digest,
-        )
-        recorded = self._recorded() if plan.device_type is devices.DeviceType.CHANNEL else ""
-        other = recorded if recorded and recorded != plan.domain_uid else None
-        try:
-            other = other or self._book.start(started, read_at=read_at)
-        except ledger.Unprepared:
-            raise _abandoned(view, gone=False) from None
-        if other is not None:
-            raise validate.node_busy(plan, other, domain_of=self._for_messages(view.namespace))
+        plan = self._admit(view, fabric, read_at=read_at)
         node, claim = self._cfg.node_name, view.uid
         self._trace.stage(
             trace.Stage.PREPARE_CALLED, domain=plan.domain_uid, node=node, claim=claim
@@ -153,6 +133,63 @@ class Preparer:
             assert entry is not None
             return entry.devices
         raise _abandoned(view, gone=outcome is ledger.Commit.CLAIM_GONE)
+
+    def _admit(
+        self, view: claims.ClaimView, fabric: fabricverdict.NodeFabric, *, read_at: float
+    ) -> validate.Plan:
+        """The prepare decision: the claim's plan, with the node taken for its domain.
+
+        Raises the refusal (:class:`errors.Permanent`) or the "retry later"
+        (:class:`errors.Retryable`); logs the decision and what it was made from at DEBUG.
+        """
+        plan: validate.Plan | None = None
+        recorded, other, decided = "", None, "none"
+        try:
+            plan = validate.plan(
+                view,
+                fabric=fabric,
+                domain_of=self._domains.in_namespace(view.namespace),
+                driver_namespace=self._cfg.namespace,
+            )
+            if plan.device_type is devices.DeviceType.CHANNEL:
+                recorded = self._recorded()
+            other = recorded if recorded and recorded != plan.domain_uid else None
+            other = other or self._start(view, plan, read_at=read_at)
+            if other is not None:
+                raise validate.node_busy(plan, other, domain_of=self._for_messages(view.namespace))
+            decided = "prepare"
+            return plan
+        except errors.PrepareError as exc:
+            decided = f"{'retry' if exc.retryable else 'refuse'} ({exc.reason}: {exc.message})"
+            raise
+        except Exception as exc:
+            decided = f"none ({type(exc).__name__} before deciding)"
+            raise
+        finally:
+            log.debug(
+                "prepare decision for claim %s/%s (%s) on node %s: %s; %s, devices %s, "
+                "fabric %s (clique %s), recorded holder %s, other holder %s",
+                view.namespace, view.name, view.uid, self._cfg.node_name, decided,
+                plan.domain_label if plan is not None else "domain not resolved",
+                ",".join(d.device for d in view.devices), fabric.verdict, fabric.clique or "-",
+                recorded or "none", other or "none",
+            )  # fmt: skip
+
+    def _start(self, view: claims.ClaimView, plan: validate.Plan, *, read_at: float) -> str | None:
+        """Record the claim as started in the ledger; returns the other domain holding the node."""
+        started = checkpoint.ClaimEntry(
+            uid=view.uid,
+            namespace=view.namespace,
+            name=view.name,
+            state=checkpoint.ClaimState.STARTED,
+            domain_uid=plan.domain_uid,
+            device_type=plan.device_type,
+            allocation=view.allocation_digest,
+        )
+        try:
+            return self._book.start(started, read_at=read_at)
+        except ledger.Unprepared:
+            raise _abandoned(view, gone=False) from None
 
     def _read_claim(self, ref: claims.ClaimRef) -> claims.ClaimView:
         # A GET, as the plugin watches no claims (a cluster-wide watch on every node would grow
@@ -230,12 +267,12 @@ class Preparer:
         finds none.
         """
 
-        def lookup(uid: str) -> dict[str, Any] | None:
+        def lookup(uid: str) -> domainview.Domain | None:
             try:
                 found = self._domains.find(uid, namespace)
             except kube_client.API_ERRORS:
                 return None
-            return found if found and found["metadata"].get("namespace") == namespace else None
+            return found if found is not None and found.namespace == namespace else None
 
         return lookup
 

@@ -57,11 +57,10 @@ def _daemon_edits(
 ) -> cdi.Edits:
     env = [f"CLIQUE_ID={fabric.clique}"]
     if plan.domain is not None:
-        meta = plan.domain["metadata"]
         env += [
-            f"COMPUTE_DOMAIN_UUID={plan.domain_uid}",
-            f"COMPUTE_DOMAIN_NAME={meta['name']}",
-            f"COMPUTE_DOMAIN_NAMESPACE={meta['namespace']}",
+            f"COMPUTE_DOMAIN_UUID={plan.domain.uid}",
+            f"COMPUTE_DOMAIN_NAME={plan.domain.name}",
+            f"COMPUTE_DOMAIN_NAMESPACE={plan.domain.namespace}",
         ]
     nodes: tuple[cdi.DeviceNode, ...] = ()
     if fabric.has_fabric:

@@ -55,7 +55,12 @@ class Publisher:
         turn = "" if holder or self._taints_dropped else self._turn()
         key = (wanted, fabric.clique, holder, turn)
         if key == self._published:
-            return False
+            return False  # every two seconds: an unchanged slice is no decision worth a line
+        log.debug(
+            "slice of node %s: publish; fabric %s (clique %s), held by %s, turn of %s, %d devices",
+            self._cfg.node_name, fabric.verdict, fabric.clique or "-", holder or "nobody",
+            turn or "nobody", len(wanted),
+        )  # fmt: skip
         name = devices.slice_name(self._cfg.node_name)
         node = self._api.get(kube_nodes.path(self._cfg.node_name))
         existing = self._api.find(resources.RESOURCE_SLICES.path(name))

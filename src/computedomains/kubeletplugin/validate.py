@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
 
-from computedomains.api import claimrefusals, fabricverdict, models, schema
+from computedomains.api import claimrefusals, domainview, fabricverdict, models, schema
 from computedomains.kubeletplugin import checkpoint, claims, devices, errors
 
-DomainLookup = Callable[[str], dict[str, Any] | None]
+DomainLookup = Callable[[str], domainview.Domain | None]
+"""The ComputeDomain with a UID, or None (``domainlookup.DomainLookup.in_namespace``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Plan:
     device_type: devices.DeviceType
     domain_uid: str
     """"" for an IMEX-agent daemon claim that names no domain."""
-    domain: dict[str, Any] | None
+    domain: domainview.Domain | None
     all_channels: bool = False
 
     @property
@@ -28,12 +28,11 @@ class Plan:
         return describe(self.domain, self.domain_uid)
 
 
-def describe(domain: dict[str, Any] | None, uid: str) -> str:
+def describe(domain: domainview.Domain | None, uid: str) -> str:
     """``ComputeDomain <ns>/<name> (<uid>)``, or just the UID when the object is unknown."""
     if domain is None:
         return f"ComputeDomain {uid}"
-    meta = domain["metadata"]
-    return f"ComputeDomain {meta['namespace']}/{meta['name']} ({uid})"
+    return f"ComputeDomain {domain.key} ({uid})"
 
 
 def plan(
@@ -49,15 +48,48 @@ def plan(
     claims may hold a node's daemon (IMEX management) device.
     """
     where = f"claim {view.namespace}/{view.name}"
+    device_type = _device_type(view, where=where, driver_namespace=driver_namespace)
+    config = _config(view, device_type, where=where)
+    if config is None:
+        return Plan(device_type, "", None)  # the IMEX agent's own claim: no domain identity
+    domain = domain_of(config.domain_id)
+    if isinstance(config, models.DaemonConfig):
+        if domain is None:
+            raise errors.Permanent(
+                claimrefusals.DOMAIN_NOT_FOUND,
+                f"{where} refers to ComputeDomain UID {config.domain_id}, which does not exist",
+            )
+        return Plan(device_type, config.domain_id, domain)
+    if domain is None or domain.namespace != view.namespace:
+        raise errors.Permanent(
+            claimrefusals.DOMAIN_NOT_FOUND,
+            claimrefusals.domain_not_found(where, config.domain_id, view.namespace),
+        )
+    if not fabric.usable:
+        raise errors.Retryable(
+            "FabricNotUsable",
+            f"the node's NVLink fabric is {fabric.verdict} ({fabric.reason}): {fabric.message}",
+        )
+    return Plan(
+        device_type,
+        config.domain_id,
+        domain,
+        all_channels=config.allocation_mode is models.AllocationMode.ALL,
+    )
+
+
+def _device_type(
+    view: claims.ClaimView, *, where: str, driver_namespace: str
+) -> devices.DeviceType:
+    """The one type of device the claim holds; a daemon device only in the driver's namespace."""
     types = {devices.device_type(d.device) for d in view.devices}
-    if None in types or len(types) != 1:
+    device_type = types.pop() if len(types) == 1 else None
+    if device_type is None:
         names = ", ".join(d.device for d in view.devices)
         raise errors.Permanent(
             "UnexpectedDevices",
             f"{where} holds devices this plugin does not prepare together: {names}",
         )
-    device_type = types.pop()
-    assert device_type is not None
     if device_type is devices.DeviceType.DAEMON and view.namespace != driver_namespace:
         # Whoever holds the management device can run an IMEX daemon of their own on the node.
         raise errors.Permanent(
@@ -66,10 +98,20 @@ def plan(
             f"namespace {driver_namespace} may use: workloads claim channels from their "
             "ComputeDomain's ResourceClaimTemplate",
         )
+    return device_type
+
+
+def _config(
+    view: claims.ClaimView, device_type: devices.DeviceType, *, where: str
+) -> models.ChannelConfig | models.DaemonConfig | None:
+    """The claim's opaque config, of the kind its device takes.
+
+    None for a daemon claim without one (the IMEX agent's own); a channel claim must have one.
+    """
     parameters = claims.parameters_for(view, view.devices[0].request)
     if parameters is None:
         if device_type is devices.DeviceType.DAEMON:
-            return Plan(device_type, "", None)  # the IMEX agent's own claim: no domain identity
+            return None
         raise errors.Permanent(claimrefusals.MISSING_CONFIG, claimrefusals.missing_config(where))
     try:
         config = models.parse_opaque_config(parameters)
@@ -85,31 +127,7 @@ def plan(
             "ConfigDoesNotMatchDevice",
             f"{where}: a {type(config).__name__} cannot configure a {device_type.value} device",
         )
-    domain = domain_of(config.domain_id)
-    if device_type is devices.DeviceType.DAEMON:
-        if domain is None:
-            raise errors.Permanent(
-                claimrefusals.DOMAIN_NOT_FOUND,
-                f"{where} refers to ComputeDomain UID {config.domain_id}, which does not exist",
-            )
-        return Plan(device_type, config.domain_id, domain)
-    if domain is None or domain["metadata"]["namespace"] != view.namespace:
-        raise errors.Permanent(
-            claimrefusals.DOMAIN_NOT_FOUND,
-            claimrefusals.domain_not_found(where, config.domain_id, view.namespace),
-        )
-    if not fabric.usable:
-        raise errors.Retryable(
-            "FabricNotUsable",
-            f"the node's NVLink fabric is {fabric.verdict} ({fabric.reason}): {fabric.message}",
-        )
-    assert isinstance(config, models.ChannelConfig)
-    return Plan(
-        device_type,
-        config.domain_id,
-        domain,
-        all_channels=config.allocation_mode is models.AllocationMode.ALL,
-    )
+    return config
 
 
 def other_holder(entry: checkpoint.ClaimEntry, held: Iterable[checkpoint.ClaimEntry]) -> str | None:

@@ -73,6 +73,17 @@ def spread_term(uid: str) -> dict[str, Any]:
     }
 
 
+def claimed_domains(
+    request: Mapping[str, Any], known: Iterable[domainview.Domain]
+) -> list[domainview.Domain]:
+    """The live domains of the pod's namespace whose channel templates the pod claims."""
+    pod = request.get("object") or {}
+    namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "")
+    templates = claimed_templates(pod)
+    live = [d for d in domainview.in_namespace(known, namespace) if not d.deleting]
+    return [d for d in live if d.template in templates]
+
+
 def place(
     request: dict[str, Any], known: Iterable[domainview.Domain], *, spread: bool = False
 ) -> review.Verdict:
@@ -83,12 +94,9 @@ def place(
     the nodes of pods with another domain's label. A domain being deleted places nothing.
     """
     pod = request.get("object") or {}
-    namespace = str(request.get("namespace") or (pod.get("metadata") or {}).get("namespace") or "")
-    templates = claimed_templates(pod)
-    if not templates:
+    if not claimed_templates(pod):
         return review.Verdict()
-    live = [d for d in domainview.in_namespace(known, namespace) if not d.deleting]
-    claimed = [d for d in live if d.template in templates]
+    claimed = claimed_domains(request, known)
     placed = [d for d in claimed if d.clique is not models.CliquePlacement.NONE]
     if len(claimed) != 1:
         verdict = _unlabelled(pod)

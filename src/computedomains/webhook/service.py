@@ -22,7 +22,8 @@ import signal
 import socket
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import prometheus_client
 
@@ -64,12 +65,58 @@ def routes(known: Known, *, spread: bool = False) -> dict[str, server.Route]:
             body, conversion.convert, errors=(conversion.ConversionError,)
         ),
         "/validate/computedomains": lambda body: review.admission(
-            body, lambda request: validation.validate(request, known())
+            body, lambda request: validated(request, known())
         ),
         "/mutate/pods": lambda body: review.admission(
-            body, lambda request: podaffinity.place(request, known(), spread=spread)
+            body, lambda request: placed(request, known(), spread=spread)
         ),
     }
+
+
+def _shown(request: Mapping[str, Any]) -> str:
+    """``namespace/name`` of the request's object (``generateName*`` before it has a name)."""
+    meta = (request.get("object") or {}).get("metadata") or {}
+    namespace = request.get("namespace") or meta.get("namespace") or ""
+    name = meta.get("name") or request.get("name") or f"{meta.get('generateName', '')}*"
+    return f"{namespace}/{name}"
+
+
+def validated(request: dict[str, Any], known: list[domainview.Domain]) -> review.Verdict:
+    """:func:`validation.validate`'s verdict, logged at DEBUG with what it was made from."""
+    verdict = validation.validate(request, known)
+    log.debug(
+        "%s of ComputeDomain %s (template %r, before %r): %s; %d ComputeDomain(s) known",
+        request.get("operation") or "review", _shown(request),
+        domainview.template_of(request.get("object") or {}),
+        domainview.template_of(request.get("oldObject") or {}),
+        "accept" if verdict.allowed else f"deny ({verdict.message})", len(known),
+    )  # fmt: skip
+    return verdict
+
+
+def placed(
+    request: dict[str, Any], known: list[domainview.Domain], *, spread: bool
+) -> review.Verdict:
+    """:func:`podaffinity.place`'s verdict, logged at DEBUG with the domains it placed by."""
+    verdict = podaffinity.place(request, known, spread=spread)
+    if not log.isEnabledFor(logging.DEBUG):
+        return verdict  # the domains the pod claims are looked up again only for the line
+    terms = sum(op["path"].startswith("/spec/affinity") for op in verdict.patch)
+    label = next(
+        (op["op"] for op in verdict.patch if op["path"].startswith("/metadata/labels")), ""
+    )
+    templates = podaffinity.claimed_templates(request.get("object") or {})
+    claimed = podaffinity.claimed_domains(request, known) if templates else []
+    log.debug(
+        "pod %s: %s, label %s; claims %s; domains %s; spread %s",
+        _shown(request),
+        f"affinity injected ({terms} term(s))" if terms else "no affinity injected",
+        {"add": "set", "remove": "removed"}.get(label, "kept"),
+        ", ".join(sorted(templates)) or "no template",
+        ", ".join(f"{d.key} ({d.uid}, clique {d.clique.value})" for d in claimed) or "none",
+        "on" if spread else "off",
+    )  # fmt: skip
+    return verdict
 
 
 class Webhook:
