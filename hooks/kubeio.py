@@ -26,6 +26,10 @@ PAGE = 500
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_PATCH = "application/strategic-merge-patch+json"
 GONE = 410
+REQUEST_TIMEOUT = 120.0
+"""Seconds for one request, its retries included: a list page the conversion webhook converts,
+or a write behind slow admission webhooks, may take long, and a hook has no deadline of its
+own but its Job's (the components' calls keep the client's 30 s)."""
 
 
 class ApiError(kube_client.ApiError):
@@ -99,6 +103,7 @@ class Api:
                 query={k: v for k, v in query.items() if v} or None,
                 body=body,
                 content_type=content_type or "application/json",
+                timeout=REQUEST_TIMEOUT,
             )
         except kube_client.API_ERRORS as exc:
             raise failure(method, path, exc) from None

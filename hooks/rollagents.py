@@ -11,7 +11,6 @@ listed; run it again once their jobs ended (it is the chart's post-upgrade hook,
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import time
 from collections.abc import Mapping
@@ -157,10 +156,10 @@ def agent_pods(api: kubeio.Api, ds: kubeio.Obj) -> list[rollplan.AgentPod]:
 
 
 def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rollplan.NodeHold]:
-    by_clique: dict[str, dict[str, kubeio.Obj]] = collections.defaultdict(dict)
+    objects = []  # (domain UID, clique ID, object) of every clique object
     for obj in api.list_items(resources.CLIQUES.path(namespace=namespace)):
         domain, _, clique = kubeio.name(obj).partition(".")
-        by_clique[clique][domain] = obj
+        objects.append((domain, clique, obj))
     holds = {}
     for node in api.list_items(resources.NODES.path()):
         name = kubeio.name(node)
@@ -168,12 +167,14 @@ def _holds(api: kubeio.Api, namespace: str, nodes: set[str]) -> Mapping[str, rol
             continue
         labels = kubeio.labels(node)
         clique = labels.get(constants.CLIQUE_LABEL, "")
-        label = labels.get(constants.COMPUTE_DOMAIN_LABEL, "")
+        holder = placement.occupant(
+            name,
+            {uid: obj for uid, of, obj in objects if of == clique},
+            label=labels.get(constants.COMPUTE_DOMAIN_LABEL, ""),
+            everywhere=[(uid, obj) for uid, _, obj in objects],
+        )
         holds[name] = rollplan.NodeHold(
-            node=name,
-            clique=clique,
-            holder=placement.occupant(name, by_clique.get(clique, {}), label=label),
-            ready=kube_pods.is_ready(node),
+            node=name, clique=clique, holder=holder, ready=kube_pods.is_ready(node)
         )
     return holds
 

@@ -17,6 +17,7 @@ from kubernetes import client
 
 from cdsim import cluster as sim_cluster
 from cdsim import fakenvml, hosttree, nodes
+from computedomains import waiting
 from computedomains.fabric import nvml
 
 pytestmark = pytest.mark.cluster
@@ -126,3 +127,34 @@ def test_node_objects_look_like_gpu_nodes_on_distinct_loopback_addresses(
         )
         ips.add(node.ip)
     assert len(ips) == len(sim.nodes)
+
+
+@pytest.mark.sim
+def test_a_heartbeat_renews_the_kubelets_own_conditions_only(sim: sim_cluster.SimCluster) -> None:
+    """As a kubelet's heartbeat: another writer's condition keeps its times. The heartbeat is
+    rendered from a node up to 45 s old, so renewing every condition it shows would put back
+    one removed meanwhile (uninstall removes node-init's)."""
+    api = sim.api_client()
+    node = sim.nodes[-1].name
+    status = f"/api/v1/nodes/{node}/status"
+    stamp = "2020-01-01T00:00:00Z"
+    foreign = {"type": "ExampleForeign", "status": "True", "reason": "Test", "message": "mine",
+               "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}  # fmt: skip
+
+    def conditions() -> dict[str, dict[str, Any]]:
+        found = api.get(f"/api/v1/nodes/{node}")["status"]["conditions"]
+        return {str(c["type"]): c for c in found}
+
+    api.patch(status, {"status": {"conditions": [foreign]}}, strategic=True)
+    try:
+        before = conditions()["Ready"]["lastHeartbeatTime"]
+        after = waiting.until(
+            f"a heartbeat of {node} (every 20 to 45 s)",
+            lambda: (c := conditions())["Ready"]["lastHeartbeatTime"] != before and c,
+            timeout=90,
+            interval=1,
+        )
+        assert after["ExampleForeign"]["lastHeartbeatTime"] == stamp, after["ExampleForeign"]
+    finally:
+        gone = {"type": "ExampleForeign", "$patch": "delete"}
+        api.patch(status, {"status": {"conditions": [gone]}}, strategic=True)

@@ -244,6 +244,9 @@ def test_an_agent_waits_for_the_record_the_label_and_a_slot_left_to_let_go() -> 
     left = {X: {**_clique_object(X, frozenset()), "daemons": [{"nodeName": "n1"}]}}
     assert placement.occupant("n1", left) == X  # its slot until IMEX stopped
     assert placement.occupant("n2", left) == ""
+    # Its clique label changed (or went): an object of its old clique still counts.
+    old_clique = [(Y, _clique_object(Y, frozenset({"n2"})))]
+    assert placement.occupant("n2", {}, everywhere=old_clique) == Y
 
 
 def _clique_object(uid: str, members: frozenset[str] | None) -> dict[str, Any]:

@@ -309,21 +309,30 @@ def recorded_member(
     return any(node_name in (models.clique_members(obj) or ()) for obj in cliques.values())
 
 
-def occupant(node_name: str, cliques: Mapping[str, Mapping[str, Any]], *, label: str = "") -> str:
+def occupant(
+    node_name: str,
+    cliques: Mapping[str, Mapping[str, Any]],
+    *,
+    label: str = "",
+    everywhere: Iterable[tuple[str, Mapping[str, Any]]] = (),
+) -> str:
     """The domain that something disruptive on ``node_name`` would hurt ("" none).
 
     :func:`recorded_holder` (same arguments; ``label`` is the node's domain label), else the
-    domain the label still names (its clean-up is not done yet), else one whose clique object
-    still gives the node a slot (a node that left keeps it until its agent confirmed IMEX
-    stopped). Stricter than who holds it: replacing an IMEX agent (roll-agents) waits for all
-    three to let go.
+    domain the label still names (its clean-up is not done yet), else the domain of any clique
+    object, of whatever clique (``everywhere``: domain UID and object pairs), that still names
+    the node a member or gives it a slot: a node keeps its slot until its agent confirmed IMEX
+    stopped, and its clique label may have changed meanwhile. Stricter than who holds it:
+    replacing an IMEX agent (roll-agents) waits for all of them to let go.
     """
-    slotted = (
-        uid
-        for uid, obj in cliques.items()
-        if any(d.get("nodeName") == node_name for d in obj.get("daemons") or ())
-    )
-    return recorded_holder(node_name, cliques, legacy_label=label) or label or next(slotted, "")
+    found = recorded_holder(node_name, cliques, legacy_label=label) or label
+    if found:
+        return found
+    for uid, obj in [*cliques.items(), *everywhere]:
+        slotted = any(d.get("nodeName") == node_name for d in obj.get("daemons") or ())
+        if slotted or node_name in (models.clique_members(obj) or ()):
+            return uid
+    return ""
 
 
 def _label_says(cliques: Mapping[str, Mapping[str, Any]], label: str) -> bool:
