@@ -94,6 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--until-ready", action="store_true", help="exit 0 once the domain is Ready")
     demo.add_argument("--racks", type=int, default=2, help="NVL72 racks (default 2)")
+    demo.add_argument(
+        "--nodes-per-rack", type=int, default=18, help="nodes per rack (default 18, a full NVL72)"
+    )
     demo.add_argument("--examples", type=pathlib.Path, default=pathlib.Path("examples"))
     demo.add_argument("--chart", type=pathlib.Path, default=pathlib.Path("chart"))
     demo.add_argument(
@@ -449,6 +452,7 @@ def _demo(args: argparse.Namespace) -> int:
         chart=args.chart,
         values=tuple(args.values or demo.DEFAULT_VALUES),
         racks=args.racks,
+        nodes_per_rack=args.nodes_per_rack,
         runtime=args.runtime,
         out=lambda line: print(line, flush=True),
         interactive=sys.stdout.isatty(),

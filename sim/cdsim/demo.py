@@ -252,6 +252,8 @@ class Demo:
     out: Callable[[str], None]
     interactive: bool
     racks: int = 2
+    nodes_per_rack: int = 18
+    """Nodes per rack: 18, a full NVL72 (fewer: a lighter demo beside others)."""
     runtime: str | None = None
     """How the simulated kubelet runs pods (:data:`controlplane.RUNTIMES`; None: the default)."""
     timings: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -269,7 +271,8 @@ class Demo:
         box.ensure_all(["etcd", "kubernetes", "kwok", "helm3"])
         self.step("tools", started)
         sim = cluster.SimCluster(
-            name=cluster_name(), topology_spec=topology.Topology(racks=self.racks), toolbox=box,
+            name=cluster_name(), toolbox=box,
+            topology_spec=topology.Topology(racks=self.racks, nodes_per_rack=self.nodes_per_rack),
             runtime=self.runtime,
         )  # fmt: skip
         try:

@@ -27,11 +27,12 @@ def _cluster_name(log: pathlib.Path) -> str | None:
 
 
 def test_demo_runs_to_a_ready_domain_beside_another_demo(tmp_path: pathlib.Path) -> None:
-    # The other demo stays up until told to stop, as `make demo` does; one rack keeps it light.
+    # The other demo stays up until told to stop, as `make demo` does; one rack of four nodes
+    # (its example's four pods) keeps it light.
     other_log = tmp_path / "other-demo.log"
     with other_log.open("w") as out:
         other = subprocess.Popen(
-            [*DEMO, "--racks", "1", "--timeout", "1800"],
+            [*DEMO, "--racks", "1", "--nodes-per-rack", "4", "--timeout", "1800"],
             cwd=REPO,
             stdin=subprocess.DEVNULL,
             stdout=out,
