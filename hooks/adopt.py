@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from computedomains import flags, waiting
+from computedomains import flaggroups, flags, waiting
 from computedomains.api import constants, crds, resources
 from computedomains.hooks import adoptplan, crdview, kubeio, report
 
@@ -31,11 +31,7 @@ _AGENTS = f"{constants.COMPONENT_LABEL}={constants.IMEX_AGENT_COMPONENT}"
 class Settings:
     """Adoption settings: a flag group of the migrate hook."""
 
-    enabled: bool = flags.switch(
-        "--adopt",
-        default=False,
-        help="retire an incumbent install's per-domain objects once we serve them",
-    )
+    enabled: bool = flags.field(flaggroups.ADOPT)
     incumbent_namespace: str = flags.option(
         "--incumbent-namespace",
         default=INCUMBENT_NAMESPACE,

@@ -31,11 +31,7 @@ PROBE_DRIVER = "preflight.computedomains.io"
 class Settings(client.ReleaseConnection):
     """The release, and the values preflight checks against the cluster (rendered by the chart)."""
 
-    adopt: bool = flags.switch(
-        "--adopt",
-        default=False,
-        help="hand objects of another owner (incumbent, GPU operator) to this release",
-    )
+    adopt: bool = flags.field(flaggroups.ADOPT)
     crds_enabled: bool = flags.switch(
         "--crds-enabled",
         default=True,

@@ -19,9 +19,13 @@ class Severity(enum.StrEnum):
     """How a finding counts: ``fail`` makes the hook exit non-zero, the others only print."""
 
     OK = "ok"
+    """A check passed; printed without a marker."""
     INFO = "info"
+    """Worth knowing; changes nothing."""
     WARN = "warning"
+    """Printed as a warning; the hook still succeeds."""
     FAIL = "failed"
+    """The hook exits non-zero, after printing every finding."""
 
 
 @dataclasses.dataclass(frozen=True)

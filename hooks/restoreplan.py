@@ -31,8 +31,11 @@ class Action(enum.Enum):
     """What happens to one object."""
 
     CREATE = "create"
+    """It is gone: created from the snapshot."""
     UPDATE = "update"
+    """It differs from the snapshot: put back as saved."""
     UNCHANGED = "unchanged"
+    """It is as saved: not written."""
 
 
 @dataclasses.dataclass(frozen=True)

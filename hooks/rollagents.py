@@ -15,7 +15,7 @@ import dataclasses
 import time
 from collections.abc import Mapping
 
-from computedomains import flags
+from computedomains import flaggroups, flags
 from computedomains.api import constants, placement, resources
 from computedomains.kube import pods as kube_pods
 
@@ -33,13 +33,7 @@ class Settings(client.Connection):
     daemonset: str = flags.option(
         "--daemonset", required=True, help="the IMEX agent DaemonSet (in --namespace)"
     )
-    timeout_seconds: float = flags.option(
-        "--timeout-seconds",
-        default="240",
-        type=flags.positive,
-        help="how long the whole roll may wait for new agents to be Ready (then it reports what "
-        "is left and ends: verify judges)",
-    )
+    timeout_seconds: float = flags.field(flaggroups.TIMEOUT_SECONDS, default="240")
     dry_run: bool = flags.switch("--dry-run", default=False, help="print the plan, delete nothing")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from computedomains import flags, waiting
+from computedomains import flaggroups, flags, waiting
 from computedomains.api import constants, domainview, placement, resources
 
 from . import cleanup, client, kubeio, ownership
@@ -53,12 +53,7 @@ class Settings(client.ReleaseConnection):
         help="with --release-record or --job (the chart passes both): act only when Helm or "
         "Argo CD runs this hook (value uninstall.requireOwner); run by hand, it acts",
     )
-    timeout_seconds: float = flags.option(
-        "--timeout-seconds",
-        default="120",
-        type=flags.positive,
-        help="how long to wait for the controller, plugin and agent pods to go",
-    )
+    timeout_seconds: float = flags.field(flaggroups.TIMEOUT_SECONDS)
 
 
 STOP = Stop(

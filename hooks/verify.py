@@ -30,12 +30,7 @@ PROBE_NAME = "compute-domains-verify-probe"
 class Settings(client.ReleaseConnection):
     """The release, the wait bound and the failure policy (rendered by the chart)."""
 
-    timeout_seconds: float = flags.option(
-        "--timeout-seconds",
-        default="300",
-        type=flags.positive,
-        help="how long to wait for node-init's verdicts and ready components",
-    )
+    timeout_seconds: float = flags.field(flaggroups.TIMEOUT_SECONDS, default="300")
     failure_policy: str = flags.option(
         "--failure-policy",
         default="Fail",

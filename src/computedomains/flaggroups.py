@@ -26,6 +26,7 @@ KUBECONFIG = flags.Flag(
 )  # fmt: skip
 NAMESPACE = flags.Flag("--namespace", "the driver's namespace", "default")
 NODE_NAME = flags.Flag("--node-name", "this node's name", None, required=True)
+POD_NAME = flags.Flag("--pod-name", "this pod's name (the chart passes it, downward API)", None)
 HTTP_BIND = flags.Flag("--http-bind", "metrics and probes host:port", "0.0.0.0:8080")
 
 
@@ -81,6 +82,21 @@ GPU_NODE_SELECTOR = flags.Flag(
     "nvidia.com/gpu.present=true",
 )
 """The nodes preflight and verify look at: where the chart runs its node components."""
+ADOPT = flags.Flag(
+    "--adopt",
+    "take over an incumbent install (value adopt.enabled): preflight hands its objects to this "
+    "release, migrate retires its per-domain objects once ours serve their nodes",
+    False,
+    switch=True,
+)
+TIMEOUT_SECONDS = flags.Flag(
+    "--timeout-seconds",
+    "seconds the hook waits at most for what it waits on (its description says what), then "
+    "reports what is left",
+    "120",
+    flags.positive,
+)
+"""Verify's, roll-agents' and uninstall's wait, each with its own default."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -99,8 +99,14 @@ def group(cls: type[T], **defaults: str) -> Any:
     return dataclasses.field(default=instance, metadata={_GROUP: dict(defaults)})
 
 
-def field(spec: Flag) -> Any:
-    """A config field that is the flag ``spec`` (one :mod:`flaggroups` declares for many)."""
+def field(spec: Flag, *, default: str | None = None, required: bool = False) -> Any:
+    """A config field that is the flag ``spec`` (one :mod:`flaggroups` declares for many).
+
+    ``default``: this program's default, as typed, where it differs from the declaration's;
+    ``required``: this program has none (the flag or its variable must be given).
+    """
+    if default is not None or required:
+        spec = dataclasses.replace(spec, default=default, required=required)
     metadata = {_FLAG: spec}
     if spec.required:
         return dataclasses.field(metadata=metadata)

@@ -229,24 +229,27 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse
 
 
 def _flag_clashes(root: argparse.ArgumentParser) -> tuple[list[str], set[str]]:
-    """Flags whose type or choices differ between two commands of ``root``; every flag seen."""
-    seen: dict[str, tuple[object, object, str]] = {}
+    """Flags declared twice: their type, choices or help (its default aside) differ between two
+    commands of ``root``; and every flag seen."""
+    seen: dict[str, tuple[object, object, object, str]] = {}
     clashes = []
     for prog, parser in _subparsers(root):
         for action in parser._actions:
             for name in (o for o in action.option_strings if o.startswith("--")):
-                kind = (action.type, tuple(action.choices or ()) or None)
+                said = (action.help or "").split(" (env ")[0]
+                kind = (action.type, tuple(action.choices or ()) or None, said)
                 first = seen.setdefault(name, (*kind, prog))
-                if first[:2] != kind:
-                    clashes.append(f"{name}: {first[2]} {first[:2]} vs {prog} {kind}")
+                if first[:3] != kind:
+                    clashes.append(f"{name}: {first[3]} {first[:3]} vs {prog} {kind}")
     return clashes, set(seen)
 
 
-def test_each_flag_name_means_one_type_and_one_set_of_choices_everywhere() -> None:
-    """Components, node-init, fabric and the hooks: a flag two commands take is one flag."""
+def test_each_flag_name_is_declared_once_across_every_command() -> None:
+    """Components, node-init, fabric and the hooks: a flag two commands take is one flag (its
+    type, choices and help; a program may give it its own default)."""
     clashes, seen = _flag_clashes(cli.build_parser())
     assert not clashes, "\n".join(clashes)
-    assert {"--driver-root", "--binding-conditions", "--gpu-node-selector"} <= seen
+    assert {"--driver-root", "--binding-conditions", "--gpu-node-selector", "--adopt"} <= seen
 
 
 def test_a_flag_declared_again_with_another_type_is_a_clash() -> None:
@@ -256,5 +259,7 @@ def test_a_flag_declared_again_with_another_type_is_a_clash() -> None:
     commands.add_parser("b").add_argument("--driver-root", type=str)
     commands.add_parser("c").add_argument("--mode", choices=("x", "y"))
     commands.add_parser("d").add_argument("--mode", choices=("x",))
+    commands.add_parser("e").add_argument("--adopt", action="store_true", help="one thing")
+    commands.add_parser("f").add_argument("--adopt", action="store_true", help="another")
     clashes, _ = _flag_clashes(root)
-    assert [c.split(":")[0] for c in clashes] == ["--driver-root", "--mode"]
+    assert [c.split(":")[0] for c in clashes] == ["--driver-root", "--mode", "--adopt"]

@@ -24,10 +24,9 @@ class ControllerConfig:
         flaggroups.ApiBudget, **flaggroups.CONTROL_BUDGET
     )
     """Its API request budget."""
-    pod_name: str = flags.option(
-        "--pod-name", default=None, help="this replica's pod name (default: the host name)"
-    )
-    """This replica's pod name; the Lease holder identity is ``<pod>-<random>``."""
+    pod_name: str = flags.field(flaggroups.POD_NAME)
+    """This replica's pod name (none given: the host name); the Lease holder identity is
+    ``<pod>-<random>``."""
     leader_elect: bool = flags.switch(
         "--leader-elect",
         default=True,

@@ -21,7 +21,7 @@ class AgentConfig:
     """None in a pod: the ServiceAccount is used."""
     api_budget: flaggroups.ApiBudget = flags.group(flaggroups.ApiBudget)
     """Its API request budget."""
-    pod_name: str = flags.option("--pod-name", required=True, help="this agent's pod")
+    pod_name: str = flags.field(flaggroups.POD_NAME, required=True)
     pod_uid: str = flags.option("--pod-uid", default="", help="this agent pod's UID")
     """Guards the condition write against a newer pod of the same name; may be empty."""
     pod_ip: str = flags.option(
