@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from computedomains.api import constants
 
-from .report import Finding, Severity
+from .report import Finding, Severity, listed
 
 MIN_VERSION = (1, 34)
 """resource.k8s.io/v1 is GA (and on by default) from Kubernetes 1.34."""
@@ -169,11 +169,6 @@ class GpuNode:
     """node-init has published a verdict here (a previous install of this chart)."""
 
 
-def _listed(nodes: Sequence[str]) -> str:
-    more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
-    return ", ".join(nodes[:5]) + more
-
-
 def check_driver_root(driver_root: str, nodes: Sequence[GpuNode]) -> list[Finding]:
     """The driverRoot value against the GPU operator's driver label on the GPU nodes.
 
@@ -192,7 +187,7 @@ def check_driver_root(driver_root: str, nodes: Sequence[GpuNode]) -> list[Findin
                 (
                     f"driverRoot is {driver_root} but the GPU operator runs its driver container "
                     f"on {len(container)} GPU node(s) ({OPERATOR_DRIVER_LABEL}=true: "
-                    f"{_listed(container)}), which puts the driver at {OPERATOR_DRIVER_ROOT}"
+                    f"{listed(container)}), which puts the driver at {OPERATOR_DRIVER_ROOT}"
                 ),
                 fix=(
                     "install with the values/gpu-operator.yaml profile (driverRoot: "
@@ -207,7 +202,7 @@ def check_driver_root(driver_root: str, nodes: Sequence[GpuNode]) -> list[Findin
                 (
                     f"driverRoot is {OPERATOR_DRIVER_ROOT} (the GPU operator's driver container) "
                     f"but {len(host)} GPU node(s) have a driver installed on the host "
-                    f"({OPERATOR_DRIVER_LABEL}=pre-installed: {_listed(host)})"
+                    f"({OPERATOR_DRIVER_LABEL}=pre-installed: {listed(host)})"
                 ),
                 fix="install with the values/host-driver.yaml profile (driverRoot: /)",
             )
@@ -261,7 +256,7 @@ def check_clique_labels(nodes: Sequence[GpuNode]) -> list[Finding]:
             Severity.INFO,
             (
                 f"{len(foreign)} GPU node(s) already carry {constants.CLIQUE_LABEL} from GPU "
-                f"feature discovery ({_listed(foreign)}); node-init sets the same label from NVML "
+                f"feature discovery ({listed(foreign)}); node-init sets the same label from NVML "
                 "and keeps it current, and uninstall leaves GFD's in place"
             ),
         )

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from computedomains.api import constants
 from computedomains.fabric.model import Reason
 
-from .report import Finding, Severity
+from .report import Finding, Severity, listed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +77,7 @@ def check_verdicts(nodes: Sequence[NodeFabric], *, waited: float) -> Finding:
     """Every GPU node judged; broken ones are the fabric's state, not the release's failure."""
     missing = unjudged(nodes)
     if missing:
-        shown = ", ".join(missing[:5]) + (
-            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        )
+        shown = listed(missing)
         return Finding(
             Severity.FAIL,
             f"no fabric verdict after {waited:g}s on {len(missing)} GPU node(s): {shown}",
@@ -144,11 +142,6 @@ def supported_skew(version: str, current: str) -> bool:
     return 0 <= new[1] - old[1] <= 1
 
 
-def _listed(names: Sequence[str], limit: int = 8) -> str:
-    more = f" and {len(names) - limit} more" if len(names) > limit else ""
-    return ", ".join(names[:limit]) + more
-
-
 def _check_on_delete(c: Component, *, current: str, roll_hint: str) -> Finding:
     what = f"{c.kind} {c.name}: {c.ready}/{c.wanted} ready, {c.updated} updated"
     if c.ready < c.wanted:
@@ -160,7 +153,7 @@ def _check_on_delete(c: Component, *, current: str, roll_hint: str) -> Finding:
     if unsupported:
         return Finding(
             Severity.FAIL,
-            f"{what}; pods of a version {current} cannot work beside: {_listed(unsupported)}",
+            f"{what}; pods of a version {current} cannot work beside: {listed(unsupported, 8)}",
             fix=f"delete those pods (updateStrategy OnDelete), one clique at a time: {roll_hint}",
         )
     if not c.previous:
@@ -170,7 +163,7 @@ def _check_on_delete(c: Component, *, current: str, roll_hint: str) -> Finding:
     return Finding(
         Severity.WARN,
         f"{what}; {len(nodes)} node(s) still run version {versions} (updateStrategy OnDelete; "
-        f"supported beside {current}): {_listed(nodes)}",
+        f"supported beside {current}): {listed(nodes, 8)}",
         fix=f"roll the nodes no ComputeDomain holds: {roll_hint}; held ones follow once idle",
     )
 

@@ -21,7 +21,7 @@ from computedomains.fabric import classify
 from computedomains.fabric.model import Reason
 
 from . import kubeio
-from .report import Finding, Severity
+from .report import Finding, Severity, listed
 
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 """The namespace label Pod Security Admission enforces."""
@@ -50,11 +50,6 @@ class NodeFacts:
             runtime=str(info.get("containerRuntimeVersion", "")),
             fabric_reason=str(condition.get("reason", "")) if condition is not None else None,
         )
-
-
-def _listed(names: Sequence[str]) -> str:
-    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
-    return ", ".join(sorted(names)[:_LISTED]) + more
 
 
 def check_pod_security(namespace: str, labels: Mapping[str, str]) -> Finding:
@@ -107,7 +102,9 @@ def check_runtimes(nodes: Sequence[NodeFacts]) -> list[Finding]:
         by.setdefault(cdi_support(node.runtime), []).append(node)
 
     def named(group: list[NodeFacts]) -> str:
-        return _listed([f"{n.name} ({n.runtime or 'no runtime reported'})" for n in group])
+        return listed(
+            sorted(f"{n.name} ({n.runtime or 'no runtime reported'})" for n in group), _LISTED
+        )
 
     findings = []
     if Severity.FAIL in by:
@@ -154,7 +151,7 @@ def check_drivers(nodes: Sequence[NodeFacts]) -> list[Finding]:
             Finding(
                 Severity.WARN,
                 f"node-init found a driver older than {classify.MINIMUM_DRIVER} on node(s) "
-                f"{_listed(old)}: they serve no ComputeDomain until it is upgraded",
+                f"{listed(sorted(old), _LISTED)}: they serve no ComputeDomain until it is upgraded",
                 fix=f"install NVIDIA driver >= {classify.MINIMUM_DRIVER} there (the reason and "
                 "version are in each node's NVLinkFabricReady condition)",
             )
@@ -163,7 +160,8 @@ def check_drivers(nodes: Sequence[NodeFacts]) -> list[Finding]:
         findings.append(
             Finding(
                 Severity.WARN,
-                f"node-init could not read the driver version on node(s) {_listed(unknown)}",
+                "node-init could not read the driver version on node(s) "
+                f"{listed(sorted(unknown), _LISTED)}",
                 fix="check the driver installation there (NVLinkFabricReady condition)",
             )
         )

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from computedomains.api import constants
 
-from .report import Finding, Severity
+from .report import Finding, Severity, listed
 
 CHART_NAME = "compute-domains"
 """``app.kubernetes.io/name`` of every object of this chart, whatever the release."""
@@ -237,13 +237,12 @@ def check_workloads(
             findings.append(_incumbent(what, adopt=adopt))
     if per_domain:
         severity = Severity.INFO if adopt else Severity.FAIL
-        names = ", ".join(f"{w.namespace}/{w.name}" for w in per_domain[:5])
-        more = f" and {len(per_domain) - 5} more" if len(per_domain) > 5 else ""
+        names = listed([f"{w.namespace}/{w.name}" for w in per_domain])
         findings.append(
             Finding(
                 severity,
                 (
-                    f"{len(per_domain)} incumbent per-domain daemon DaemonSet(s): {names}{more}; "
+                    f"{len(per_domain)} incumbent per-domain daemon DaemonSet(s): {names}; "
                     "the migrate hook retires them once this release's IMEX agent serves their "
                     "nodes"
                 ),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TextIO
 
 
@@ -55,6 +55,12 @@ class Stop:
 
 NEVER = Stop((), "", "")
 """The :class:`Stop` of a hook that reports every error itself (as a finding, or per object)."""
+
+
+def listed(names: Sequence[str], limit: int = 5) -> str:
+    """The first ``limit`` of ``names``, comma-separated, then "and N more" for the rest."""
+    more = f" and {len(names) - limit} more" if len(names) > limit else ""
+    return ", ".join(names[:limit]) + more
 
 
 def failed(findings: Iterable[Finding]) -> bool:
