@@ -370,6 +370,20 @@ def test_between_status_writes_only_what_agents_wait_for_is_written() -> None:
     assert not flushed.deferred
 
 
+def test_a_forged_label_is_warned_about_in_the_round_that_takes_it_away() -> None:
+    # Label writes are never held back, so a round between status writes removes the forged
+    # label; its warning cannot wait for the next status write, which would no longer see it.
+    stored = {C1: (daemon("a", 0, ip=agent("a").ip),)}
+    forged = node("b", claim=Claim.NONE)
+    snap = snapshot(nodes=[node("a"), forged], agents=[agent("a", R.STARTING)], cliques=stored)
+    held = decide.plan(snap, limit=18, reported=frozenset(), flush=False)
+    assert [(w.node, w.value) for w in held.labels] == [("b", "")]
+    assert [e.reason for e in held.status_events] == ["NodeLabelWithoutClaim"]
+    assert held.status_events[0].message.startswith("b carry")
+    flushed = decide.plan(snap, limit=18, reported=held.reported, flush=True)
+    assert "NodeLabelWithoutClaim" not in {e.reason for e in flushed.status_events}  # once
+
+
 def test_an_address_change_is_written_at_once() -> None:
     stored = {C1: (daemon("a", 0, ip="10.9.9.9"),)}
     held = decide.plan(
