@@ -1,10 +1,10 @@
-"""A short seeded chaos run in ``make test``: churn and every fault kind for about two minutes.
+"""A short seeded chaos run in ``make test``: churn and every fault kind for 75 seconds.
 
 The engine of ``make chaos`` (:mod:`cdsim.chaos.run`), against the session's cluster and the
 chart this package installed: domains created, scaled and deleted in three tenants while every
 fault kind is injected at least once, the invariants checked at every step and at the end
 (docs/operations.md, "Chaos run"). A failure prints the report: the seed, each violation with
-the timeline around it and the last Events. ``make chaos SEED=20260611 DURATION=105s`` replays the
+the timeline around it and the last Events. ``make chaos SEED=20260611 DURATION=75s`` replays the
 same timeline on a cluster of its own.
 
 It runs last among the chart's tests (conftest.py): it kills, restarts and pauses what they
@@ -21,8 +21,9 @@ from cdsim.chaos import invariants, run
 pytestmark = pytest.mark.cluster
 
 SEED = 20260611
-DURATION = 105.0
-"""With the settling, the quiet watch and the teardown, about three minutes in all."""
+DURATION = 75.0
+"""Every fault kind still fits, with this seed 13 faults in all; with the settling,
+the quiet watch and the teardown, about two minutes in all."""
 
 
 def test_a_short_seeded_chaos_run_breaks_no_invariant(
