@@ -38,10 +38,9 @@ class Settings:
         help="the incumbent driver's namespace",
     )
     """Where the incumbent's per-domain DaemonSets and daemon templates live."""
-    timeout: float = flags.option(
+    timeout: float = flags.seconds(
         "--adopt-timeout",
         default="600",
-        type=flags.positive,
         help="seconds to wait for our IMEX agent to serve the adopted domains",
     )
     """Seconds to wait for our agent to serve every adopted domain's nodes."""

@@ -65,13 +65,9 @@ class Settings(client.Connection):
         choices=METHODS,
         help="auto: StorageVersionMigration when served, else paged rewrites",
     )
-    timeout: float = flags.option(
-        "--svm-timeout",
-        default="600",
-        type=flags.positive,
-        help="seconds to wait for each StorageVersionMigration",
+    timeout: float = flags.seconds(
+        "--svm-timeout", default="600", help="seconds to wait for each StorageVersionMigration"
     )
-    """Seconds to wait for each StorageVersionMigration."""
     invalid: str = flags.option(
         "--invalid",
         default="fail",
@@ -85,10 +81,9 @@ class Settings(client.Connection):
         type=flags.names,
         help="comma-separated CRDs whose objects to migrate",
     )
-    readable_timeout: float = flags.option(
+    readable_timeout: float = flags.seconds(
         "--readable-timeout",
         default="300",
-        type=flags.positive,
         help="seconds to wait until every object reads at the storage version (the conversion "
         "webhook may still be starting: applied as plain objects, everything starts at once)",
     )

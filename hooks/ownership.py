@@ -44,16 +44,6 @@ _ADOPT = (
 # -- conflicting installs -------------------------------------------------------------------
 
 
-class Owner(enum.StrEnum):
-    """Who an existing cluster-scoped object this chart renders belongs to."""
-
-    OURS = "this release"
-    OTHER_RELEASE = "another release of this chart"
-    GPU_OPERATOR = "the GPU operator"
-    HELM_RELEASE = "another Helm release"
-    UNMANAGED = "no Helm release"
-
-
 @dataclasses.dataclass(frozen=True)
 class Existing:
     """An object that exists already, with the metadata that says who owns it."""
@@ -72,6 +62,16 @@ class Release:
 
     name: str
     namespace: str
+
+
+class Owner(enum.StrEnum):
+    """Who an existing cluster-scoped object this chart renders belongs to."""
+
+    OURS = "this release"
+    OTHER_RELEASE = "another release of this chart"
+    GPU_OPERATOR = "the GPU operator"
+    HELM_RELEASE = "another Helm release"
+    UNMANAGED = "no Helm release"
 
 
 def owner(obj: Existing, release: Release) -> Owner:

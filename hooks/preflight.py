@@ -52,13 +52,10 @@ class Settings(client.ReleaseConnection):
         help="the versions this release's CRDs serve (its own code's, unless a chart says)",
     )
     upgrade: bool = flags.switch(
-        "--upgrade",
-        default=False,
-        help="Helm renders this release as an upgrade of an installed one",
+        "--upgrade", help="Helm renders this release as an upgrade of an installed one"
     )
     allow_one_way_upgrade: bool = flags.switch(
         "--allow-one-way-upgrade",
-        default=False,
         help="warn, not refuse, when the upgrade stores a version the CRDs do not serve yet",
     )
     helm_version: str = flags.option(
@@ -70,9 +67,7 @@ class Settings(client.ReleaseConnection):
         choices=helmwait.WAITS,
         help="the --wait strategy Helm 4 runs with (value preflight.helm4Wait)",
     )
-    agent_daemonset: str = flags.option(
-        "--agent-daemonset", default="", help="the IMEX agent DaemonSet of this release (its name)"
-    )
+    agent_daemonset: str = flags.field(flaggroups.AGENT_DAEMONSET)
     agent_pod_template: str = flags.option(
         "--agent-pod-template",
         default="",

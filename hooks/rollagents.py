@@ -30,11 +30,9 @@ POLL_SECONDS = 2.0
 class Settings(client.Connection):
     """The agent DaemonSet, the wait per clique, and a dry run."""
 
-    daemonset: str = flags.option(
-        "--daemonset", required=True, help="the IMEX agent DaemonSet (in --namespace)"
-    )
+    agent_daemonset: str = flags.field(flaggroups.AGENT_DAEMONSET, required=True)
     timeout_seconds: float = flags.field(flaggroups.TIMEOUT_SECONDS, default="240")
-    dry_run: bool = flags.switch("--dry-run", default=False, help="print the plan, delete nothing")
+    dry_run: bool = flags.switch("--dry-run", help="print the plan, delete nothing")
 
 
 STOP = Stop(
@@ -49,10 +47,10 @@ def run(api: kubeio.Api, args: Settings, report: Report) -> int:
 
     What is left is reported; verify judges the agents' readiness.
     """
-    path = resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace)
+    path = resources.DAEMON_SETS.path(args.agent_daemonset, namespace=args.namespace)
     ds = api.get_or_none(path)
     if ds is None:
-        report.step(f"DaemonSet {args.namespace}/{args.daemonset} not found: nothing to roll")
+        report.step(f"DaemonSet {args.namespace}/{args.agent_daemonset} not found: nothing to roll")
         return 0
     deadline = time.monotonic() + args.timeout_seconds
     pods = agent_pods(api, ds)
@@ -189,7 +187,9 @@ def _wait_current(
     waiting_for = sorted(nodes)
     while True:
         try:
-            fresh = api.get(resources.DAEMON_SETS.path(args.daemonset, namespace=args.namespace))
+            fresh = api.get(
+                resources.DAEMON_SETS.path(args.agent_daemonset, namespace=args.namespace)
+            )
             listed = list(api.list_items(
                 resources.PODS.path(namespace=args.namespace),
                 label_selector=daemonsetpods.match_labels(ds),

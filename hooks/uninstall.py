@@ -31,9 +31,7 @@ WRITERS = ("controller", "kubelet-plugin", "imex-agent")
 class Settings(client.ReleaseConnection):
     """The release, ``--force`` and how long to wait for the components to stop."""
 
-    force: bool = flags.switch(
-        "--force", default=False, help="uninstall even while domains have running pods"
-    )
+    force: bool = flags.switch("--force", help="uninstall even while domains have running pods")
     hook_jobs: tuple[str, ...] = flags.option(
         "--hook-jobs",
         default="",

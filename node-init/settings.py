@@ -44,14 +44,9 @@ class Settings:
     """How long a usable verdict is held through a fault that may pass, while the node is in
     a ComputeDomain (``node-init/hold.py``)."""
     taint_broken: bool = flags.field(TAINT_BROKEN)
-    watch: bool = flags.switch(
-        "--watch", default=False, help="keep re-checking (what the plugin's re-check does)"
-    )
-    recheck_interval: float = flags.option(
-        "--recheck-interval",
-        default="60",
-        type=flags.positive,
-        help="seconds between re-checks with --watch",
+    watch: bool = flags.switch("--watch", help="keep re-checking (what the plugin's re-check does)")
+    recheck_interval: float = flags.seconds(
+        "--recheck-interval", default="60", help="seconds between re-checks with --watch"
     )
     poll_interval: float = 5.0
     """Seconds between looks while a registration is in progress (not a flag)."""

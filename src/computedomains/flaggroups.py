@@ -89,6 +89,10 @@ ADOPT = flags.Flag(
     False,
     switch=True,
 )
+AGENT_DAEMONSET = flags.Flag(
+    "--agent-daemonset", "the IMEX agent DaemonSet of this release (its name, in --namespace)", ""
+)
+"""Preflight checks its update strategy; roll-agents replaces its pods (required there)."""
 TIMEOUT_SECONDS = flags.Flag(
     "--timeout-seconds",
     "seconds the hook waits at most for what it waits on (its description says what), then "
@@ -109,12 +113,12 @@ class ApiBudget:
 
     qps: float = flags.option(
         "--kube-api-qps", default="20", type=flags.not_negative,
-        help="API requests per second on average (0: no limit)",
+        help="API requests per second on average (0: no limit)"
     )  # fmt: skip
     """Requests per second on average; 0 limits nothing."""
     burst: int = flags.option(
         "--kube-api-burst", default="40", type=flags.at_least_one,
-        help="API requests at once above the average",
+        help="API requests at once above the average"
     )  # fmt: skip
     """Requests at once above the average."""
 

@@ -84,7 +84,12 @@ def option(
     return field(spec)
 
 
-def switch(name: str, *, help: str, default: bool, negatable: bool = False) -> Any:
+def seconds(name: str, *, help: str, default: str) -> Any:
+    """A config field that is the flag ``name``: a positive number of seconds, as typed."""
+    return option(name, help=help, default=default, type=positive)
+
+
+def switch(name: str, *, help: str, default: bool = False, negatable: bool = False) -> Any:
     """A config field that is the on/off flag ``name`` (and ``--no-<name>`` if ``negatable``)."""
     return field(Flag(name, help, default, switch=True, negatable=negatable))
 

@@ -275,7 +275,9 @@ def test_uninstall_checks_its_release_record_and_its_own_job(h4: helm.Helm) -> N
 
 def test_roll_agents_only_with_on_delete_agents_and_may_delete_only_pods(h4: helm.Helm) -> None:
     objects = r.template(h4)
-    assert f"--daemonset={r.RELEASE}-compute-domains-imex-agent" in _args(objects, "roll-agents")
+    assert f"--agent-daemonset={r.RELEASE}-compute-domains-imex-agent" in _args(
+        objects, "roll-agents"
+    )
     rules = r.find(objects, "Role", _name("roll-agents"))["rules"]
     assert [rule["resources"] for rule in rules if "delete" in rule["verbs"]] == [["pods"]]
     rolling = r.template(h4, "--set", "imexAgent.updateStrategy.type=RollingUpdate")

@@ -43,10 +43,9 @@ class ControllerConfig:
     """Lease duration, renew deadline and retry period, in seconds."""
     max_nodes_per_clique: int = flags.field(flaggroups.MAX_NODES_PER_CLIQUE_FLAG)
     """Slots per clique: IMEX's limit on GB200/GB300 NVL72 is 18 nodes."""
-    gc_interval: float = flags.option(
+    gc_interval: float = flags.seconds(
         "--gc-interval",
         default="60",
-        type=flags.positive,
         help="seconds between collections of deleted domains' leftovers",
     )
     """Seconds between collections of what vanished domains left behind."""

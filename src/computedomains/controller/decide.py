@@ -23,8 +23,9 @@ from computedomains.controller.views import CliqueID, NodeName, Snapshot
 
 READY = models.Status.READY
 IMMEDIATE = frozenset({eventplan.Reason.DELETION_WAITING, eventplan.Reason.LABEL_WITHOUT_CLAIM})
-"""Events never held back for the next status write: what they tell is happening now (a
-deletion waits; a forged label is being taken away)."""
+"""Events never held back for the next status write: what they tell is happening now. A
+deletion waits; a forged label is taken away this very round (label writes are never held
+back), so its warning goes with it, or a later round would find nothing left to warn about."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,15 +114,10 @@ def plan(
     written = status.shown(desired)
     new_status = written if status.differs(domain.status, written) and not release else None
     urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot, cliques, c, d)}
-    # A forged label is taken away this round (labels are not held back): its warning goes
-    # with it, or a later round would find nothing left to warn about.
-    immediate = [e for e in status_events if e.reason in IMMEDIATE]
-    held_back = bool(
-        new_status is not None or len(immediate) < len(status_events) or len(urgent) < len(writes)
-    )
+    now_events, now_keys = _immediate(status_events, keep)
+    held_back = new_status is not None or now_events != status_events or len(urgent) < len(writes)
     if not flush and not release:
-        writes, new_status, keep = urgent, None, _immediate_keys(keep) | reported
-        status_events = immediate
+        writes, new_status, keep, status_events = urgent, None, now_keys | reported, now_events
     return Plan(
         add_finalizer=not domain.deleting and not domain.finalized,
         create_template=not domain.deleting
@@ -212,9 +208,12 @@ def _announced(
     )
 
 
-def _immediate_keys(keys: frozenset[str]) -> frozenset[str]:
-    """The remembered keys of Events that are never held back (:data:`IMMEDIATE`)."""
-    return frozenset(k for k in keys if k.split("/", 1)[0] in IMMEDIATE)
+def _immediate(
+    events: list[eventplan.EventSpec], keys: frozenset[str]
+) -> tuple[list[eventplan.EventSpec], frozenset[str]]:
+    """The Events never held back (:data:`IMMEDIATE`) and their remembered keys."""
+    kept = frozenset(k for k in keys if k.split("/", 1)[0] in IMMEDIATE)
+    return [e for e in events if e.reason in IMMEDIATE], kept
 
 
 def _became_ready(snapshot: Snapshot, cliques: membership.CliquesPlan) -> tuple[NodeName, ...]:

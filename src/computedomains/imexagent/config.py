@@ -40,22 +40,19 @@ class AgentConfig:
     )
     max_nodes_per_clique: int = flags.field(flaggroups.MAX_NODES_PER_CLIQUE_FLAG)
     """Slots per clique, so lines of ``nodes.cfg``: the same on every node of a domain."""
-    imex_start_timeout: float = flags.option(
+    imex_start_timeout: float = flags.seconds(
         "--imex-start-timeout",
         default="60",
-        type=flags.positive,
         help="seconds IMEX may take to answer READY before the node reports it failed",
     )
-    imex_stop_timeout: float = flags.option(
+    imex_stop_timeout: float = flags.seconds(
         "--imex-stop-timeout",
         default="15",
-        type=flags.positive,
         help="seconds from SIGTERM to SIGKILL when IMEX is stopped",
     )
-    heartbeat_interval: float = flags.option(
+    heartbeat_interval: float = flags.seconds(
         "--heartbeat-interval",
         default=f"{imex.HEARTBEAT_INTERVAL:g}",
-        type=flags.positive,
         help="seconds between rewrites of the IMEX status file when nothing changed",
     )
     """Rewrites of an unchanged status file prove the agent alive to the kubelet plugin, which

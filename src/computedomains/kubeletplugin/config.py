@@ -46,17 +46,15 @@ class PluginConfig:
         help="channel devices per node (pods of one ComputeDomain per node)",
     )
     """Channel devices published per node: how many pods of one domain a node can host."""
-    imex_ready_timeout: float = flags.option(
+    imex_ready_timeout: float = flags.seconds(
         "--imex-ready-timeout",
         default="20",
-        type=flags.positive,
         help="seconds a prepare waits for the IMEX domain before asking to retry",
     )
     """Seconds a prepare waits for the node's IMEX domain before answering "retry later"."""
-    imex_status_max_age: float = flags.option(
+    imex_status_max_age: float = flags.seconds(
         "--imex-status-max-age",
         default=f"{imex.MAX_AGE:g}",
-        type=flags.positive,
         help="seconds after its last heartbeat that the IMEX agent's status is stale",
     )
     """Seconds after its last heartbeat that the IMEX status counts as stale (a dead agent's):
@@ -68,10 +66,9 @@ class PluginConfig:
     for the controller to reserve the node for one domain (Kubernetes 1.36 beta; older API
     servers drop the field). Off: two domains' first pods can race for a free node, and the
     loser waits on it (docs/placement.md)."""
-    collection_interval: float = flags.option(
+    collection_interval: float = flags.seconds(
         "--collection-interval",
         default="60",
-        type=flags.positive,
         help="seconds between garbage collection rounds (claims deleted without an unprepare)",
     )
     """Seconds between garbage collection rounds (claims gone, aborted entries expired). 60: a

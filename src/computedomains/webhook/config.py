@@ -66,7 +66,7 @@ class WebhookConfig:
     )
     """The Secret with ``ca.crt``, ``tls.crt``, ``tls.key`` (and ``ca.key``)."""
     cert_manager: bool = flags.switch(
-        "--cert-manager", default=False, help="cert-manager writes the Secret: only read it"
+        "--cert-manager", help="cert-manager writes the Secret: only read it"
     )
     """cert-manager writes the Secret: only read it (and inject its ``ca.crt``)."""
     crd_name: str = flags.option(
@@ -118,10 +118,9 @@ class WebhookConfig:
         help="least time between the steps of a CA rotation (new CA trusted, new certificate "
         "served, old CA dropped); more than --resync-interval plus 60s",
     )
-    resync_interval: float = flags.option(
+    resync_interval: float = flags.seconds(
         "--resync-interval",
         default="15",
-        type=flags.positive,
         help="seconds between Secret checks and caBundle injections",
     )
     """Seconds between rounds of Secret check, certificate reload and caBundle injection: how
