@@ -382,6 +382,11 @@ def test_a_forged_label_is_warned_about_in_the_round_that_takes_it_away() -> Non
     assert held.status_events[0].message.startswith("b carry")
     flushed = decide.plan(snap, limit=18, reported=held.reported, flush=True)
     assert "NodeLabelWithoutClaim" not in {e.reason for e in flushed.status_events}  # once
+    # Taken away and forged again, between status writes both times: warned about again.
+    gone = snapshot(nodes=[node("a")], agents=[agent("a", R.STARTING)], cliques=stored)
+    after = decide.plan(gone, limit=18, reported=held.reported, flush=False)
+    again = decide.plan(snap, limit=18, reported=after.reported, flush=False)
+    assert [e.reason for e in again.status_events] == ["NodeLabelWithoutClaim"]
 
 
 def test_an_address_change_is_written_at_once() -> None:

@@ -114,10 +114,10 @@ def plan(
     written = status.shown(desired)
     new_status = written if status.differs(domain.status, written) and not release else None
     urgent = {c: d for c, d in writes.items() if membership.urgent(snapshot, cliques, c, d)}
-    now_events, now_keys = _immediate(status_events, keep)
+    now_events, now_keys = _immediate(status_events, keep, reported=reported)
     held_back = new_status is not None or now_events != status_events or len(urgent) < len(writes)
     if not flush and not release:
-        writes, new_status, keep, status_events = urgent, None, now_keys | reported, now_events
+        writes, new_status, keep, status_events = urgent, None, now_keys, now_events
     return Plan(
         add_finalizer=not domain.deleting and not domain.finalized,
         create_template=not domain.deleting
@@ -209,11 +209,19 @@ def _announced(
 
 
 def _immediate(
-    events: list[eventplan.EventSpec], keys: frozenset[str]
+    events: list[eventplan.EventSpec], keys: frozenset[str], *, reported: frozenset[str]
 ) -> tuple[list[eventplan.EventSpec], frozenset[str]]:
-    """The Events never held back (:data:`IMMEDIATE`) and their remembered keys."""
-    kept = frozenset(k for k in keys if k.split("/", 1)[0] in IMMEDIATE)
-    return [e for e in events if e.reason in IMMEDIATE], kept
+    """The Events never held back (:data:`IMMEDIATE`), and the keys a holding-back round keeps.
+
+    Those are this round's keys of the Events sent (a forged label gone is forgotten, so one
+    forged again is warned about again) and the keys remembered so far of the rest.
+    """
+
+    def immediate(key: str) -> bool:
+        return key.split("/", 1)[0] in IMMEDIATE
+
+    kept = {k for k in keys if immediate(k)} | {k for k in reported if not immediate(k)}
+    return [e for e in events if e.reason in IMMEDIATE], frozenset(kept)
 
 
 def _became_ready(snapshot: Snapshot, cliques: membership.CliquesPlan) -> tuple[NodeName, ...]:
