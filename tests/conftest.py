@@ -25,6 +25,7 @@ from pytest_helm_charts import fixtures as helm_charts
 from cdsim import cluster as sim_cluster
 from cdsim import topology
 from tests.support import clusters, kube, lifecycle
+from tests.support.controller import ControllerProcess
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -83,6 +84,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (a stable sort: within a piece, tests keep their usual order)."""
     if hasattr(config, "workerinput"):
         items.sort(key=_queue_position)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test that ran a controller process shows the end of that controller's log."""
+    report = yield
+    if report.when == "call" and report.failed:
+        for value in getattr(item, "funcargs", {}).values():
+            if isinstance(value, ControllerProcess):
+                report.sections.append((f"end of {value.name}'s log", value.log_tail()))
+    return report
 
 
 @pytest.hookimpl(optionalhook=True)

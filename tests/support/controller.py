@@ -75,6 +75,13 @@ class ControllerProcess:
         os.kill(self.child.pid, signal.SIGKILL)
         self.child.popen.wait(timeout=10)
 
+    def log_tail(self, lines: int = 120) -> str:
+        """The last ``lines`` lines of its log (a failed test shows them: conftest.py)."""
+        log = self.log_dir / f"{self.name}.log"
+        if not log.exists():
+            return f"(no log at {log})"
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
     def probe(self, path: str) -> int:
         """The HTTP status of ``path`` on the controller's endpoint (0 when it does not answer)."""
         try:
